@@ -1,0 +1,80 @@
+/* The logger: every message libvma prints goes through here.
+ * Levels, details and colours follow VMA_TRACELEVEL, VMA_LOG_DETAILS,
+ * VMA_LOG_COLORS and VMA_LOG_FILE (see docs/parameters.md). */
+#ifndef VMA_LOG_VLOG_H
+#define VMA_LOG_VLOG_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+typedef enum vlog_level {
+	VLOG_NONE = -1,
+	VLOG_PANIC = 0,
+	VLOG_ERROR = 1,
+	VLOG_WARNING = 2,
+	VLOG_INFO = 3,
+	VLOG_DETAILS = 4,
+	VLOG_DEBUG = 5,
+	VLOG_FINE = 6,
+	VLOG_FINER = 7,
+	VLOG_ALL = 8,
+} vlog_level_t;
+
+/* The level in force. Read by the macros below before any formatting, so a
+ * disabled message costs one load and one compare on the hot path. */
+extern int vlog_current_level;
+
+struct vlog_settings {
+	int level;            /* vlog_level_t */
+	int details;          /* 0..3 as VMA_LOG_DETAILS */
+	int colors;           /* wish; forced off when the sink is not a tty */
+	const char *file;     /* VMA_LOG_FILE pattern, NULL or "" = stderr; one %d -> pid */
+};
+
+/* Applies settings (opens the log file, decides colours). Safe to call again
+ * (e.g. vma_stats -l changes the level). Returns 0, or -1 when the file could
+ * not be opened (logging then stays on stderr, with a warning). */
+int vlog_configure(const struct vlog_settings *settings);
+/* Changes only the level / details (live control from vma_stats). */
+void vlog_set_level(int level);
+void vlog_set_details(int details);
+int vlog_get_details(void);
+
+/* Parses a VMA_TRACELEVEL value: a number (-1..8) or a name, case-insensitive:
+ * none, panic, error, warn|warning, info|information, details, debug,
+ * fine|func, finer|func_all, all. Returns 0 and sets *level, or -1. */
+int vlog_level_parse(const char *text, int *level);
+/* Upper-case name as shown in log lines and the banner ("DEBUG"). */
+const char *vlog_level_name(int level);
+
+/* Formats and writes one line: "VMA <LEVEL>: <details><message>\n".
+ * Never allocates, never calls an interposed libc function, async-signal
+ * tolerant enough for the SIGINT path. */
+void vlog_print(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vlog_vprint(int level, const char *fmt, va_list ap);
+
+/* Formats a line into buf exactly as vlog_print would write it (for tests and
+ * for the banner); returns the length. */
+size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
+		   const char *fmt, va_list ap);
+
+/* Prints the seeds' "high log level" warning box when level >= DEBUG. */
+void vlog_warn_if_high_level(void);
+
+/* Flushes and closes a log file (at exit). */
+void vlog_shutdown(void);
+
+#define vlog_enabled(lvl) (__builtin_expect((lvl) <= vlog_current_level, 0))
+#define VLOG_AT(lvl, ...) \
+	do { if (vlog_enabled(lvl)) vlog_print((lvl), __VA_ARGS__); } while (0)
+
+#define vlog_panic(...)   VLOG_AT(VLOG_PANIC, __VA_ARGS__)
+#define vlog_error(...)   VLOG_AT(VLOG_ERROR, __VA_ARGS__)
+#define vlog_warn(...)    VLOG_AT(VLOG_WARNING, __VA_ARGS__)
+#define vlog_info(...)    VLOG_AT(VLOG_INFO, __VA_ARGS__)
+#define vlog_details(...) VLOG_AT(VLOG_DETAILS, __VA_ARGS__)
+#define vlog_debug(...)   VLOG_AT(VLOG_DEBUG, __VA_ARGS__)
+#define vlog_fine(...)    VLOG_AT(VLOG_FINE, __VA_ARGS__)
+#define vlog_finer(...)   VLOG_AT(VLOG_FINER, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,3 @@
+/* STUB */
+#include "redirect/redirect.h"
+void redirect_resolve_originals(void) {}

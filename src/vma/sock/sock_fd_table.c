@@ -1,0 +1,2 @@
+/* STUB */
+#include "sock/sock_fd_table.h"
