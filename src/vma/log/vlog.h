@@ -1,6 +1,6 @@
 /* The logger: every message libvma prints goes through here.
  * Levels, details and colours follow VMA_TRACELEVEL, VMA_LOG_DETAILS,
- * VMA_LOG_COLORS and VMA_LOG_FILE (see docs/parameters.md). */
+ * VMA_LOG_COLORS and VMA_LOG_FILE (see docs/logging.md). */
 #ifndef VMA_LOG_VLOG_H
 #define VMA_LOG_VLOG_H
 
@@ -27,7 +27,7 @@ extern int vlog_current_level;
 struct vlog_settings {
 	int level;            /* vlog_level_t */
 	int details;          /* 0..3 as VMA_LOG_DETAILS */
-	int colors;           /* wish; forced off when the sink is not a tty */
+	int colors;           /* wish; only honoured when the sink is stderr and a tty */
 	const char *file;     /* VMA_LOG_FILE pattern, NULL or "" = stderr; one %d -> pid */
 };
 
@@ -35,8 +35,10 @@ struct vlog_settings {
  * (e.g. vma_stats -l changes the level). Returns 0, or -1 when the file could
  * not be opened (logging then stays on stderr, with a warning). */
 int vlog_configure(const struct vlog_settings *settings);
-/* Changes only the level / details (live control from vma_stats). */
+/* Changes only the level / details (live control from vma_stats; callable
+ * from any thread). Out-of-range values are clamped to NONE..ALL and 0..3. */
 void vlog_set_level(int level);
+int vlog_get_level(void);
 void vlog_set_details(int details);
 int vlog_get_details(void);
 
@@ -47,28 +49,42 @@ int vlog_level_parse(const char *text, int *level);
 /* Upper-case name as shown in log lines and the banner ("DEBUG"). */
 const char *vlog_level_name(int level);
 
-/* Formats and writes one line: "VMA <LEVEL>: <details><message>\n".
- * Never allocates, never calls an interposed libc function, async-signal
- * tolerant enough for the SIGINT path. */
+/* Longest line vlog_print writes, NUL included; longer messages are cut and
+ * end with VLOG_TRUNCATION_MARK. */
+#define VLOG_LINE_MAX 2048
+#define VLOG_TRUNCATION_MARK "...[truncated]"
+
+/* Formats and writes one line: "<details>VMA <LEVEL>: <message>\n", where
+ * <details> is "", "Tid: T ", "Pid: P Tid: T " or "Time: MS.mmm Pid: P Tid: T ".
+ * Prints nothing when level is above the level in force. One write per line,
+ * never allocates, never calls an interposed libc function, keeps errno,
+ * async-signal tolerant enough for the SIGINT path. A PANIC line is followed
+ * by abort(), even when the level in force hides it. */
 void vlog_print(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vlog_vprint(int level, const char *fmt, va_list ap);
+/* What vlog_panic() expands to: prints (if enabled) and never returns. */
+void vlog_panic_and_abort(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 
 /* Formats a line into buf exactly as vlog_print would write it (for tests and
- * for the banner); returns the length. */
+ * for the banner); returns its length (< size; buf is NUL-terminated when
+ * size > 0). colors selects the escape sequences regardless of any tty. */
 size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
 		   const char *fmt, va_list ap);
 
 /* Prints the seeds' "high log level" warning box when level >= DEBUG. */
 void vlog_warn_if_high_level(void);
 
-/* Flushes and closes a log file (at exit). */
+/* Closes a log file and goes back to stderr (at exit). Lines are never
+ * buffered, so there is nothing to flush. */
 void vlog_shutdown(void);
 
 #define vlog_enabled(lvl) (__builtin_expect((lvl) <= vlog_current_level, 0))
 #define VLOG_AT(lvl, ...) \
 	do { if (vlog_enabled(lvl)) vlog_print((lvl), __VA_ARGS__); } while (0)
 
-#define vlog_panic(...)   VLOG_AT(VLOG_PANIC, __VA_ARGS__)
+/* Not gated by the level: a panic must stop the process even at NONE. */
+#define vlog_panic(...)   vlog_panic_and_abort(__VA_ARGS__)
 #define vlog_error(...)   VLOG_AT(VLOG_ERROR, __VA_ARGS__)
 #define vlog_warn(...)    VLOG_AT(VLOG_WARNING, __VA_ARGS__)
 #define vlog_info(...)    VLOG_AT(VLOG_INFO, __VA_ARGS__)
