@@ -1,1 +1,193 @@
-/* STUB */
+/* What the table looks like to people: the startup banner (through the
+ * logger) and the Markdown reference behind docs/parameters.md. */
+#include "config.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "log/vlog.h"
+
+#define CFG_BANNER_RULE "---------------------------------------------------------------------------"
+
+/* The command line with arguments joined by spaces. Raw syscalls, because
+ * open/read/close may be interposed by us and the banner runs while the
+ * interposition layer is still starting. */
+static void cfg_read_cmdline(char *buf, size_t size)
+{
+	buf[0] = '\0';
+	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	size_t len = 0;
+	while (len + 1 < size) {
+		long n = syscall(SYS_read, (int)fd, buf + len, size - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	syscall(SYS_close, (int)fd);
+	while (len && buf[len - 1] == '\0')
+		len--;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[len] = '\0';
+}
+
+static bool cfg_banner_always(const struct cfg_param_row *row)
+{
+	return !strcmp(row->name, "VMA_TRACELEVEL") || !strcmp(row->name, "VMA_LOG_FILE");
+}
+
+void cfg_params_print_banner(const struct cfg_params *p)
+{
+	char text[CFG_PATH_SIZE];
+	struct utsname uts;
+
+	vlog_info(CFG_BANNER_RULE);
+	vlog_info("VMA_VERSION: %s", PACKAGE_VERSION);
+	cfg_read_cmdline(text, sizeof(text));
+	vlog_info("Cmd Line: %s", text);
+	vlog_info("Pid: %5d", (int)getpid());
+	if (uname(&uts) == 0) {
+		vlog_info("Architecture: %s", uts.machine);
+		vlog_info("Node: %s", uts.nodename);
+	}
+	vlog_info(CFG_BANNER_RULE);
+	for (int i = 0; i < cfg_params_count(); i++) {
+		const struct cfg_param_row *row = cfg_param_at(i);
+		if (!cfg_banner_always(row) && cfg_param_is_default(p, row))
+			continue;
+		cfg_param_value_text(p, row, text, sizeof(text));
+		vlog_info("%-30s %-26s [%s]", row->title, text, row->name);
+	}
+	vlog_info(CFG_BANNER_RULE);
+}
+
+/* ---- Markdown reference ---- */
+
+static const char *cfg_kind_name(const struct cfg_param_row *row)
+{
+	switch (row->kind) {
+	case CFG_KIND_INT: return "integer";
+	case CFG_KIND_BOOL: return "boolean";
+	case CFG_KIND_STRING: return "string";
+	case CFG_KIND_LEVEL: return "log level";
+	case CFG_KIND_ENUM:
+	case CFG_KIND_NAMED: return "choice";
+	case CFG_KIND_SPEC: return "profile";
+	}
+	return "?";
+}
+
+static void cfg_write_range(FILE *out, const struct cfg_param_row *row)
+{
+	switch (row->kind) {
+	case CFG_KIND_STRING:
+		fprintf(out, "up to %zu characters", row->size - 1);
+		return;
+	case CFG_KIND_BOOL:
+		fputs("0 or 1", out);
+		return;
+	case CFG_KIND_LEVEL:
+		fprintf(out, "%d to %d, or a level name", row->min, row->max);
+		return;
+	case CFG_KIND_SPEC:
+		for (int i = 0; i < cfg_spec_count(); i++) {
+			const struct cfg_spec *spec = cfg_spec_at(i);
+			for (int k = 0; spec->names[k]; k++)
+				fprintf(out, "%s`%s`", (i || k) ? ", " : "", spec->names[k]);
+		}
+		return;
+	case CFG_KIND_ENUM:
+	case CFG_KIND_NAMED:
+		for (const struct cfg_label *l = row->labels; l && l->text; l++)
+			fprintf(out, "%s%d", l == row->labels ? "" : ", ", l->value);
+		return;
+	case CFG_KIND_INT:
+		if (row->max == INT_MAX)
+			fprintf(out, "%d or more", row->min);
+		else
+			fprintf(out, "%d to %d", row->min, row->max);
+		return;
+	}
+}
+
+static void cfg_write_row(FILE *out, const struct cfg_param_row *row)
+{
+	char def[CFG_PATH_SIZE];
+	cfg_param_default_text(row, def, sizeof(def));
+
+	fprintf(out, "### %s\n\n", row->name);
+	fprintf(out, "- Type: %s\n", cfg_kind_name(row));
+	fprintf(out, "- Default: %s%s%s\n", def[0] ? "`" : "", def[0] ? def : "(empty)", def[0] ? "`" : "");
+	fputs("- Accepted: ", out);
+	cfg_write_range(out, row);
+	fputc('\n', out);
+	if (row->labels) {
+		fputs("- Values:", out);
+		for (const struct cfg_label *l = row->labels; l->text; l++)
+			fprintf(out, "%s `%d` %s", l == row->labels ? "" : ";", l->value, l->text);
+		fputc('\n', out);
+	}
+	fprintf(out, "- Banner: %s\n\n%s\n\n", row->title, row->description);
+}
+
+static void cfg_write_specs(FILE *out)
+{
+	fputs("## VMA_SPEC profiles\n\n"
+	      "A profile replaces the defaults of the parameters below; any of them set in the "
+	      "environment still takes precedence over the profile.\n\n", out);
+	for (int i = 0; i < cfg_spec_count(); i++) {
+		const struct cfg_spec *spec = cfg_spec_at(i);
+		fprintf(out, "### %s\n\n", spec->title);
+		fputs("Select with", out);
+		for (int k = 0; spec->names[k]; k++)
+			fprintf(out, "%s `VMA_SPEC=%s`", k ? " or" : "", spec->names[k]);
+		fprintf(out, ". %s\n\n| Variable | Profile value | Default |\n| --- | --- | --- |\n",
+			spec->summary);
+		for (const struct cfg_spec_setting *s = spec->settings; s->name; s++) {
+			const struct cfg_param_row *row = cfg_param_find(s->name);
+			char def[CFG_PATH_SIZE];
+			fprintf(out, "| `%s` | %s | %s |\n", s->name, s->value,
+				row ? cfg_param_default_text(row, def, sizeof(def)) : "?");
+		}
+		fputc('\n', out);
+	}
+}
+
+void cfg_params_write_markdown(FILE *out)
+{
+	char def[CFG_PATH_SIZE];
+
+	fputs("# VMA parameters\n\n"
+	      "<!-- Generated from src/vma/config/cfg_params.def by cfg_gendoc; edit the table, not this file. -->\n\n"
+	      "libvma is tuned entirely through `VMA_*` environment variables read once when the "
+	      "library loads. Integers are plain decimal numbers; booleans take 0 or 1. A value that "
+	      "cannot be used (not a number, out of range, too long) is reported with a warning and "
+	      "the default stays in force. At startup the library prints every parameter that "
+	      "differs from its default, plus the log level and log file, in the format of the "
+	      "\"Banner\" titles below.\n\n", out);
+	fprintf(out, "%d parameters.\n\n", cfg_params_count());
+	fputs("| Variable | Type | Default | Accepted |\n| --- | --- | --- | --- |\n", out);
+	for (int i = 0; i < cfg_params_count(); i++) {
+		const struct cfg_param_row *row = cfg_param_at(i);
+		cfg_param_default_text(row, def, sizeof(def));
+		/* Links use the anchors Markdown renderers derive from the headings. */
+		fprintf(out, "| [`%s`](#vma_%s) | %s | %s | ", row->name, row->field, cfg_kind_name(row),
+			def[0] ? def : "(empty)");
+		cfg_write_range(out, row);
+		fputs(" |\n", out);
+	}
+	fputs("\n## Parameters\n\n", out);
+	for (int i = 0; i < cfg_params_count(); i++) {
+		const struct cfg_param_row *row = cfg_param_at(i);
+		cfg_write_row(out, row);
+	}
+	cfg_write_specs(out);
+}
