@@ -1,8 +1,29 @@
 /* Process-wide start and stop of libvma. */
 #ifndef VMA_VMA_MAIN_H
 #define VMA_VMA_MAIN_H
-/* Lazy, once, thread-safe: loads parameters, logger, libvma.conf and prints
- * the banner. Any interposed call may trigger it; calls made while it runs
- * (from the same thread) pass straight to libc. */
-void vma_init_once(void);
+
+#include <stdbool.h>
+
+/* Lazy, once, thread-safe: resolves the libc originals, loads parameters,
+ * configures the logger, prints the banner, loads libvma.conf, builds the fd
+ * table, installs the SIGINT handler (VMA_HANDLE_SIGINTR) and the fork hook.
+ * Any interposed call may trigger it; other threads wait for it to finish.
+ * Returns true once libvma is up. Returns false, at once, to a call made by
+ * the initialising thread itself while init runs (the logger or config
+ * loader calling an interposed function): that call must go to libc. */
+bool vma_init_once(void);
+
+/* Runs in the child after fork(), vfork() (served by fork) and daemon(),
+ * once per child process whichever path forked it. Later parts mark
+ * inherited rings and offloaded sockets as the parent's here: a child
+ * never tears down what the parent owns. */
+void vma_after_fork_child(void);
+
+/* The SIGINT cleanup (VMA_HANDLE_SIGINTR=1). Runs inside a signal handler:
+ * whatever is registered must be async-signal-safe and idempotent. NULL =
+ * nothing to clean yet. */
+typedef void (*vma_cleanup_fn)(void);
+void vma_set_sigint_cleanup(vma_cleanup_fn fn);
+void vma_run_sigint_cleanup(void);
+
 #endif

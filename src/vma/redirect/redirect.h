@@ -1,5 +1,64 @@
-/* STUB until the interposition layer lands. */
+/* Shared by the files that define the interposed libc symbols (libvma.so
+ * only). Each of them starts with `#undef _FORTIFY_SOURCE` before any
+ * header: under fortification glibc turns read(), recv(), poll()... into
+ * inline functions, and we must define the real external symbols. */
 #ifndef VMA_REDIRECT_REDIRECT_H
 #define VMA_REDIRECT_REDIRECT_H
-void redirect_resolve_originals(void);
+
+#include <errno.h>
+#include <stdbool.h>
+#include "redirect/redirect_orig.h"
+#include "sock/sock_fd_table.h"
+
+/* The only symbols libvma.so exports (with the Extra API's later). */
+#define REDIRECT_EXPORT __attribute__((visibility("default")))
+
+/* The hot-path shape of every fd call: resolve-if-needed (one predictable
+ * branch), one table load, then the object's op or the original. No lock,
+ * no allocation. A missing original yields -1/ENOSYS. */
+#define REDIRECT_FD_CALL(name, fd, ...) \
+	do { \
+		REDIRECT_ENSURE_ORIGINALS(); \
+		struct sock_obj *obj_ = sock_fd_get(fd); \
+		if (obj_ && obj_->ops->name) \
+			return obj_->ops->name(obj_, __VA_ARGS__); \
+		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		if (__builtin_expect(!orig_, 0)) \
+			return redirect_enosys(); \
+		return orig_(fd, __VA_ARGS__); \
+	} while (0)
+
+/* A call with no object involvement: straight to the original. */
+#define REDIRECT_PASS(name, ...) \
+	do { \
+		REDIRECT_ENSURE_ORIGINALS(); \
+		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		if (__builtin_expect(!orig_, 0)) \
+			return redirect_enosys(); \
+		return orig_(__VA_ARGS__); \
+	} while (0)
+
+static inline int redirect_enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The kernel just handed out `fd` (pipe, dup, epoll_create...): any entry
+ * left for that number is stale (its fd was closed behind our back, e.g.
+ * by fclose() or a raw syscall) and must not meet the new file. */
+static inline void redirect_fd_fresh(int fd)
+{
+	if (__builtin_expect(sock_fd_get(fd) != NULL, 0))
+		sock_fd_drop(fd);
+}
+
+/* Registers a passthrough object for a new socket fd when it is of a kind
+ * libvma tracks; otherwise only clears a stale entry. `how` names the call
+ * for the debug log. Never fails the application's call. */
+void redirect_track_socket(int fd, int domain, int type, int protocol, const char *how);
+
+/* SIGINT handling (VMA_HANDLE_SIGINTR), redirect_signal.c. */
+void redirect_signal_init(void);
+
 #endif

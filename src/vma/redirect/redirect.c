@@ -1,3 +1,0 @@
-/* STUB */
-#include "redirect/redirect.h"
-void redirect_resolve_originals(void) {}

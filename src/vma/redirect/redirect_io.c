@@ -1,0 +1,117 @@
+/* Data calls: the hot path. Each is REDIRECT_FD_CALL and nothing else. */
+#undef _FORTIFY_SOURCE
+#include "redirect/redirect.h"
+
+REDIRECT_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	REDIRECT_FD_CALL(read, fd, buf, len);
+}
+
+REDIRECT_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	REDIRECT_FD_CALL(readv, fd, iov, iovcnt);
+}
+
+REDIRECT_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	REDIRECT_FD_CALL(recv, fd, buf, len, flags);
+}
+
+REDIRECT_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t len, int flags, __SOCKADDR_ARG from,
+				 socklen_t *__restrict fromlen)
+{
+	REDIRECT_FD_CALL(recvfrom, fd, buf, len, flags, from.__sockaddr__, fromlen);
+}
+
+REDIRECT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	REDIRECT_FD_CALL(recvmsg, fd, msg, flags);
+}
+
+REDIRECT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
+{
+	REDIRECT_FD_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
+}
+
+REDIRECT_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	REDIRECT_FD_CALL(write, fd, buf, len);
+}
+
+REDIRECT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	REDIRECT_FD_CALL(writev, fd, iov, iovcnt);
+}
+
+REDIRECT_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	REDIRECT_FD_CALL(send, fd, buf, len, flags);
+}
+
+REDIRECT_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG to,
+			       socklen_t tolen)
+{
+	REDIRECT_FD_CALL(sendto, fd, buf, len, flags, to.__sockaddr__, tolen);
+}
+
+REDIRECT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	REDIRECT_FD_CALL(sendmsg, fd, msg, flags);
+}
+
+REDIRECT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	REDIRECT_FD_CALL(sendmmsg, fd, vec, vlen, flags);
+}
+
+REDIRECT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	REDIRECT_FD_CALL(sendfile, out_fd, in_fd, offset, count);
+}
+
+REDIRECT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	REDIRECT_FD_CALL(sendfile64, out_fd, in_fd, offset, count);
+}
+
+/* The fortified variants: a program built with _FORTIFY_SOURCE calls only
+ * these. For our objects the fortify check is done here, exactly as glibc
+ * does it, before the op; everything else goes to glibc's own _chk symbol,
+ * which checks and calls the kernel. */
+
+REDIRECT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (obj && obj->ops->read) {
+		if (nbytes > buflen)
+			__chk_fail();
+		return obj->ops->read(obj, buf, nbytes);
+	}
+	REDIRECT_PASS(__read_chk, fd, buf, nbytes, buflen);
+}
+
+REDIRECT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (obj && obj->ops->recv) {
+		if (n > buflen)
+			__chk_fail();
+		return obj->ops->recv(obj, buf, n, flags);
+	}
+	REDIRECT_PASS(__recv_chk, fd, buf, n, buflen, flags);
+}
+
+REDIRECT_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen, int flags,
+				       __SOCKADDR_ARG addr, socklen_t *__restrict addr_len)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (obj && obj->ops->recvfrom) {
+		if (n > buflen)
+			__chk_fail();
+		return obj->ops->recvfrom(obj, buf, n, flags, addr.__sockaddr__, addr_len);
+	}
+	REDIRECT_PASS(__recvfrom_chk, fd, buf, n, buflen, flags, addr, addr_len);
+}

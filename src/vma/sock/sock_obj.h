@@ -1,0 +1,85 @@
+/* The object behind an fd that libvma tracks. Each kind of socket (the
+ * passthrough of today, the offloaded UDP/TCP sockets of later parts) embeds
+ * struct sock_obj first and supplies a sock_ops table.
+ *
+ * Every op is optional: a NULL op means "the kernel handles this call on the
+ * same fd", so a kind implements only what it accelerates. Ops mirror the
+ * libc calls one for one (fd replaced by the object) so that a call that
+ * reaches the kernel is exactly the call the application made. */
+#ifndef VMA_SOCK_SOCK_OBJ_H
+#define VMA_SOCK_SOCK_OBJ_H
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+struct sock_obj;
+
+struct sock_ops {
+	const char *kind;   /* "passthrough", "udp", ... for logs */
+
+	int (*bind)(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len);
+	int (*connect)(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len);
+	int (*listen)(struct sock_obj *obj, int backlog);
+	int (*accept4)(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
+	int (*shutdown)(struct sock_obj *obj, int how);
+	int (*getsockname)(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
+	int (*getpeername)(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
+	int (*setsockopt)(struct sock_obj *obj, int level, int name, const void *val, socklen_t len);
+	int (*getsockopt)(struct sock_obj *obj, int level, int name, void *val, socklen_t *len);
+	/* arg is the variadic argument as glibc fetches it (a pointer-sized word). */
+	int (*fcntl)(struct sock_obj *obj, int cmd, void *arg);
+	int (*ioctl)(struct sock_obj *obj, unsigned long request, void *arg);
+
+	ssize_t (*read)(struct sock_obj *obj, void *buf, size_t len);
+	ssize_t (*readv)(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
+	ssize_t (*recv)(struct sock_obj *obj, void *buf, size_t len, int flags);
+	ssize_t (*recvfrom)(struct sock_obj *obj, void *buf, size_t len, int flags,
+			    struct sockaddr *from, socklen_t *fromlen);
+	ssize_t (*recvmsg)(struct sock_obj *obj, struct msghdr *msg, int flags);
+	int (*recvmmsg)(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
+			struct timespec *timeout);
+
+	ssize_t (*write)(struct sock_obj *obj, const void *buf, size_t len);
+	ssize_t (*writev)(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
+	ssize_t (*send)(struct sock_obj *obj, const void *buf, size_t len, int flags);
+	ssize_t (*sendto)(struct sock_obj *obj, const void *buf, size_t len, int flags,
+			  const struct sockaddr *to, socklen_t tolen);
+	ssize_t (*sendmsg)(struct sock_obj *obj, const struct msghdr *msg, int flags);
+	int (*sendmmsg)(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
+	ssize_t (*sendfile)(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
+	ssize_t (*sendfile64)(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
+
+	/* close(fd) on the application's side. When NULL the kernel fd is
+	 * closed by the wrapper. Called after the fd left the table. */
+	int (*close)(struct sock_obj *obj);
+	/* The fd left the table (close, dup2 onto it, close_range, a stale
+	 * entry replaced): drop user-space state now; the kernel fd is not
+	 * touched. The memory must stay readable until destroy. */
+	void (*release)(struct sock_obj *obj);
+	/* Frees the memory; called after the retirement grace (sock_obj_retire). */
+	void (*destroy)(struct sock_obj *obj);
+};
+
+struct sock_obj {
+	const struct sock_ops *ops;
+	int fd;
+	int domain;     /* AF_INET, AF_INET6 */
+	int type;       /* SOCK_STREAM, SOCK_DGRAM (without SOCK_NONBLOCK/CLOEXEC) */
+	int protocol;
+};
+
+/* Hands an object that left the fd table to the graveyard: release() runs
+ * now, destroy() only after SOCK_OBJ_GRAVE_SLOTS later retirements, so a
+ * thread that loaded the pointer just before the entry was cleared can still
+ * read it (see docs/architecture.md, "Interposition"). NULL is ignored. */
+void sock_obj_retire(struct sock_obj *obj);
+
+/* Destroys every retired object now. Only when no other thread can hold one
+ * (tests, teardown). */
+void sock_obj_flush_retired(void);
+
+#define SOCK_OBJ_GRAVE_SLOTS 1024
+
+#endif
