@@ -1,0 +1,143 @@
+#!/bin/bash
+# ring_steering.sh [BUILD_DIR]: the eBPF steering sends only attached flows to
+# the ring. In the two-namespace testbed, with ring_echo on vmatb-b0 UDP PORT:
+#  - ring_echo answers on PORT and receives exactly the datagrams sent there;
+#  - a kernel UDP server on PORT+1, ping, and kernel TCP on PORT and PORT+2
+#    keep working;
+#  - SIGTERM: exit 0, no XDP program, no pin under /sys/fs/bpf/vma, no echo;
+#  - a leftover of a SIGKILLed ring_echo is removed by the next start;
+#  - without privileges ring_echo exits 3 with one warning naming the
+#    interface and the reason.
+# Exit 0 all passed, 1 a check failed, 77 cannot run here (not root, not built).
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+BUILD=${1:-${BUILD_DIR:-$PWD}}
+BENCH=$BUILD/tests/bench
+TESTBED=$TOP/contrib/testbed.sh
+PORT=${PORT:-7100}
+TMP=$(mktemp -d /tmp/ring_steering.XXXXXX)
+PASSED=0 FAILED=0
+
+skip() { echo "ring_steering: SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root"
+for p in ring_echo udp_echo_kernel udp_pp_client; do
+	[ -x "$BENCH/$p" ] || skip "$BENCH/$p not built (HAVE_XDP?)"
+done
+command -v python3 >/dev/null || skip "python3 missing (TCP checks)"
+command -v ping >/dev/null || skip "ping missing (iputils-ping)"
+"$TESTBED" up pair >/dev/null || skip "testbed setup failed"
+
+check() { # check "what" command...
+	if "${@:2}" >>"$TMP/log" 2>&1; then
+		echo "ok   - $1"; PASSED=$((PASSED + 1))
+	else
+		echo "FAIL - $1"; FAILED=$((FAILED + 1))
+	fi
+}
+in_a() { ip netns exec vmatb-a "$@"; }
+# nsenter (not ip netns exec) keeps the host's bpffs mount. Background jobs
+# use NSB directly so that $! is the program itself, not a subshell.
+NSB=(nsenter --net=/run/netns/vmatb-b)
+in_b() { "${NSB[@]}" "$@"; }
+
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	"$TESTBED" down >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+start_echo() { # start_echo TAG: ring_echo in sleep mode; sets ECHO_PID
+	RING_ECHO_SLEEP=1 "${NSB[@]}" "$BENCH/ring_echo" vmatb-b0 "$PORT" >"$TMP/$1.out" 2>"$TMP/$1.err" &
+	ECHO_PID=$!
+	PIDS+=("$ECHO_PID")
+	for _ in $(seq 50); do
+		grep -q ready "$TMP/$1.out" 2>/dev/null && return 0
+		kill -0 "$ECHO_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+pp() { in_a "$BENCH/udp_pp_client" 198.18.0.2 "$1" "$2" 64 0; }
+pp_ok() { pp "$1" "$2" | grep -q "rounds=$2 lost=0 "; }
+pp_all_lost() { pp "$1" "$2" | grep -q "rounds=0 lost=$2"; }
+xdp_attached() { in_b ip link show vmatb-b0 | grep -q 'xdp'; }
+no_xdp() { ! xdp_attached; }
+pin_of() { [ -e "/sys/fs/bpf/vma/vmatb-b0/$1" ]; }
+no_pins() { [ ! -d /sys/fs/bpf/vma ] || [ -z "$(ls -A /sys/fs/bpf/vma)" ]; }
+rx_count() { sed -n 's/.*ring_echo: rx \([0-9]*\) .*/\1/p' "$1"; }
+
+TCP_SERVER='
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.0.2", int(sys.argv[1]))); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); c.sendall(c.recv(100).upper()); c.close()'
+TCP_CLIENT='
+import socket, sys
+c = socket.create_connection(("198.18.0.2", int(sys.argv[1])), timeout=3)
+c.sendall(b"steer me"); sys.exit(0 if c.recv(100) == b"STEER ME" else 1)'
+tcp_roundtrip() { # tcp_roundtrip PORT: kernel TCP server in b, client in a
+	"${NSB[@]}" timeout 10 python3 -c "$TCP_SERVER" "$1" >"$TMP/tcp$1" 2>&1 &
+	local srv=$!
+	for _ in $(seq 30); do grep -q ready "$TMP/tcp$1" && break; sleep 0.1; done
+	in_a timeout 5 python3 -c "$TCP_CLIENT" "$1"; local rc=$?
+	wait "$srv"
+	return $rc
+}
+
+echo "# ring_echo attached"
+check "ring_echo starts and prints ready" start_echo first
+check "XDP program attached to vmatb-b0" xdp_attached
+check "pin /sys/fs/bpf/vma/vmatb-b0/$ECHO_PID exists" pin_of "$ECHO_PID"
+check "UDP $PORT answered by ring_echo (200 round trips, none lost)" pp_ok "$PORT" 200
+
+"${NSB[@]}" "$BENCH/udp_echo_kernel" $((PORT + 1)) >"$TMP/kernel.out" 2>&1 &
+KPID=$!; PIDS+=("$KPID")
+sleep 0.3
+check "kernel UDP server on $((PORT + 1)) still answers (100 round trips)" pp_ok $((PORT + 1)) 100
+kill -INT "$KPID"; wait "$KPID"
+check "ping 198.18.0.2 passes to the kernel" in_a ping -c 3 -i 0.2 -W 1 198.18.0.2
+check "kernel TCP on port $PORT (same port, other protocol) works" tcp_roundtrip "$PORT"
+check "kernel TCP on port $((PORT + 2)) works" tcp_roundtrip $((PORT + 2))
+
+echo "# detach"
+kill -TERM "$ECHO_PID"; wait "$ECHO_PID"; RC=$?
+check "SIGTERM: ring_echo exits 0" test "$RC" = 0
+check "ring_echo received exactly the 200 datagrams sent to its port" test "$(rx_count "$TMP/first.err")" = 200
+check "no XDP program left on vmatb-b0" no_xdp
+check "no pin left under /sys/fs/bpf/vma" no_pins
+check "UDP $PORT no longer answered (3 tries, all lost)" pp_all_lost "$PORT" 3
+
+echo "# stale leftovers"
+check "second ring_echo starts" start_echo crashed
+DEAD=$ECHO_PID
+kill -KILL "$DEAD"; wait "$DEAD" 2>/dev/null
+check "after SIGKILL the program stays attached" xdp_attached
+check "after SIGKILL the pin of pid $DEAD stays" pin_of "$DEAD"
+check "third ring_echo starts over the leftover" start_echo third
+check "it reports removing the leftover of pid $DEAD" grep -q "dead process $DEAD" "$TMP/third.err"
+check "the pin of pid $DEAD is gone" eval "! pin_of $DEAD"
+check "UDP $PORT answered again" pp_ok "$PORT" 20
+kill -TERM "$ECHO_PID"; wait "$ECHO_PID"
+check "after its exit no XDP program and no pin are left" eval "no_xdp && no_pins"
+
+echo "# without privileges"
+in_b setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+	"$BENCH/ring_echo" vmatb-b0 "$PORT" >"$TMP/unpriv.out" 2>"$TMP/unpriv.err"
+RC=$?
+cat "$TMP/unpriv.err" >>"$TMP/log"
+check "unprivileged ring_echo exits 3 (kernel path kept)" test "$RC" = 3
+check "its warning names vmatb-b0 and the missing privilege" \
+	grep -q "WARN.*vmatb-b0.*privilege" "$TMP/unpriv.err"
+check "exactly one warning line" test "$(grep -c WARN "$TMP/unpriv.err")" = 1
+check "it never printed ready" eval "! grep -q ready $TMP/unpriv.out"
+check "nothing left attached" no_xdp
+
+if [ "$FAILED" -gt 0 ]; then
+	echo "--- log"; cat "$TMP/log"
+fi
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
