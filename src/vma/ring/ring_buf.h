@@ -1,0 +1,74 @@
+/* Packet buffers: every frame libvma receives or sends lives in a
+ * struct ring_buf taken from a pool. RX buffers are the backend's own memory
+ * (for AF_XDP, UMEM frames), so a datagram waits on a socket's queue in the
+ * very frame the NIC wrote and is copied once, into the application's buffer.
+ * TX buffers are backend memory too: the stack writes headers and copies the
+ * payload straight into the frame that goes on the wire.
+ *
+ * Pools never grow and never block: an empty pool returns NULL and counts it;
+ * the caller drops (RX) or reports EAGAIN/ENOBUFS (TX).
+ *
+ * Threading: a pool belongs to one ring (or one owner); callers serialise
+ * access according to VMA_THREAD_MODE, like the ring itself. */
+#ifndef VMA_RING_RING_BUF_H
+#define VMA_RING_RING_BUF_H
+
+#include <stdint.h>
+
+struct ring_buf_pool;
+
+struct ring_buf {
+	uint8_t *data;            /* first valid byte (RX: Ethernet header) */
+	uint32_t len;             /* valid bytes in this buffer */
+	uint32_t tot_len;         /* valid bytes in this buffer and the rest of its chain */
+	struct ring_buf *next;    /* next part of the same packet (chain), or NULL */
+	struct ring_buf *link;    /* free for the current owner: socket queue, reassembly list */
+	uint8_t *head;            /* start of the buffer's memory */
+	uint32_t size;            /* bytes available from head */
+	uint16_t refcount;
+	uint16_t flags;           /* RING_BUF_F_* */
+	struct ring_buf_pool *pool;
+	uint64_t handle;          /* backend id (AF_XDP: UMEM address) */
+	uint64_t rx_time_ns;      /* CLOCK_REALTIME at receive (software SO_TIMESTAMP) */
+	uint32_t scratch[4];      /* for the layer that holds the buffer (e.g. header offsets) */
+};
+
+#define RING_BUF_F_RX        0x1  /* came from rx_burst */
+#define RING_BUF_F_TX        0x2  /* came from tx_alloc */
+
+struct ring_buf_pool_counters {
+	uint64_t allocs;
+	uint64_t frees;
+	uint64_t empty;           /* allocations refused: pool exhausted */
+	uint32_t size;            /* buffers in the pool */
+	uint32_t free_now;
+	uint32_t free_min;        /* low-water mark since creation or reset */
+};
+
+/* What happens to a buffer whose last reference goes away. Backend pools
+ * (UMEM frames) hand it back to their ring; plain pools keep a free list. */
+struct ring_buf_pool_ops {
+	void (*recycle)(struct ring_buf_pool *pool, struct ring_buf *buf);
+};
+
+/* A plain pool: count buffers of buf_size bytes each, allocated once, here
+ * (never on the hot path). For the stack's own needs (reassembly, tests). */
+struct ring_buf_pool *ring_buf_pool_create(const char *name, unsigned count, unsigned buf_size);
+void ring_buf_pool_destroy(struct ring_buf_pool *pool);
+
+/* One buffer with refcount 1, data = head, len = tot_len = 0, or NULL
+ * (counted in empty) when the pool is exhausted. */
+struct ring_buf *ring_buf_alloc(struct ring_buf_pool *pool);
+
+/* Takes one more reference on a single buffer (not the chain). */
+void ring_buf_ref(struct ring_buf *buf);
+
+/* Drops one reference on every buffer of the chain starting at buf; each
+ * buffer reaching 0 goes back to its own pool. NULL is ignored. */
+void ring_buf_free(struct ring_buf *buf);
+
+void ring_buf_pool_read_counters(const struct ring_buf_pool *pool,
+				 struct ring_buf_pool_counters *out);
+const char *ring_buf_pool_name(const struct ring_buf_pool *pool);
+
+#endif
