@@ -1,0 +1,146 @@
+#!/bin/bash
+# The project's test command (README "Quick start"), run from the top of a
+# clone, as root on Debian 12 with the packages of contrib/deps.sh:
+#
+#   1. ./autogen.sh
+#   2. build/      configure --enable-werror, make -j2, make check (unit tests)
+#   3. build-san/  configure --enable-sanitizers, make check under ASan+UBSan
+#                  with leak detection
+#   4. tests/integration/run.sh with build/src/vma/.libs/libvma.so
+#
+# Ends with one line "N passed, N failed" summing unit and integration
+# results, and exits 1 if anything failed. It installs nothing: missing
+# packages are listed (contrib/deps.sh install adds them).
+# Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+jobs=${JOBS:-2}
+logs="$top/build-logs"
+mkdir -p "$logs"
+
+total_pass=0 total_fail=0 total_skip=0
+summary=()
+
+note() { printf '== %s\n' "$*"; }
+
+# record PHASE PASSED FAILED [SKIPPED]
+record() {
+	total_pass=$((total_pass + $2))
+	total_fail=$((total_fail + $3))
+	total_skip=$((total_skip + ${4:-0}))
+	summary+=("$(printf '%-28s %4d passed, %d failed%s' "$1" "$2" "$3" \
+		"$([ "${4:-0}" -gt 0 ] && echo ", $4 skipped")")")
+}
+
+# run_logged NAME CMD...: run CMD with output in build-logs/NAME.log; on
+# failure show the end of the log.
+run_logged() {
+	local name=$1
+	shift
+	local rc
+	"$@" >"$logs/$name.log" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] && return 0
+	echo "!! $name failed (exit $rc); last lines of build-logs/$name.log:"
+	tail -n 40 "$logs/$name.log" | sed 's/^/   | /'
+	return $rc
+}
+
+# unit_results BUILDDIR PHASE: count Check's test cases from each unit
+# test's log ("NN%: Checks: N, Failures: F, Errors: E"); a program that
+# died before printing that counts as one failure.
+unit_results() {
+	local dir=$1 phase=$2 pass=0 fail=0 skip=0 trs logf line n f e res
+	for trs in "$dir"/tests/unit/*.trs; do
+		[ -e "$trs" ] || continue
+		logf=${trs%.trs}.log
+		res=$(sed -n 's/^:test-result: //p' "$trs" | head -1)
+		line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$logf" 2>/dev/null | tail -1)
+		if [ -n "$line" ]; then
+			read -r n f e < <(sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/' <<<"$line")
+			pass=$((pass + n - f - e))
+			fail=$((fail + f + e))
+			# A sanitizer report after the last case fails the program.
+			[ "$res" = PASS ] || [ $((f + e)) -gt 0 ] || fail=$((fail + 1))
+		else
+			case $res in
+			PASS | XFAIL) pass=$((pass + 1)) ;;
+			SKIP) skip=$((skip + 1)) ;;
+			*) fail=$((fail + 1)) ;;
+			esac
+		fi
+		[ "$res" = PASS ] || [ "$res" = SKIP ] || {
+			echo "!! $phase: ${trs#"$top"/} $res; its log:"
+			sed 's/^/   | /' "$logf" | tail -n 60
+		}
+	done
+	if [ $((pass + fail + skip)) -eq 0 ]; then
+		echo "!! $phase: no unit test results found"
+		fail=1
+	fi
+	record "$phase" "$pass" "$fail" "$skip"
+}
+
+# build_and_check DIR PHASE CONFIGURE-ARGS...
+build_and_check() {
+	local dir=$1 phase=$2
+	shift 2
+	mkdir -p "$top/$dir"
+	note "$phase: configure $* in $dir/"
+	if ! (cd "$top/$dir" && run_logged "$dir-configure" ../configure "$@"); then
+		record "$phase (configure)" 0 1
+		return 1
+	fi
+	sed -n '/^configure: *$/,$p' "$logs/$dir-configure.log" | sed 1d
+	note "$phase: make -j$jobs"
+	if ! (cd "$top/$dir" && run_logged "$dir-make" make -j"$jobs"); then
+		record "$phase (make)" 0 1
+		return 1
+	fi
+	note "$phase: make check"
+	(cd "$top/$dir" && run_logged "$dir-check" make -j"$jobs" check)
+	grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS): ' "$logs/$dir-check.log" | sed 's/^/   /'
+	unit_results "$top/$dir" "$phase"
+}
+
+missing=$("$top/contrib/deps.sh" missing)
+[ -z "$missing" ] || echo "warning: packages not installed (sudo contrib/deps.sh install):" $missing
+
+note "autogen"
+if run_logged autogen ./autogen.sh; then
+	build_and_check build "unit tests" --enable-werror
+	built=$?
+	if [ "${SKIP_SAN:-0}" != 1 ]; then
+		ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+			UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+			build_and_check build-san "unit tests (ASan+UBSan)" --enable-sanitizers
+	fi
+	lib="$top/build/src/vma/.libs/libvma.so"
+	if [ $built -eq 0 ] || [ -e "$lib" ]; then
+		note "integration tests"
+		"$top/tests/integration/run.sh" "$lib" | tee "$logs/integration.log"
+		last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/integration.log" | tail -1)
+		if [ -n "$last" ]; then
+			read -r it_pass _ it_fail _ it_skip _ <<<"$(tr -d ',' <<<"$last")"
+			record "integration tests" "$it_pass" "$it_fail" "${it_skip:-0}"
+		else
+			record "integration tests (runner)" 0 1
+		fi
+	else
+		record "integration tests (no library)" 0 1
+	fi
+else
+	record "autogen" 0 1
+fi
+
+echo
+note "summary (logs in build-logs/)"
+for line in "${summary[@]}"; do
+	echo "   $line"
+done
+final="$total_pass passed, $total_fail failed"
+[ $total_skip -gt 0 ] && final="$final, $total_skip skipped"
+echo "$final"
+[ $total_fail -eq 0 ]
