@@ -118,10 +118,27 @@ static void cfg_write_range(FILE *out, const struct cfg_param_row *row)
 	}
 }
 
+/* The documented default must not depend on where one build was configured
+ * to install, so the configured sysconfdir is written as $sysconfdir. */
+static const char *cfg_doc_default_text(const struct cfg_param_row *row, char *buf, size_t size)
+{
+	cfg_param_default_text(row, buf, size);
+	size_t prefix = strlen(VMA_SYSCONFDIR);
+	if (prefix && !strncmp(buf, VMA_SYSCONFDIR, prefix)) {
+		static const char placeholder[] = "$sysconfdir";
+		size_t rest = strlen(buf + prefix) + 1;
+		if (sizeof(placeholder) - 1 + rest <= size) {
+			memmove(buf + sizeof(placeholder) - 1, buf + prefix, rest);
+			memcpy(buf, placeholder, sizeof(placeholder) - 1);
+		}
+	}
+	return buf;
+}
+
 static void cfg_write_row(FILE *out, const struct cfg_param_row *row)
 {
 	char def[CFG_PATH_SIZE];
-	cfg_param_default_text(row, def, sizeof(def));
+	cfg_doc_default_text(row, def, sizeof(def));
 
 	fprintf(out, "### %s\n\n", row->name);
 	fprintf(out, "- Type: %s\n", cfg_kind_name(row));
@@ -155,7 +172,7 @@ static void cfg_write_specs(FILE *out)
 			const struct cfg_param_row *row = cfg_param_find(s->name);
 			char def[CFG_PATH_SIZE];
 			fprintf(out, "| `%s` | %s | %s |\n", s->name, s->value,
-				row ? cfg_param_default_text(row, def, sizeof(def)) : "?");
+				row ? cfg_doc_default_text(row, def, sizeof(def)) : "?");
 		}
 		fputc('\n', out);
 	}
@@ -172,12 +189,13 @@ void cfg_params_write_markdown(FILE *out)
 	      "cannot be used (not a number, out of range, too long) is reported with a warning and "
 	      "the default stays in force. At startup the library prints every parameter that "
 	      "differs from its default, plus the log level and log file, in the format of the "
-	      "\"Banner\" titles below.\n\n", out);
+	      "\"Banner\" titles below. `$sysconfdir` is the directory chosen at "
+	      "configure time (`/usr/local/etc` by default, `/etc` with `--sysconfdir=/etc`).\n\n", out);
 	fprintf(out, "%d parameters.\n\n", cfg_params_count());
 	fputs("| Variable | Type | Default | Accepted |\n| --- | --- | --- | --- |\n", out);
 	for (int i = 0; i < cfg_params_count(); i++) {
 		const struct cfg_param_row *row = cfg_param_at(i);
-		cfg_param_default_text(row, def, sizeof(def));
+		cfg_doc_default_text(row, def, sizeof(def));
 		/* Links use the anchors Markdown renderers derive from the headings. */
 		fprintf(out, "| [`%s`](#vma_%s) | %s | %s | ", row->name, row->field, cfg_kind_name(row),
 			def[0] ? def : "(empty)");
