@@ -1,0 +1,413 @@
+/* The statistics block: file creation, mapping, slot tables, fork, exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "log/vlog.h"
+#include "stats/stats.h"
+#include "stats/stats_format.h"
+#include "stats/stats_internal.h"
+
+struct stats_state stats_g = { .stats_file_fd = -1 };
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Written to by sockets/rings that found no free slot; never read. */
+static struct stats_socket dummy_socket;
+static struct stats_ring dummy_ring;
+static struct stats_pool dummy_pool;
+static struct stats_iomux dummy_iomux;
+
+static void close_fd(int fd)
+{
+	if (fd >= 0)
+		syscall(SYS_close, fd);
+}
+
+static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+/* Fills counts, sizes and offsets; returns the total size. */
+static uint64_t layout_plan(struct stats_header *h, uint32_t fd_num)
+{
+	uint64_t off = align8(sizeof(*h));
+	h->socket_slots = fd_num;
+	h->ring_slots = STATS_RING_SLOTS;
+	h->pool_slots = STATS_POOL_SLOTS;
+	h->epoll_slots = STATS_EPOLL_SLOTS;
+	h->mc_slots = STATS_MC_SLOTS;
+	h->socket_size = sizeof(struct stats_socket);
+	h->ring_size = sizeof(struct stats_ring);
+	h->pool_size = sizeof(struct stats_pool);
+	h->iomux_size = sizeof(struct stats_iomux);
+	h->mc_size = sizeof(struct stats_mc_group);
+	h->socket_off = off; off = align8(off + (uint64_t)fd_num * h->socket_size);
+	h->ring_off = off;   off = align8(off + (uint64_t)h->ring_slots * h->ring_size);
+	h->pool_off = off;   off = align8(off + (uint64_t)h->pool_slots * h->pool_size);
+	h->select_off = off; off = align8(off + h->iomux_size);
+	h->poll_off = off;   off = align8(off + h->iomux_size);
+	h->epoll_off = off;  off = align8(off + (uint64_t)h->epoll_slots * h->iomux_size);
+	h->mc_off = off;     off = align8(off + (uint64_t)h->mc_slots * h->mc_size);
+	return off;
+}
+
+static void read_comm(char *out, size_t size)
+{
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, size - 1) : -1;
+	close_fd(fd);
+	if (n < 0)
+		n = 0;
+	out[n] = '\0';
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = '\0';
+}
+
+static void fill_header(struct stats_header *h, const struct stats_settings *st, uint32_t fd_num,
+			uint64_t size)
+{
+	layout_plan(h, fd_num);
+	h->magic = STATS_MAGIC;
+	h->layout_version = STATS_LAYOUT_VERSION;
+	h->header_size = sizeof(*h);
+	h->total_size = size;
+	h->pid = (int32_t)getpid();
+	h->cpu_usage_enabled = st->cpu_usage ? 1 : 0;
+	if (st->process_name)
+		snprintf(h->process_name, sizeof(h->process_name), "%s", st->process_name);
+	else
+		read_comm(h->process_name, sizeof(h->process_name));
+	snprintf(h->lib_version, sizeof(h->lib_version), "%s", st->lib_version ? st->lib_version : "");
+	struct stats_iomux *sel = (struct stats_iomux *)((char *)h + h->select_off);
+	struct stats_iomux *pol = (struct stats_iomux *)((char *)h + h->poll_off);
+	sel->kind = STATS_IOMUX_SELECT; sel->epfd = -1;
+	pol->kind = STATS_IOMUX_POLL;   pol->epfd = -1;
+}
+
+/* Creates the file and maps it; at fixed_addr (MAP_FIXED) when given. */
+static void *map_new_file(const char *path, uint64_t size, void *fixed_addr, const void *content)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return NULL;
+	fchmod(fd, 0600); /* the umask must not widen or narrow what we promise */
+	void *addr = MAP_FAILED;
+	if (ftruncate(fd, (off_t)size) == 0) {
+		if (content) {
+			/* The copy goes through write() before the remap so the child
+			 * never sees a moment where its slots are missing. */
+			const char *p = content;
+			uint64_t left = size;
+			while (left) {
+				ssize_t n = write(fd, p, left);
+				if (n <= 0 && errno != EINTR)
+					break;
+				if (n > 0) { p += n; left -= (uint64_t)n; }
+			}
+			if (left)
+				goto out;
+		}
+		addr = mmap(fixed_addr, size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | (fixed_addr ? MAP_FIXED : 0), fd, 0);
+	}
+out:
+	close_fd(fd);
+	if (addr == MAP_FAILED) {
+		unlink(path);
+		return NULL;
+	}
+	return addr;
+}
+
+int stats_open(const struct stats_settings *st)
+{
+	if (stats_g.block)
+		return 0;
+	int fd_num = st->fd_num;
+	if (fd_num < 0 || fd_num > (int)STATS_MAX_SOCKETS) {
+		vlog_warn("VMA_STATS_FD_NUM=%d is out of range 0..%u, using %u", fd_num,
+			  STATS_MAX_SOCKETS, fd_num < 0 ? 0 : STATS_MAX_SOCKETS);
+		fd_num = fd_num < 0 ? 0 : (int)STATS_MAX_SOCKETS;
+	}
+	struct stats_header plan;
+	memset(&plan, 0, sizeof(plan));
+	uint64_t size = layout_plan(&plan, (uint32_t)fd_num);
+	int rc = 0;
+	void *addr = NULL;
+	stats_g.path[0] = '\0';
+	if (st->shmem_dir && st->shmem_dir[0]) {
+		int n = snprintf(stats_g.path, sizeof(stats_g.path), "%s/%s%d", st->shmem_dir,
+				 STATS_FILE_PREFIX, (int)getpid());
+		if (n < 0 || (size_t)n >= sizeof(stats_g.path)) {
+			vlog_warn("VMA_STATS_SHMEM_DIR=%s is too long, no statistics file", st->shmem_dir);
+			rc = -1;
+		} else {
+			addr = map_new_file(stats_g.path, size, NULL, NULL);
+			if (!addr) {
+				vlog_warn("cannot create statistics file %s (%s); vma_stats will not see "
+					  "this process", stats_g.path, strerror(errno));
+				rc = -1;
+			}
+		}
+		if (!addr)
+			stats_g.path[0] = '\0';
+	}
+	if (!addr) {
+		addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (addr == MAP_FAILED) {
+			vlog_warn("cannot allocate the statistics block (%s)", strerror(errno));
+			return -1;
+		}
+	}
+	fill_header(addr, st, (uint32_t)fd_num, size);
+	stats_g.size = size;
+	stats_g.owner_pid = getpid();
+	stats_g.stats_file_fd = -1;
+	if (st->stats_file && st->stats_file[0]) {
+		stats_g.stats_file_fd = open(st->stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (stats_g.stats_file_fd < 0)
+			vlog_warn("VMA_STATS_FILE=%s cannot be opened (%s), socket records are not written",
+				  st->stats_file, strerror(errno));
+	}
+	__atomic_store_n(&stats_g.block, (struct stats_header *)addr, __ATOMIC_RELEASE);
+	return rc;
+}
+
+void stats_close(void)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_header *h = stats_g.block;
+	stats_g.block = NULL;
+	if (h) {
+		/* Only the process that created the file removes it. */
+		if (stats_g.path[0] && stats_g.owner_pid == getpid())
+			unlink(stats_g.path);
+		munmap(h, stats_g.size);
+	}
+	stats_g.path[0] = '\0';
+	close_fd(stats_g.stats_file_fd);
+	stats_g.stats_file_fd = -1;
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void stats_after_fork_child(void)
+{
+	pthread_mutex_init(&stats_lock, NULL);
+	struct stats_header *h = stats_g.block;
+	if (!h || stats_g.owner_pid == getpid())
+		return;
+	stats_g.owner_pid = getpid();
+	if (stats_g.path[0]) {
+		char path[sizeof(stats_g.path)];
+		const char *slash = strrchr(stats_g.path, '/');
+		int dir_len = slash ? (int)(slash - stats_g.path) : 0;
+		snprintf(path, sizeof(path), "%.*s/%s%d", dir_len, stats_g.path, STATS_FILE_PREFIX,
+			 (int)getpid());
+		if (map_new_file(path, stats_g.size, h, h)) {
+			snprintf(stats_g.path, sizeof(stats_g.path), "%s", path);
+		} else {
+			/* Keep writing somewhere harmless rather than into the parent's file. */
+			void *anon = mmap(NULL, stats_g.size, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (anon != MAP_FAILED) {
+				memcpy(anon, h, stats_g.size);
+				mremap(anon, stats_g.size, stats_g.size, MREMAP_MAYMOVE | MREMAP_FIXED, h);
+			}
+			stats_g.path[0] = '\0';
+		}
+	}
+	h->pid = (int32_t)getpid();
+	read_comm(h->process_name, sizeof(h->process_name));
+}
+
+const char *stats_path(void) { return stats_g.path; }
+const struct stats_header *stats_block(void) { return stats_g.block; }
+
+int stats_slot_is_dummy(const void *slot)
+{
+	return slot == &dummy_socket || slot == &dummy_ring || slot == &dummy_pool ||
+	       slot == &dummy_iomux;
+}
+
+/* Finds a free slot (in_use == 0) in a table; NULL when full. */
+static void *claim(uint64_t off, uint32_t count, uint32_t size)
+{
+	struct stats_header *h = stats_g.block;
+	if (!h)
+		return NULL;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t *in_use = (uint32_t *)((char *)h + off + (uint64_t)i * size);
+		if (!__atomic_load_n(in_use, __ATOMIC_RELAXED)) {
+			memset(in_use, 0, size);
+			return in_use;
+		}
+	}
+	return NULL;
+}
+
+static void publish(uint32_t *in_use) { __atomic_store_n(in_use, 1, __ATOMIC_RELEASE); }
+
+struct stats_socket *stats_socket_slot_get(int fd, uint32_t proto)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_socket *s = NULL;
+	if (stats_g.block)
+		s = claim(stats_g.block->socket_off, stats_g.block->socket_slots, sizeof(*s));
+	if (s) {
+		s->fd = fd;
+		s->proto = proto;
+		s->offloaded = 1;
+		publish(&s->in_use);
+	}
+	pthread_mutex_unlock(&stats_lock);
+	return s ? s : &dummy_socket;
+}
+
+void stats_socket_slot_put(struct stats_socket *s)
+{
+	if (!s || s == &dummy_socket)
+		return;
+	stats_write_file_record(s);
+	pthread_mutex_lock(&stats_lock);
+	__atomic_store_n(&s->in_use, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&stats_lock);
+}
+
+struct stats_ring *stats_ring_slot_get(uint32_t id, const char *ifname)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_ring *r = NULL;
+	if (stats_g.block)
+		r = claim(stats_g.block->ring_off, stats_g.block->ring_slots, sizeof(*r));
+	if (r) {
+		r->id = id;
+		snprintf(r->ifname, sizeof(r->ifname), "%s", ifname ? ifname : "");
+		publish(&r->in_use);
+	}
+	pthread_mutex_unlock(&stats_lock);
+	return r ? r : &dummy_ring;
+}
+
+static void release(uint32_t *in_use, const void *dummy)
+{
+	if (!in_use || (const void *)in_use == dummy)
+		return;
+	pthread_mutex_lock(&stats_lock);
+	__atomic_store_n(in_use, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void stats_ring_slot_put(struct stats_ring *r) { release(r ? &r->in_use : NULL, &dummy_ring); }
+
+struct stats_pool *stats_pool_slot_get(uint32_t id, uint32_t kind)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_pool *p = NULL;
+	if (stats_g.block)
+		p = claim(stats_g.block->pool_off, stats_g.block->pool_slots, sizeof(*p));
+	if (p) {
+		p->id = id;
+		p->kind = kind;
+		publish(&p->in_use);
+	}
+	pthread_mutex_unlock(&stats_lock);
+	return p ? p : &dummy_pool;
+}
+
+void stats_pool_slot_put(struct stats_pool *p) { release(p ? &p->in_use : NULL, &dummy_pool); }
+
+struct stats_iomux *stats_iomux_slot_get(uint32_t kind, int epfd)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_header *h = stats_g.block;
+	struct stats_iomux *m = NULL;
+	if (h && (kind == STATS_IOMUX_SELECT || kind == STATS_IOMUX_POLL)) {
+		m = (struct stats_iomux *)((char *)h + (kind == STATS_IOMUX_SELECT ? h->select_off
+										  : h->poll_off));
+		publish(&m->in_use);
+	} else if (h && kind == STATS_IOMUX_EPOLL) {
+		m = claim(h->epoll_off, h->epoll_slots, sizeof(*m));
+		if (m) {
+			m->kind = kind;
+			m->epfd = epfd;
+			publish(&m->in_use);
+		}
+	}
+	pthread_mutex_unlock(&stats_lock);
+	return m ? m : &dummy_iomux;
+}
+
+void stats_iomux_slot_put(struct stats_iomux *m)
+{
+	if (!m || m->kind != STATS_IOMUX_EPOLL)
+		return;
+	release(&m->in_use, &dummy_iomux);
+}
+
+void stats_mc_group_ref(int fd, uint32_t group)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_header *h = stats_g.block;
+	struct stats_mc_group *free_slot = NULL;
+	for (uint32_t i = 0; h && i < h->mc_slots; i++) {
+		struct stats_mc_group *g = (struct stats_mc_group *)((char *)h + h->mc_off) + i;
+		if (g->refs && g->fd == fd && g->group == group) {
+			g->refs++;
+			free_slot = NULL;
+			goto out;
+		}
+		if (!g->refs && !free_slot)
+			free_slot = g;
+	}
+	if (free_slot) {
+		free_slot->fd = fd;
+		free_slot->group = group;
+		__atomic_store_n(&free_slot->refs, 1, __ATOMIC_RELEASE);
+	}
+out:
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void stats_mc_group_unref(int fd, uint32_t group)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_header *h = stats_g.block;
+	for (uint32_t i = 0; h && i < h->mc_slots; i++) {
+		struct stats_mc_group *g = (struct stats_mc_group *)((char *)h + h->mc_off) + i;
+		if (g->refs && g->fd == fd && g->group == group) {
+			__atomic_store_n(&g->refs, g->refs - 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void stats_zero_all(void)
+{
+	pthread_mutex_lock(&stats_lock);
+	struct stats_header *h = stats_g.block;
+	if (h) {
+		struct stats_socket *s = (struct stats_socket *)((char *)h + h->socket_off);
+		for (uint32_t i = 0; i < h->socket_slots; i++)
+			memset(&s[i].c, 0, sizeof(s[i].c));
+		struct stats_ring *r = (struct stats_ring *)((char *)h + h->ring_off);
+		for (uint32_t i = 0; i < h->ring_slots; i++)
+			memset(&r[i].c, 0, sizeof(r[i].c));
+		struct stats_pool *p = (struct stats_pool *)((char *)h + h->pool_off);
+		for (uint32_t i = 0; i < h->pool_slots; i++)
+			p[i].no_buffer_errors = 0;
+		memset(&((struct stats_iomux *)((char *)h + h->select_off))->c, 0,
+		       sizeof(struct stats_iomux_counters));
+		memset(&((struct stats_iomux *)((char *)h + h->poll_off))->c, 0,
+		       sizeof(struct stats_iomux_counters));
+		struct stats_iomux *e = (struct stats_iomux *)((char *)h + h->epoll_off);
+		for (uint32_t i = 0; i < h->epoll_slots; i++)
+			memset(&e[i].c, 0, sizeof(e[i].c));
+	}
+	pthread_mutex_unlock(&stats_lock);
+}

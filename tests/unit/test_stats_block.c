@@ -1,0 +1,263 @@
+/* Unit tests of the library side of the statistics block (src/vma/stats). */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "stats/stats.h"
+
+static char dir[64];
+static char path[128];
+
+static void make_dir(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/stats-ut.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmastat.%d", dir, (int)getpid());
+}
+
+static void open_block(int fd_num, const char *stats_file)
+{
+	make_dir();
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = fd_num, .stats_file = stats_file,
+				     .process_name = "unit", .lib_version = "9.9" };
+	ck_assert_int_eq(stats_open(&st), 0);
+}
+
+START_TEST(file_created_0600_with_header)
+{
+	open_block(4, NULL);
+	struct stat sb;
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	const struct stats_header *h = stats_block();
+	ck_assert_uint_eq(h->magic, STATS_MAGIC);
+	ck_assert_uint_eq(h->layout_version, STATS_LAYOUT_VERSION);
+	ck_assert_uint_eq(h->total_size, (uint64_t)sb.st_size);
+	ck_assert_uint_eq(h->socket_slots, 4);
+	ck_assert_int_eq(h->pid, getpid());
+	ck_assert_str_eq(h->process_name, "unit");
+	ck_assert_str_eq(stats_path(), path);
+	stats_close();
+	ck_assert_int_eq(access(path, F_OK), -1);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(slots_overflow_to_dummy)
+{
+	open_block(2, NULL);
+	struct stats_socket *a = stats_socket_slot_get(10, STATS_PROTO_UDP);
+	struct stats_socket *b = stats_socket_slot_get(11, STATS_PROTO_TCP);
+	struct stats_socket *c = stats_socket_slot_get(12, STATS_PROTO_UDP);
+	ck_assert(!stats_slot_is_dummy(a) && !stats_slot_is_dummy(b));
+	ck_assert_ptr_nonnull(c);
+	ck_assert(stats_slot_is_dummy(c));
+	c->c.rx_packets++; /* must be harmless */
+	ck_assert_int_eq(a->fd, 10);
+	ck_assert_uint_eq(b->proto, STATS_PROTO_TCP);
+	stats_socket_slot_put(a);
+	struct stats_socket *d = stats_socket_slot_get(13, STATS_PROTO_UDP);
+	ck_assert_ptr_eq(d, a); /* the freed slot is reused, counters cleared */
+	ck_assert_uint_eq(d->c.rx_packets, 0);
+	ck_assert_int_eq(d->fd, 13);
+	stats_socket_slot_put(c); /* putting the dummy is a no-op */
+	for (unsigned i = 0; i < STATS_RING_SLOTS; i++)
+		ck_assert(!stats_slot_is_dummy(stats_ring_slot_get(i, "eth0")));
+	ck_assert(stats_slot_is_dummy(stats_ring_slot_get(99, "eth0")));
+	struct stats_iomux *e1 = stats_iomux_slot_get(STATS_IOMUX_EPOLL, 5);
+	ck_assert_int_eq(e1->epfd, 5);
+	ck_assert_ptr_eq(stats_iomux_slot_get(STATS_IOMUX_SELECT, -1),
+			 stats_iomux_slot_get(STATS_IOMUX_SELECT, -1));
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(counters_visible_in_file)
+{
+	open_block(8, NULL);
+	struct stats_socket *s = stats_socket_slot_get(7, STATS_PROTO_UDP);
+	for (int i = 0; i < 1000; i++) {
+		s->c.rx_packets++;
+		s->c.rx_bytes += 64;
+	}
+	const struct stats_header *h = stats_block();
+	int fd = open(path, O_RDONLY);
+	struct stats_socket copy;
+	size_t index = (size_t)(s - (struct stats_socket *)((char *)h + h->socket_off));
+	ck_assert_int_eq(pread(fd, &copy, sizeof(copy), (off_t)(h->socket_off + index * sizeof(copy))),
+			 sizeof(copy));
+	close(fd);
+	ck_assert_uint_eq(copy.in_use, 1);
+	ck_assert_int_eq(copy.fd, 7);
+	ck_assert_uint_eq(copy.c.rx_packets, 1000);
+	ck_assert_uint_eq(copy.c.rx_bytes, 64000);
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+static int seen_level = -100, seen_details = -100, seen_dump_fd = -100, seen_dump_level = -100;
+static void cb_level(int l) { seen_level = l; }
+static void cb_details(int d) { seen_details = d; }
+static void cb_dump(int fd, int l) { seen_dump_fd = fd; seen_dump_level = l; }
+
+static void post(struct stats_request *r, int value, int arg)
+{
+	r->value = value;
+	r->arg = arg;
+	r->seq++;
+}
+
+START_TEST(control_requests_applied_once)
+{
+	open_block(4, NULL);
+	struct stats_socket *s = stats_socket_slot_get(3, STATS_PROTO_UDP);
+	s->c.tx_packets = 5;
+	s->c.rx_ready_pkts_max = 9;
+	stats_socket_ready_add(s, 100);
+	struct stats_control *c = &((struct stats_header *)stats_block())->control;
+	struct stats_control_ops ops = { cb_level, cb_details, cb_dump };
+	ck_assert_int_eq(stats_service_control(&ops), 0);
+	post(&c->zero, 0, 0);
+	post(&c->log_level, 5, 0);
+	post(&c->log_details, 2, 0);
+	post(&c->fd_dump, 3, 4);
+	ck_assert_int_eq(stats_service_control(&ops), STATS_APPLIED_ZERO | STATS_APPLIED_LOG_LEVEL |
+			 STATS_APPLIED_LOG_DETAILS | STATS_APPLIED_FD_DUMP);
+	ck_assert_uint_eq(s->c.tx_packets, 0);
+	ck_assert_uint_eq(s->c.rx_ready_pkts_max, 0);
+	ck_assert_uint_eq(s->rx_ready_pkts_cur, 1);      /* gauges survive -z */
+	ck_assert_uint_eq(s->rx_ready_bytes_cur, 100);
+	ck_assert_int_eq(seen_level, 5);
+	ck_assert_int_eq(seen_details, 2);
+	ck_assert_int_eq(seen_dump_fd, 3);
+	ck_assert_int_eq(seen_dump_level, 4);
+	ck_assert_uint_eq(c->zero.done, c->zero.seq);
+	ck_assert_int_eq(stats_service_control(&ops), 0); /* nothing new */
+	post(&c->log_level, 42, 0);                        /* out of range: ignored */
+	seen_level = -100;
+	ck_assert_int_eq(stats_service_control(&ops), 0);
+	ck_assert_int_eq(seen_level, -100);
+	ck_assert_uint_eq(c->log_level.done, c->log_level.seq);
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(stats_file_record_on_close)
+{
+	char file[160];
+	make_dir();
+	snprintf(file, sizeof(file), "%s/stats.log", dir);
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = 4, .stats_file = file };
+	ck_assert_int_eq(stats_open(&st), 0);
+	struct stats_socket *quiet = stats_socket_slot_get(9, STATS_PROTO_UDP);
+	struct stats_socket *s = stats_socket_slot_get(10, STATS_PROTO_UDP);
+	s->c.tx_packets = 233020;
+	s->c.tx_bytes = 455 * 1024 + 10;
+	s->c.rx_packets = 233020;
+	s->c.rx_bytes = 455 * 1024;
+	s->c.rx_poll_hit = 233020;
+	s->c.rx_ready_bytes_max = 200;
+	s->rx_ready_bytes_limit = 2000000;
+	s->c.rx_ready_pkts_max = 1;
+	stats_socket_slot_put(quiet); /* no traffic: no record */
+	stats_socket_slot_put(s);
+	stats_close();
+	char buf[2048] = { 0 };
+	int fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	ck_assert_str_eq(buf,
+		"VMA: [fd=10] Tx Offload: 455 KB / 233020 / 0 / 0 [bytes/packets/drops/errors]\n"
+		"VMA: [fd=10] Tx OS info: 0 KB / 0 / 0 [bytes/packets/errors]\n"
+		"VMA: [fd=10] Rx Offload: 455 KB / 233020 / 0 / 0 [bytes/packets/eagains/errors]\n"
+		"VMA: [fd=10] Rx byte: max 200 / dropped 0 (0.00%) / limit 2000000\n"
+		"VMA: [fd=10] Rx pkt : max 1 / dropped 0 (0.00%)\n"
+		"VMA: [fd=10] Rx OS info: 0 KB / 0 / 0 [bytes/packets/errors]\n"
+		"VMA: [fd=10] Rx poll: 0 / 233020 (100.00%) [miss/hit]\n");
+	unlink(file);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(empty_dir_means_no_file_but_counters_work)
+{
+	struct stats_settings st = { .shmem_dir = "", .fd_num = 2 };
+	ck_assert_int_eq(stats_open(&st), 0);
+	ck_assert_str_eq(stats_path(), "");
+	struct stats_socket *s = stats_socket_slot_get(4, STATS_PROTO_UDP);
+	ck_assert(!stats_slot_is_dummy(s));
+	s->c.rx_packets++;
+	stats_close();
+}
+END_TEST
+
+START_TEST(fork_child_gets_own_file)
+{
+	open_block(4, NULL);
+	struct stats_socket *s = stats_socket_slot_get(5, STATS_PROTO_UDP);
+	s->c.rx_packets = 3;
+	pid_t child = fork();
+	if (child == 0) {
+		stats_after_fork_child();
+		char mine[160];
+		snprintf(mine, sizeof(mine), "%s/vmastat.%d", dir, (int)getpid());
+		int ok = strcmp(stats_path(), mine) == 0 && access(mine, F_OK) == 0 &&
+			 s->c.rx_packets == 3 && stats_block()->pid == getpid();
+		s->c.rx_packets = 1000; /* must not reach the parent's file */
+		stats_close();
+		_exit(ok && access(mine, F_OK) != 0 ? 0 : 1);
+	}
+	int status;
+	waitpid(child, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_uint_eq(s->c.rx_packets, 3);
+	ck_assert_int_eq(access(path, F_OK), 0); /* the child left ours alone */
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(mc_groups_refcounted)
+{
+	open_block(4, NULL);
+	const struct stats_header *h = stats_block();
+	const struct stats_mc_group *g = (const struct stats_mc_group *)((const char *)h + h->mc_off);
+	stats_mc_group_ref(5, 0x010404e0);
+	stats_mc_group_ref(5, 0x010404e0);
+	ck_assert_uint_eq(g[0].refs, 2);
+	stats_mc_group_unref(5, 0x010404e0);
+	ck_assert_uint_eq(g[0].refs, 1);
+	stats_mc_group_unref(5, 0x010404e0);
+	ck_assert_uint_eq(g[0].refs, 0);
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("stats_block");
+	TCase *tc = tcase_create("block");
+	tcase_add_test(tc, file_created_0600_with_header);
+	tcase_add_test(tc, slots_overflow_to_dummy);
+	tcase_add_test(tc, counters_visible_in_file);
+	tcase_add_test(tc, control_requests_applied_once);
+	tcase_add_test(tc, stats_file_record_on_close);
+	tcase_add_test(tc, empty_dir_means_no_file_but_counters_work);
+	tcase_add_test(tc, fork_child_gets_own_file);
+	tcase_add_test(tc, mc_groups_refcounted);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
