@@ -12,6 +12,9 @@
 #include "log/vlog.h"
 #include "redirect/redirect.h"
 #include "sock/sock_fd_table.h"
+#include "engine/engine.h"
+#include "stats/stats.h"
+#include "config.h"
 
 static pthread_once_t vma_once = PTHREAD_ONCE_INIT;
 static bool vma_ready;
@@ -20,6 +23,35 @@ static bool vma_ready;
 static __thread bool vma_in_init;
 static pid_t vma_fork_hook_pid;
 static vma_cleanup_fn vma_sigint_cleanup;
+static struct engine_timer vma_stats_timer;
+
+/* How often the internal thread looks for vma_stats requests (-z, -l, -D, -S). */
+#define VMA_STATS_SERVICE_MS 100
+
+static const struct stats_control_ops vma_stats_control = {
+	.set_log_level = vlog_set_level,
+	.set_log_details = vlog_set_details,
+	.dump_fd = NULL,
+};
+
+static void vma_stats_service(void *arg)
+{
+	(void)arg;
+	stats_service_control(&vma_stats_control);
+}
+
+static void vma_open_stats(void)
+{
+	struct stats_settings settings = {
+		.shmem_dir = g_cfg.stats_shmem_dir,
+		.fd_num = g_cfg.stats_fd_num,
+		.cpu_usage = g_cfg.cpu_usage_stats,
+		.stats_file = g_cfg.stats_file,
+		.process_name = NULL,
+		.lib_version = PACKAGE_VERSION,
+	};
+	stats_open(&settings);
+}
 
 static const char *vma_getenv(const char *name)
 {
@@ -76,6 +108,10 @@ static void vma_init(void)
 	else
 		vlog_debug("fd table: %u entries", sock_fd_table_size());
 
+	vma_open_stats();
+	if (g_cfg.handle_sigintr)
+		vma_set_sigint_cleanup(engine_shutdown_from_signal);
+
 	redirect_signal_init();
 	/* Covers forks that bypass our fork symbol (glibc's daemon(), a
 	 * library calling __fork); the pid guard makes it run once per child. */
@@ -105,6 +141,8 @@ void vma_after_fork_child(void)
 	 * another thread was running at fork time will never finish here,
 	 * and glibc's pthread_once lets the child run it again. */
 	vma_in_init = false;
+	engine_after_fork_child();
+	stats_after_fork_child();
 	vlog_debug("fork: child process %d inherits %u tracked fds", (int)self, sock_fd_tracked_count());
 }
 
@@ -125,7 +163,22 @@ __attribute__((constructor)) static void vma_constructor(void)
 	vma_init_once();
 }
 
+void vma_engine_start(void)
+{
+	static int started;
+	if (__atomic_load_n(&started, __ATOMIC_ACQUIRE))
+		return;
+	if (__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (engine_start() != 0)
+		return;   /* engine_start warned; sockets work without the thread */
+	engine_timer_init(&vma_stats_timer);
+	engine_timer_add(&vma_stats_timer, VMA_STATS_SERVICE_MS, VMA_STATS_SERVICE_MS, vma_stats_service, NULL);
+}
+
 __attribute__((destructor)) static void vma_destructor(void)
 {
+	engine_shutdown();
+	stats_close();
 	vlog_shutdown();
 }

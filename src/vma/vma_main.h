@@ -26,4 +26,8 @@ typedef void (*vma_cleanup_fn)(void);
 void vma_set_sigint_cleanup(vma_cleanup_fn fn);
 void vma_run_sigint_cleanup(void);
 
+/* Starts the internal thread (timers, ring draining, vma_stats control
+ * requests) once; called when the first socket libvma tracks is created. */
+void vma_engine_start(void);
+
 #endif

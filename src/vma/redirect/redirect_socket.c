@@ -45,6 +45,7 @@ void redirect_track_socket(int fd, int domain, int type, int protocol, const cha
 		return;
 	}
 	vlog_debug("fd %d: %s(%s, %s) tracked", fd, how, redirect_domain_name(domain), redirect_type_name(type));
+	vma_engine_start();
 }
 
 REDIRECT_EXPORT int socket(int domain, int type, int protocol)
