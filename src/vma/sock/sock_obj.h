@@ -51,6 +51,24 @@ struct sock_ops {
 	ssize_t (*sendfile)(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
 	ssize_t (*sendfile64)(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
 
+	/* ---- readiness, for select/poll/epoll (src/vma/iomux/) ----
+	 * Offloaded kinds supply all three; NULL means the kernel fd alone
+	 * tells readiness (the passthrough).
+	 *
+	 * poll_ready: the EPOLL* bits (EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP,
+	 * EPOLLRDHUP) user space knows right now; no syscall, no ring polling.
+	 * Data that reached the kernel fd (loopback, other interfaces) is not
+	 * included: iomux asks the kernel about obj->fd itself. */
+	uint32_t (*poll_ready)(struct sock_obj *obj);
+	/* progress: one non-blocking pass over the rings this socket receives
+	 * from (packets for other sockets are delivered to them too, and their
+	 * watchers notified). Returns the packets processed. */
+	int (*progress)(struct sock_obj *obj);
+	/* wait_prepare: arms the rings' wait fds and stores up to max of them
+	 * in fds (the kernel fd is NOT included). Returns the count, or -1
+	 * when data arrived while arming (do not sleep: poll again). */
+	int (*wait_prepare)(struct sock_obj *obj, int *fds, int max);
+
 	/* close(fd) on the application's side. When NULL the kernel fd is
 	 * closed by the wrapper. Called after the fd left the table. */
 	int (*close)(struct sock_obj *obj);
@@ -62,8 +80,13 @@ struct sock_ops {
 	void (*destroy)(struct sock_obj *obj);
 };
 
+struct iomux_watch;
+
 struct sock_obj {
 	const struct sock_ops *ops;
+	/* epoll sets holding this fd, owned by iomux/ (iomux_notify walks it
+	 * when the socket's readiness rises). NULL when none. */
+	struct iomux_watch *watchers;
 	int fd;
 	int domain;     /* AF_INET, AF_INET6 */
 	int type;       /* SOCK_STREAM, SOCK_DGRAM (without SOCK_NONBLOCK/CLOEXEC) */
@@ -81,5 +104,11 @@ void sock_obj_retire(struct sock_obj *obj);
 void sock_obj_flush_retired(void);
 
 #define SOCK_OBJ_GRAVE_SLOTS 1024
+
+/* Implemented by iomux/: an offloaded socket calls this whenever its
+ * readiness rises (a datagram queued, an error, send space) so epoll sets
+ * watching it put it on their ready lists and wake a sleeping epoll_wait.
+ * Cheap when obj->watchers is NULL. */
+void iomux_notify(struct sock_obj *obj, uint32_t events);
 
 #endif

@@ -114,7 +114,7 @@ bool sock_passthrough_wanted(int domain, int type)
 
 struct sock_obj *sock_passthrough_new(int fd, int domain, int type, int protocol)
 {
-	struct sock_obj *obj = malloc(sizeof(*obj));
+	struct sock_obj *obj = calloc(1, sizeof(*obj));
 	if (!obj)
 		return NULL;
 	obj->ops = &sock_passthrough_ops;
