@@ -9,6 +9,7 @@
 #ifndef VMA_SOCK_SOCK_OBJ_H
 #define VMA_SOCK_SOCK_OBJ_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
