@@ -9,13 +9,17 @@
 #   testbed.sh down          removes every vmatb-* namespace (their nft tables go with them)
 #   testbed.sh status
 #
+# TB_PREFIX (default vmatb) names the namespaces and interfaces (PREFIX-a,
+# PREFIX-a0, ...; at most 8 characters): tests use their own prefix so they
+# never tear down a testbed another run is using.
 # Only 198.18.0.0/15 (the benchmarking range) is used. Each veth has one queue
 # pair, so an AF_XDP socket on queue 0 sees every packet of the link.
 # bpffs is mounted on the host /sys/fs/bpf, which processes started with
 # `nsenter --net=/run/netns/NAME` share (`ip netns exec` remounts /sys).
 set -euo pipefail
 
-PREFIX=vmatb
+PREFIX=${TB_PREFIX:-vmatb}
+[[ $PREFIX =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "testbed: TB_PREFIX must be 1-8 lowercase letters/digits, got '$PREFIX'" >&2; exit 1; }
 
 die() { echo "testbed: $*" >&2; exit 1; }
 ns() { local n=$1; shift; ip netns exec "$n" "$@"; }

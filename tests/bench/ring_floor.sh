@@ -1,13 +1,13 @@
 #!/bin/bash
 # ring_floor.sh [--check] [BUILD_DIR]: the latency floor of the AF_XDP ring
 # against the kernel, in one run. In the two-namespace testbed the same
-# busy-polling UDP ping-pong client (vmatb-a, 64 B) talks alternately to
-#   kernel: udp_echo_kernel (busy-polling kernel socket) in vmatb-b on PORT
-#   ring:   ring_echo vmatb-b0 PORT (AF_XDP, no stack)  in vmatb-b
+# busy-polling UDP ping-pong client ($TB_PREFIX-a, 64 B) talks alternately to
+#   kernel: udp_echo_kernel (busy-polling kernel socket) in $TB_PREFIX-b on PORT
+#   ring:   ring_echo $TB_PREFIX-b0 PORT (AF_XDP, no stack)  in $TB_PREFIX-b
 # for ROUNDS rounds and prints both half round trips, their ratio (median of
 # the rounds' averages, and best of each) as text and one JSON line.
 # --check: exit 1 when the median ratio is above MAX_RATIO (default 0.85).
-# Env: PORT (7000) COUNT (50000 per round) ROUNDS (3) SIZE (64) MAX_RATIO,
+# Env: TB_PREFIX (vmafloor: own testbed namespaces), PORT (7000) COUNT (50000 per round) ROUNDS (3) SIZE (64) MAX_RATIO,
 # PIN_CPUS=1 (taskset client to cpu0, server to cpu1: slower here, ~3.8 us ring).
 # Exit 0 / 1 (failure, or --check over the limit) / 77 (cannot run here).
 set -u
@@ -24,6 +24,8 @@ ROUNDS=${ROUNDS:-3}
 SIZE=${SIZE:-64}
 MAX_RATIO=${MAX_RATIO:-0.85}
 TESTBED=$TOP/contrib/testbed.sh
+export TB_PREFIX=${TB_PREFIX:-vmafloor}
+P=$TB_PREFIX
 
 skip() { echo "ring_floor: SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, XDP)"
@@ -51,7 +53,7 @@ start_server() {
 	local out=/tmp/ring_floor.$$.$1
 	shift
 	# nsenter (not ip netns exec) keeps the host's bpffs mount.
-	nsenter --net=/run/netns/vmatb-b "${SERVER_CPU[@]}" "$@" >"$out" 2>"$out.err" &
+	nsenter --net=/run/netns/$P-b "${SERVER_CPU[@]}" "$@" >"$out" 2>"$out.err" &
 	SERVER_PID=$!
 	for _ in $(seq 50); do
 		grep -q ready "$out" 2>/dev/null && return 0
@@ -66,7 +68,7 @@ start_server() {
 # measure -> prints "avg p50 p99"
 measure() {
 	local line
-	line=$(ip netns exec vmatb-a timeout 60 "${CLIENT_CPU[@]}" "$BENCH/udp_pp_client" 198.18.0.2 "$PORT" "$COUNT" "$SIZE" 1000) || return 1
+	line=$(ip netns exec $P-a timeout 60 "${CLIENT_CPU[@]}" "$BENCH/udp_pp_client" 198.18.0.2 "$PORT" "$COUNT" "$SIZE" 1000) || return 1
 	echo "$line" | sed -n 's/.*lost=\([0-9]*\) avg_us=\([0-9.]*\) p50_us=\([0-9.]*\) p99_us=\([0-9.]*\).*/\2 \3 \4 \1/p'
 }
 
@@ -75,7 +77,7 @@ for round in $(seq "$ROUNDS"); do
 	start_server kernel "$BENCH/udp_echo_kernel" "$PORT" || { echo "ring_floor: kernel echo server did not start"; exit 1; }
 	read -r kavg kp50 kp99 klost < <(measure) || { echo "ring_floor: kernel round failed"; exit 1; }
 	stop_server
-	start_server ring "$BENCH/ring_echo" vmatb-b0 "$PORT" || { echo "ring_floor: ring_echo did not start"; exit 1; }
+	start_server ring "$BENCH/ring_echo" $P-b0 "$PORT" || { echo "ring_floor: ring_echo did not start"; exit 1; }
 	read -r ravg rp50 rp99 rlost < <(measure) || { echo "ring_floor: ring round failed"; exit 1; }
 	stop_server
 	[ -n "${kavg:-}" ] && [ -n "${ravg:-}" ] || { echo "ring_floor: no measurement"; exit 1; }

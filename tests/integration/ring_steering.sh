@@ -1,6 +1,6 @@
 #!/bin/bash
 # ring_steering.sh [BUILD_DIR]: the eBPF steering sends only attached flows to
-# the ring. In the two-namespace testbed, with ring_echo on vmatb-b0 UDP PORT:
+# the ring. In the two-namespace testbed, with ring_echo on $TB_PREFIX-b0 UDP PORT:
 #  - ring_echo answers on PORT and receives exactly the datagrams sent there;
 #  - a kernel UDP server on PORT+1, ping, and kernel TCP on PORT and PORT+2
 #    keep working;
@@ -16,6 +16,9 @@ TOP=$(cd "$HERE/../.." && pwd)
 BUILD=${1:-${BUILD_DIR:-$PWD}}
 BENCH=$BUILD/tests/bench
 TESTBED=$TOP/contrib/testbed.sh
+# Our own testbed namespaces: another run may be using the default ones.
+export TB_PREFIX=${TB_PREFIX:-vmars}
+P=$TB_PREFIX
 PORT=${PORT:-7100}
 TMP=$(mktemp -d /tmp/ring_steering.XXXXXX)
 PASSED=0 FAILED=0
@@ -36,10 +39,10 @@ check() { # check "what" command...
 		echo "FAIL - $1"; FAILED=$((FAILED + 1))
 	fi
 }
-in_a() { ip netns exec vmatb-a "$@"; }
+in_a() { ip netns exec $P-a "$@"; }
 # nsenter (not ip netns exec) keeps the host's bpffs mount. Background jobs
 # use NSB directly so that $! is the program itself, not a subshell.
-NSB=(nsenter --net=/run/netns/vmatb-b)
+NSB=(nsenter --net=/run/netns/$P-b)
 in_b() { "${NSB[@]}" "$@"; }
 
 PIDS=()
@@ -51,7 +54,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_echo() { # start_echo TAG: ring_echo in sleep mode; sets ECHO_PID
-	RING_ECHO_SLEEP=1 "${NSB[@]}" "$BENCH/ring_echo" vmatb-b0 "$PORT" >"$TMP/$1.out" 2>"$TMP/$1.err" &
+	RING_ECHO_SLEEP=1 "${NSB[@]}" "$BENCH/ring_echo" $P-b0 "$PORT" >"$TMP/$1.out" 2>"$TMP/$1.err" &
 	ECHO_PID=$!
 	PIDS+=("$ECHO_PID")
 	for _ in $(seq 50); do
@@ -64,10 +67,10 @@ start_echo() { # start_echo TAG: ring_echo in sleep mode; sets ECHO_PID
 pp() { in_a "$BENCH/udp_pp_client" 198.18.0.2 "$1" "$2" 64 0; }
 pp_ok() { pp "$1" "$2" | grep -q "rounds=$2 lost=0 "; }
 pp_all_lost() { pp "$1" "$2" | grep -q "rounds=0 lost=$2"; }
-xdp_attached() { in_b ip link show vmatb-b0 | grep -q 'xdp'; }
+xdp_attached() { in_b ip link show $P-b0 | grep -q 'xdp'; }
 no_xdp() { ! xdp_attached; }
-pin_of() { [ -e "/sys/fs/bpf/vma/vmatb-b0/$1" ]; }
-no_pins() { [ ! -d /sys/fs/bpf/vma ] || [ -z "$(ls -A /sys/fs/bpf/vma)" ]; }
+pin_of() { [ -e "/sys/fs/bpf/vma/$P-b0/$1" ]; }
+no_pins() { [ ! -d "/sys/fs/bpf/vma/$P-b0" ] || [ -z "$(ls -A "/sys/fs/bpf/vma/$P-b0")" ]; }
 rx_count() { sed -n 's/.*ring_echo: rx \([0-9]*\) .*/\1/p' "$1"; }
 
 TCP_SERVER='
@@ -90,8 +93,8 @@ tcp_roundtrip() { # tcp_roundtrip PORT: kernel TCP server in b, client in a
 
 echo "# ring_echo attached"
 check "ring_echo starts and prints ready" start_echo first
-check "XDP program attached to vmatb-b0" xdp_attached
-check "pin /sys/fs/bpf/vma/vmatb-b0/$ECHO_PID exists" pin_of "$ECHO_PID"
+check "XDP program attached to $P-b0" xdp_attached
+check "pin /sys/fs/bpf/vma/$P-b0/$ECHO_PID exists" pin_of "$ECHO_PID"
 check "UDP $PORT answered by ring_echo (200 round trips, none lost)" pp_ok "$PORT" 200
 
 "${NSB[@]}" "$BENCH/udp_echo_kernel" $((PORT + 1)) >"$TMP/kernel.out" 2>&1 &
@@ -107,8 +110,8 @@ echo "# detach"
 kill -TERM "$ECHO_PID"; wait "$ECHO_PID"; RC=$?
 check "SIGTERM: ring_echo exits 0" test "$RC" = 0
 check "ring_echo received exactly the 200 datagrams sent to its port" test "$(rx_count "$TMP/first.err")" = 200
-check "no XDP program left on vmatb-b0" no_xdp
-check "no pin left under /sys/fs/bpf/vma" no_pins
+check "no XDP program left on $P-b0" no_xdp
+check "no pin left under /sys/fs/bpf/vma/$P-b0" no_pins
 check "UDP $PORT no longer answered (3 tries, all lost)" pp_all_lost "$PORT" 3
 
 echo "# stale leftovers"
@@ -126,12 +129,12 @@ check "after its exit no XDP program and no pin are left" eval "no_xdp && no_pin
 
 echo "# without privileges"
 in_b setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
-	"$BENCH/ring_echo" vmatb-b0 "$PORT" >"$TMP/unpriv.out" 2>"$TMP/unpriv.err"
+	"$BENCH/ring_echo" $P-b0 "$PORT" >"$TMP/unpriv.out" 2>"$TMP/unpriv.err"
 RC=$?
 cat "$TMP/unpriv.err" >>"$TMP/log"
 check "unprivileged ring_echo exits 3 (kernel path kept)" test "$RC" = 3
-check "its warning names vmatb-b0 and the missing privilege" \
-	grep -q "WARN.*vmatb-b0.*privilege" "$TMP/unpriv.err"
+check "its warning names $P-b0 and the missing privilege" \
+	grep -q "WARN.*$P-b0.*privilege" "$TMP/unpriv.err"
 check "exactly one warning line" test "$(grep -c WARN "$TMP/unpriv.err")" = 1
 check "it never printed ready" eval "! grep -q ready $TMP/unpriv.out"
 check "nothing left attached" no_xdp

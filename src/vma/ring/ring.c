@@ -1,20 +1,100 @@
-/* Backend choice. Only the xdp backend exists yet; verbs slots in here. */
+/* Backend choice and the sizing rules the backends share. */
 #include "config.h"
 
 #include <errno.h>
 #include <stddef.h>
 
+#include "config/cfg_params.h"
 #include "log/vlog.h"
 #include "ring/ring.h"
+
+#define RING_MIN_DESCS 64u
+#define RING_MAX_DESCS 16384u
+
+static uint32_t ring_pow2_clamp(unsigned wish, uint32_t lo, uint32_t hi)
+{
+	uint32_t size = lo;
+
+	while (size < wish && size < hi)
+		size <<= 1;
+	return size;
+}
+
+static unsigned ring_or(unsigned value, unsigned fallback)
+{
+	return value ? value : fallback;
+}
+
+void ring_sizes_compute(const struct ring_config *cfg, uint32_t frame_size, struct ring_sizes *out)
+{
+	const struct ring_config none = { 0 };
+	/* The parameters' defaults (VMA_RX_BUFS 200000, VMA_RX_WRE 16000, ...). */
+	if (!cfg)
+		cfg = &none;
+	unsigned rx_wre = ring_or(cfg->rx_wre, 16000), tx_wre = ring_or(cfg->tx_wre, 3000);
+	unsigned rx_bufs = ring_or(cfg->rx_bufs, 200000), tx_bufs = ring_or(cfg->tx_bufs, 200000);
+	size_t max_mem = cfg->max_ring_mem ? cfg->max_ring_mem : RING_DEFAULT_MAX_MEM;
+	uint32_t max_frames = (uint32_t)(max_mem / frame_size);
+
+	/* RX: rx_wre frames posted to the kernel plus as many again that
+	 * sockets may hold, within rx_bufs. TX: one frame per descriptor. */
+	uint32_t rx_descs = ring_pow2_clamp(rx_wre < rx_bufs ? rx_wre : rx_bufs, RING_MIN_DESCS, RING_MAX_DESCS);
+	uint32_t rx_frames = ring_pow2_clamp(rx_bufs < 2u * rx_descs ? rx_bufs : 2u * rx_descs,
+					     RING_MIN_DESCS, 2 * RING_MAX_DESCS);
+	uint32_t tx_frames = ring_pow2_clamp(tx_wre < tx_bufs ? tx_wre : tx_bufs, RING_MIN_DESCS, RING_MAX_DESCS);
+	if (max_frames < 2 * RING_MIN_DESCS)
+		max_frames = 2 * RING_MIN_DESCS;
+	/* Over the memory cap: halve the larger side until it fits. */
+	while (rx_frames + tx_frames > max_frames) {
+		if (rx_frames >= tx_frames && rx_frames > RING_MIN_DESCS)
+			rx_frames >>= 1;
+		else if (tx_frames > RING_MIN_DESCS)
+			tx_frames >>= 1;
+		else
+			break;
+	}
+	if (rx_descs > rx_frames)
+		rx_descs = rx_frames;
+	out->rx_frames = rx_frames;
+	out->rx_descs = rx_descs;
+	out->tx_frames = tx_frames;
+	out->rx_batch = ring_or(cfg->rx_wre_batching, 64);
+	if (out->rx_batch > rx_frames / 2)
+		out->rx_batch = rx_frames / 2;
+	out->tx_batch = ring_or(cfg->tx_wre_batching, 64);
+	if (out->tx_batch > tx_frames)
+		out->tx_batch = tx_frames;
+}
+
+void ring_config_from_params(struct ring_config *cfg)
+{
+	*cfg = (struct ring_config){
+		.backend = RING_BACKEND_AUTO,
+		.rx_bufs = (unsigned)g_cfg.rx_bufs,
+		.tx_bufs = (unsigned)g_cfg.tx_bufs,
+		.rx_wre = (unsigned)g_cfg.rx_wre,
+		.tx_wre = (unsigned)g_cfg.tx_wre,
+		.rx_wre_batching = (unsigned)g_cfg.rx_wre_batching,
+		.tx_wre_batching = (unsigned)g_cfg.tx_wre_batching,
+	};
+}
 
 struct ring *ring_open(const char *ifname, unsigned queue, const struct ring_config *cfg)
 {
 	enum ring_backend backend = cfg ? cfg->backend : RING_BACKEND_AUTO;
 
 	switch (backend) {
+	case RING_BACKEND_LOOP:
+		return ring_loop_open(ifname, queue, cfg);
 	case RING_BACKEND_AUTO:
 	case RING_BACKEND_XDP:
+#if VMA_HAVE_XDP
 		return ring_xdp_open(ifname, queue, cfg);
+#else
+		vlog_warn("ring: %s: built without AF_XDP support (libxdp), traffic stays on the kernel path", ifname);
+		errno = EOPNOTSUPP;
+		return NULL;
+#endif
 	}
 	vlog_warn("ring: %s: unknown backend %d, traffic stays on the kernel path",
 		  ifname, (int)backend);

@@ -10,15 +10,10 @@
 #define VMA_RING_RING_H
 
 #include <net/if.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/* One received frame. data points into ring-owned memory and stays valid
- * until the frame is handed back with ring_rx_release. */
-struct ring_pkt {
-	uint8_t *data;     /* Ethernet header; the IP header behind 14 bytes of it is 4-aligned */
-	uint32_t len;      /* whole frame */
-	uint64_t handle;   /* backend buffer id, for ring_rx_release */
-};
+#include "ring/ring_buf.h"
 
 /* What the steering sends to a ring. Addresses and ports in network order.
  * remote_ip == 0 && remote_port == 0: 3-tuple (listener / bound UDP socket);
@@ -40,23 +35,34 @@ struct ring_counters {
 	uint64_t rx_fill_empty;   /* the kernel found no free buffer to receive into */
 	uint64_t tx_packets;
 	uint64_t tx_bytes;
-	uint64_t tx_no_buffer;    /* tx_post refused: no free frame or TX slot */
+	uint64_t tx_no_buffer;    /* tx_alloc found no free frame / tx_send no TX slot */
 	uint64_t tx_doorbells;    /* syscalls / doorbell writes actually made */
 	uint64_t rx_wakeups;      /* kicks so the kernel refills our RX ring */
+	uint64_t rx_refills;      /* batches of freed frames handed back to the fill ring */
+	uint64_t tx_completions;  /* TX frames the kernel reported sent (freed) */
 };
 
 struct ring;
 
 struct ring_ops {
 	const char *name;
-	/* Up to max received frames into pkts; returns the count (0 = none). */
-	int (*rx_burst)(struct ring *ring, struct ring_pkt *pkts, unsigned max);
-	/* Hands frames back for reuse by the receive side. */
-	void (*rx_release)(struct ring *ring, const struct ring_pkt *pkts, unsigned count);
-	/* Copies one frame into a TX buffer and queues it; nothing is sent
-	 * before tx_flush. Returns 0, or -ENOBUFS (counted) / -EMSGSIZE. */
-	int (*tx_post)(struct ring *ring, const void *frame, uint32_t len);
-	/* Rings the doorbell once for everything posted, reaps completions. */
+	/* Up to max received frames; returns the count (0 = none). Each buffer
+	 * has refcount 1, flags RING_BUF_F_RX, data = Ethernet header, len =
+	 * tot_len = frame length, rx_time_ns set. ring_buf_free on its last
+	 * reference gives the frame back to this ring (refilled in batches of
+	 * rx_wre_batching here, in rx_burst). */
+	int (*rx_burst)(struct ring *ring, struct ring_buf **bufs, unsigned max);
+	/* A free TX frame (refcount 1, data = head, len 0, size = frame size
+	 * minus headroom) or NULL, counted in tx_no_buffer. Reaps completions
+	 * first when no frame is free. */
+	struct ring_buf *(*tx_alloc)(struct ring *ring);
+	/* Queues buf (data/len; a chain is copied into its first buffer when it
+	 * fits). Ownership passes to the ring in every case: on error the buffer
+	 * is freed. Nothing leaves before tx_flush (or before tx_wre_batching
+	 * sends are queued). Returns 0, -ENOBUFS (TX ring full, counted),
+	 * -EMSGSIZE or -EINVAL (not a TX buffer of this ring). */
+	int (*tx_send)(struct ring *ring, struct ring_buf *buf);
+	/* Rings the doorbell once for everything queued, reaps completions. */
 	void (*tx_flush)(struct ring *ring);
 	/* Returns 0 or a negative errno (-EEXIST, -ENOSPC, -ENOENT, -EINVAL). */
 	int (*attach_flow)(struct ring *ring, const struct ring_flow *flow);
@@ -65,7 +71,7 @@ struct ring_ops {
 	 * when packets are already waiting (do not sleep), or a negative errno. */
 	int (*wait_arm)(struct ring *ring);
 	/* Fills *out with the ring's counters plus what the backend's kernel
-	 * side counts. */
+	 * side counts (and updates the RX pool's empty count from it). */
 	void (*read_counters)(struct ring *ring, struct ring_counters *out);
 	void (*close)(struct ring *ring);
 };
@@ -79,19 +85,48 @@ struct ring {
 	uint32_t mtu;
 	int wait_fd;          /* poll for POLLIN after wait_arm returned 0 */
 	struct ring_counters counters;
+	struct ring_buf_pool *rx_pool;  /* frames rx_burst hands out */
+	struct ring_buf_pool *tx_pool;  /* frames tx_alloc hands out */
 };
 
 enum ring_backend {
 	RING_BACKEND_AUTO = 0,
 	RING_BACKEND_XDP,
+	RING_BACKEND_LOOP,    /* in memory: what is sent is received (tests) */
 };
 
+/* Sizing, with the meaning of the VMA_* parameters of the same names; 0 =
+ * the parameter's default. ring_config_from_params fills it from g_cfg;
+ * unit tests fill it by hand. How the backend maps it (powers of two, the
+ * memory cap) is in docs/ring.md. */
 struct ring_config {
 	enum ring_backend backend;
-	unsigned rx_size;     /* descriptors; 0 = default, rounded up to a power of two */
-	unsigned tx_size;
-	int force_skb_mode;   /* xdp: do not try native (driver) mode */
+	unsigned rx_bufs;         /* VMA_RX_BUFS: RX frames, posted and held */
+	unsigned tx_bufs;         /* VMA_TX_BUFS */
+	unsigned rx_wre;          /* VMA_RX_WRE: RX descriptors */
+	unsigned tx_wre;          /* VMA_TX_WRE: TX descriptors */
+	unsigned rx_wre_batching; /* VMA_RX_WRE_BATCHING: freed frames per refill */
+	unsigned tx_wre_batching; /* VMA_TX_WRE_BATCHING: sends per doorbell at most */
+	size_t max_ring_mem;      /* bytes of frames per ring; 0 = RING_DEFAULT_MAX_MEM */
+	int force_skb_mode;       /* xdp: do not try native (driver) mode */
 };
+
+#define RING_DEFAULT_MAX_MEM ((size_t)32 << 20)
+
+/* Frame counts and descriptor ring sizes a backend uses for cfg. */
+struct ring_sizes {
+	uint32_t rx_frames;   /* = fill ring size */
+	uint32_t rx_descs;    /* kernel -> us RX ring */
+	uint32_t tx_frames;   /* = TX ring = completion ring size */
+	uint32_t rx_batch;
+	uint32_t tx_batch;
+};
+
+/* Sizing rules shared by the backends (powers of two, memory cap for
+ * frame_size-byte frames). cfg may be NULL for the defaults. */
+void ring_sizes_compute(const struct ring_config *cfg, uint32_t frame_size, struct ring_sizes *out);
+/* The VMA_* values from g_cfg. */
+void ring_config_from_params(struct ring_config *cfg);
 
 /* Opens queue `queue` of interface ifname. On failure returns NULL with errno
  * set and has logged one warning naming the interface and the reason (no
@@ -99,22 +134,24 @@ struct ring_config {
  * the traffic on the kernel path. cfg may be NULL for defaults. */
 struct ring *ring_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
 /* Detaches every flow, releases the queue and, with its last ring on the
- * interface, the steering program of this process. NULL is ignored. */
+ * interface, the steering program of this process. Buffers still held are
+ * not freed under their holders: the frame memory then stays (a warning
+ * says how many) and later ring_buf_free calls only count. NULL is ignored. */
 void ring_close(struct ring *ring);
 
-static inline int ring_rx_burst(struct ring *ring, struct ring_pkt *pkts, unsigned max)
+static inline int ring_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned max)
 {
-	return ring->ops->rx_burst(ring, pkts, max);
+	return ring->ops->rx_burst(ring, bufs, max);
 }
 
-static inline void ring_rx_release(struct ring *ring, const struct ring_pkt *pkts, unsigned count)
+static inline struct ring_buf *ring_tx_alloc(struct ring *ring)
 {
-	ring->ops->rx_release(ring, pkts, count);
+	return ring->ops->tx_alloc(ring);
 }
 
-static inline int ring_tx_post(struct ring *ring, const void *frame, uint32_t len)
+static inline int ring_tx_send(struct ring *ring, struct ring_buf *buf)
 {
-	return ring->ops->tx_post(ring, frame, len);
+	return ring->ops->tx_send(ring, buf);
 }
 
 static inline void ring_tx_flush(struct ring *ring)
@@ -147,7 +184,18 @@ static inline void ring_read_counters(struct ring *ring, struct ring_counters *o
 	ring->ops->read_counters(ring, out);
 }
 
+static inline struct ring_buf_pool *ring_rx_pool(const struct ring *ring)
+{
+	return ring->rx_pool;
+}
+
+static inline struct ring_buf_pool *ring_tx_pool(const struct ring *ring)
+{
+	return ring->tx_pool;
+}
+
 /* Backend constructors, for ring_open and tests. */
 struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
+struct ring *ring_loop_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
 
 #endif

@@ -64,11 +64,38 @@ struct ring_buf *ring_buf_alloc(struct ring_buf_pool *pool);
 void ring_buf_ref(struct ring_buf *buf);
 
 /* Drops one reference on every buffer of the chain starting at buf; each
- * buffer reaching 0 goes back to its own pool. NULL is ignored. */
+ * buffer reaching 0 goes back to its own pool. NULL is ignored. Whoever
+ * keeps part of a chain holds a reference on each of its buffers. */
 void ring_buf_free(struct ring_buf *buf);
 
 void ring_buf_pool_read_counters(const struct ring_buf_pool *pool,
 				 struct ring_buf_pool_counters *out);
 const char *ring_buf_pool_name(const struct ring_buf_pool *pool);
+
+/* ---- for ring backends (and tests) ---- */
+
+/* A pool over memory the caller owns (AF_XDP: a slice of the UMEM):
+ * descriptor i covers mem + i * stride, head = that + headroom, size =
+ * stride - headroom, handle = first_handle + i * stride. With ops NULL freed
+ * buffers go to the free list and ring_buf_alloc hands them out; with ops,
+ * freed buffers go to ops->recycle and the pool starts with none free (the
+ * backend hands them out with ring_buf_pool_take). */
+struct ring_buf_pool *ring_buf_pool_create_over(const char *name, unsigned count, uint8_t *mem,
+						unsigned stride, unsigned headroom, uint64_t first_handle,
+						const struct ring_buf_pool_ops *ops, void *owner);
+/* The owner given at creation (NULL for plain pools); settable, e.g. to
+ * NULL when the ring goes away while buffers are still held. */
+void *ring_buf_pool_owner(const struct ring_buf_pool *pool);
+void ring_buf_pool_set_owner(struct ring_buf_pool *pool, void *owner);
+/* The descriptor whose memory holds handle, or NULL if not in the pool. */
+struct ring_buf *ring_buf_pool_by_handle(struct ring_buf_pool *pool, uint64_t handle);
+/* Hands out descriptor buf of a backend pool (refcount 1, data = head,
+ * len = tot_len = 0, flags as given), counted as an allocation. */
+void ring_buf_pool_take(struct ring_buf_pool *pool, struct ring_buf *buf, uint16_t flags);
+/* Buffers handed out and not yet back (size - free_now). */
+unsigned ring_buf_pool_in_use(const struct ring_buf_pool *pool);
+void ring_buf_pool_reset_min(struct ring_buf_pool *pool);
+/* Adds n to the empty counter (a backend that learns of refusals late). */
+void ring_buf_pool_count_empty(struct ring_buf_pool *pool, uint64_t n);
 
 #endif

@@ -1,15 +1,21 @@
 /* The AF_XDP ring backend: one XSK per ring with its own UMEM.
  *
- * UMEM frames live in exactly one place at a time: the fill ring or the
- * kernel's RX path (rx_size of them, handed back by rx_release), or the TX
- * side (tx_size of them: the free pool, the TX ring, the completion ring).
- * So neither side can starve the other. need_wakeup is on: the RX and TX
- * paths make a syscall only when the kernel asks for one. */
+ * The UMEM is rx_frames RX frames followed by tx_frames TX frames (sizes
+ * from ring_sizes_compute). Each frame has one struct ring_buf for its whole
+ * life: RX frame i is rx_pool descriptor i (addr / frame size), so rx_burst
+ * hands out descriptors without allocating. An RX frame is in the fill ring
+ * or the kernel, held by the application, or freed and waiting in `refill`
+ * for the next batch to the fill ring. A TX frame is free (tx_pool's free
+ * list), being written by the application, or in flight until its
+ * completion frees it. Neither side can starve the other.
+ * need_wakeup is on: the RX and TX paths make a syscall only when the
+ * kernel asks for one. */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -23,13 +29,15 @@
 
 #include "log/vlog.h"
 #include "ring/ring.h"
+#include "ring/ring_buf_pool.h"
+#include "ring/ring_flow.h"
 #include "ring/ring_xdp_maps.h"
 #include "ring/ring_xdp_prog.h"
 
-#define RING_XDP_DEFAULT_DESCS 2048u
-#define RING_XDP_MAX_DESCS 32768u
-#define RING_XDP_FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
-#define RING_XDP_RX_ALIGN_PAD 2
+/* Ethernet starts 2 bytes into a 4-aligned spot, so the IP header behind it
+ * is 4-byte aligned, on RX (UMEM frame headroom) and TX (pool headroom).
+ * RING_XDP_FRAME_SIZE is in ring_xdp_maps.h: the program knows it too. */
+#define RING_XDP_ALIGN_PAD RING_XDP_FRAME_HEADROOM
 
 struct ring_xdp {
 	struct ring base;
@@ -42,11 +50,12 @@ struct ring_xdp {
 	struct xsk_ring_cons comp;
 	struct xsk_ring_cons rx;
 	struct xsk_ring_prod tx;
-	uint32_t rx_size;
-	uint32_t tx_size;
-	uint64_t *free_frames;  /* TX frames not in flight */
-	uint32_t free_count;
+	struct ring_sizes sizes;
+	uint64_t *refill;        /* freed RX frames not yet back in the fill ring */
+	uint32_t refill_count;
 	uint32_t tx_unflushed;
+	uint32_t tx_in_flight;
+	uint64_t fill_empty_seen; /* kernel's count at the last read_counters */
 	struct ring_flow *flows; /* attached by this ring, detached on close */
 	unsigned flow_count;
 	unsigned flow_cap;
@@ -57,35 +66,100 @@ static struct ring_xdp *ring_xdp_of(struct ring *ring)
 	return (struct ring_xdp *)ring;
 }
 
+/* rx_pool's recycle hook: the last reference to an RX frame went away. */
+static void ring_xdp_rx_recycle(struct ring_buf_pool *pool, struct ring_buf *buf)
+{
+	struct ring_xdp *r = ring_buf_pool_owner(pool);
+
+	if (r) /* NULL: the ring is closed, the frame just stays where it is */
+		r->refill[r->refill_count++] = buf->handle;
+}
+
+static const struct ring_buf_pool_ops ring_xdp_rx_pool_ops = {
+	.recycle = ring_xdp_rx_recycle,
+};
+
+static void ring_xdp_refill(struct ring_xdp *r)
+{
+	uint32_t idx, n = r->refill_count;
+
+	/* Cannot fail: the fill ring has a slot for every RX frame. */
+	if (xsk_ring_prod__reserve(&r->fill, n, &idx) != n) {
+		vlog_error("ring: %s: fill ring full, %u frames lost", r->base.ifname, n);
+		r->refill_count = 0;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = r->refill[i];
+	xsk_ring_prod__submit(&r->fill, n);
+	r->refill_count = 0;
+	r->base.counters.rx_refills++;
+}
+
+static void ring_xdp_kick_rx(struct ring_xdp *r)
+{
+	if (xsk_ring_prod__needs_wakeup(&r->fill)) {
+		recvfrom(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		r->base.counters.rx_wakeups++;
+	}
+}
+
 static void ring_xdp_reap_completions(struct ring_xdp *r)
 {
 	uint32_t idx;
-	uint32_t n = xsk_ring_cons__peek(&r->comp, r->tx_size, &idx);
+	uint32_t n = xsk_ring_cons__peek(&r->comp, r->sizes.tx_frames, &idx);
 
-	for (uint32_t i = 0; i < n; i++)
-		r->free_frames[r->free_count++] = *xsk_ring_cons__comp_addr(&r->comp, idx + i);
-	if (n)
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t addr = *xsk_ring_cons__comp_addr(&r->comp, idx + i);
+		ring_buf_free(ring_buf_pool_by_handle_inline(r->base.tx_pool, addr));
+	}
+	if (n) {
 		xsk_ring_cons__release(&r->comp, n);
+		r->tx_in_flight -= n;
+		r->base.counters.tx_completions += n;
+	}
 }
 
-static int ring_xdp_rx_burst(struct ring *ring, struct ring_pkt *pkts, unsigned max)
+static int ring_xdp_flow_map(struct ring_xdp *r, int kind)
+{
+	static const enum ring_xdp_map maps[] = {
+		[RING_FLOW_5TUPLE] = RING_XDP_MAP_FLOWS5,
+		[RING_FLOW_3TUPLE] = RING_XDP_MAP_FLOWS3,
+		[RING_FLOW_GROUP] = RING_XDP_MAP_GROUPS,
+	};
+	return ring_xdp_prog_map_fd(r->prog, maps[kind]);
+}
+
+static int ring_xdp_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned max)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
+	struct ring_buf_pool *pool = ring->rx_pool;
+	struct timespec now;
 	uint32_t idx;
-	uint32_t n = xsk_ring_cons__peek(&r->rx, max, &idx);
 
+	if (r->refill_count >= r->sizes.rx_batch)
+		ring_xdp_refill(r);
+	uint32_t n = xsk_ring_cons__peek(&r->rx, max, &idx);
 	if (!n) {
-		if (xsk_ring_prod__needs_wakeup(&r->fill)) {
-			recvfrom(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
-			ring->counters.rx_wakeups++;
-		}
+		/* Idle: give back whatever was freed, however few. */
+		if (r->refill_count)
+			ring_xdp_refill(r);
+		ring_xdp_kick_rx(r);
 		return 0;
 	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct xdp_desc *desc = xsk_ring_cons__rx_desc(&r->rx, idx + i);
-		pkts[i].data = xsk_umem__get_data(r->area, xsk_umem__add_offset_to_addr(desc->addr));
-		pkts[i].len = desc->len;
-		pkts[i].handle = xsk_umem__extract_addr(desc->addr);
+		/* Aligned mode: addr is frame start + headroom; the shift in
+		 * by_handle drops the offset. */
+		struct ring_buf *buf = ring_buf_pool_by_handle_inline(pool, desc->addr);
+		ring_buf_pool_take_inline(pool, buf, RING_BUF_F_RX);
+		buf->data = (uint8_t *)r->area + desc->addr;
+		buf->len = desc->len;
+		buf->tot_len = desc->len;
+		buf->rx_time_ns = now_ns;
+		bufs[i] = buf;
 		ring->counters.rx_bytes += desc->len;
 	}
 	xsk_ring_cons__release(&r->rx, n);
@@ -93,45 +167,83 @@ static int ring_xdp_rx_burst(struct ring *ring, struct ring_pkt *pkts, unsigned 
 	return (int)n;
 }
 
-static void ring_xdp_rx_release(struct ring *ring, const struct ring_pkt *pkts, unsigned count)
+static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
-	uint32_t idx;
+	struct ring_buf_pool *pool = ring->tx_pool;
 
-	if (!count)
-		return;
-	/* Cannot fail: the fill ring has room for every RX frame. */
-	if (xsk_ring_prod__reserve(&r->fill, count, &idx) != count) {
-		vlog_error("ring: %s: fill ring full, %u frames lost", ring->ifname, count);
-		return;
+	if (!pool->counters.free_now)
+		ring_xdp_reap_completions(r);
+	if (!pool->counters.free_now) {
+		pool->counters.empty++;
+		ring->counters.tx_no_buffer++;
+		return NULL;
 	}
-	for (unsigned i = 0; i < count; i++)
-		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = pkts[i].handle;
-	xsk_ring_prod__submit(&r->fill, count);
+	struct ring_buf *buf = pool->free_list[pool->counters.free_now - 1];
+	ring_buf_pool_take_inline(pool, buf, RING_BUF_F_TX);
+	return buf;
 }
 
-static int ring_xdp_tx_post(struct ring *ring, const void *frame, uint32_t len)
+static void ring_xdp_kick_tx(struct ring_xdp *r)
+{
+	if (r->tx_unflushed && xsk_ring_prod__needs_wakeup(&r->tx)) {
+		/* EAGAIN/EBUSY/ENOBUFS: the kernel is still sending; the
+		 * descriptors stay queued and go with the next kick. */
+		sendto(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
+		r->base.counters.tx_doorbells++;
+	}
+	r->tx_unflushed = 0;
+}
+
+/* Copies the rest of buf's chain behind its first part (AF_XDP sends one
+ * frame per descriptor) and frees those parts. */
+static int ring_xdp_linearize(struct ring_buf *buf)
+{
+	uint32_t len = buf->len;
+	const uint8_t *end = buf->head + buf->size;
+
+	for (struct ring_buf *seg = buf->next; seg; seg = seg->next) {
+		if (buf->data + len + seg->len > end)
+			return -EMSGSIZE;
+		memcpy(buf->data + len, seg->data, seg->len);
+		len += seg->len;
+	}
+	ring_buf_free(buf->next);
+	buf->next = NULL;
+	buf->len = buf->tot_len = len;
+	return 0;
+}
+
+static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 	uint32_t idx;
+	int err = 0;
 
-	if (len > RING_XDP_FRAME_SIZE)
-		return -EMSGSIZE;
-	if (!r->free_count)
-		ring_xdp_reap_completions(r);
-	if (!r->free_count || xsk_ring_prod__reserve(&r->tx, 1, &idx) != 1) {
+	if (buf->pool != ring->tx_pool)
+		err = -EINVAL;
+	else if (buf->next)
+		err = ring_xdp_linearize(buf);
+	if (!err && (buf->data < buf->head || buf->data + buf->len > buf->head + buf->size || !buf->len))
+		err = -EMSGSIZE;
+	if (!err && xsk_ring_prod__reserve(&r->tx, 1, &idx) != 1) {
 		ring->counters.tx_no_buffer++;
-		return -ENOBUFS;
+		err = -ENOBUFS;
 	}
-	uint64_t addr = r->free_frames[--r->free_count];
-	memcpy(xsk_umem__get_data(r->area, addr), frame, len);
+	if (err) {
+		ring_buf_free(buf);
+		return err;
+	}
 	struct xdp_desc *desc = xsk_ring_prod__tx_desc(&r->tx, idx);
-	desc->addr = addr;
-	desc->len = len;
+	desc->addr = (uint64_t)(buf->data - (uint8_t *)r->area);
+	desc->len = buf->len;
+	desc->options = 0;
 	xsk_ring_prod__submit(&r->tx, 1);
-	r->tx_unflushed++;
+	r->tx_in_flight++;
 	ring->counters.tx_packets++;
-	ring->counters.tx_bytes += len;
+	ring->counters.tx_bytes += buf->len;
+	if (++r->tx_unflushed >= r->sizes.tx_batch)
+		ring_xdp_kick_tx(r);
 	return 0;
 }
 
@@ -139,66 +251,19 @@ static void ring_xdp_tx_flush(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 
-	if (r->tx_unflushed && xsk_ring_prod__needs_wakeup(&r->tx)) {
-		/* EAGAIN/EBUSY/ENOBUFS: the kernel is still sending; the
-		 * descriptors stay queued and go with the next kick. */
-		sendto(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
-		ring->counters.tx_doorbells++;
-	}
-	r->tx_unflushed = 0;
+	ring_xdp_kick_tx(r);
 	ring_xdp_reap_completions(r);
-}
-
-static int ring_xdp_flow_same(const struct ring_flow *a, const struct ring_flow *b)
-{
-	return a->proto == b->proto && a->local_ip == b->local_ip && a->local_port == b->local_port &&
-	       a->remote_ip == b->remote_ip && a->remote_port == b->remote_port && a->group == b->group;
-}
-
-/* Picks the map and fills its key. Returns the map fd or a negative errno. */
-static int ring_xdp_flow_key(struct ring_xdp *r, const struct ring_flow *f, void *key)
-{
-	if (f->proto != IPPROTO_UDP && f->proto != IPPROTO_TCP)
-		return -EINVAL;
-	if (f->group) {
-		struct ring_xdp_keygrp *k = key;
-		memset(k, 0, sizeof(*k));
-		k->group = f->group;
-		k->port = f->local_port;
-		k->proto = f->proto;
-		return ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_GROUPS);
-	}
-	if (!f->local_port)
-		return -EINVAL;
-	if (f->remote_ip || f->remote_port) {
-		struct ring_xdp_key5 *k = key;
-		if (!f->local_ip || !f->remote_ip || !f->remote_port)
-			return -EINVAL;
-		memset(k, 0, sizeof(*k));
-		k->local_ip = f->local_ip;
-		k->remote_ip = f->remote_ip;
-		k->local_port = f->local_port;
-		k->remote_port = f->remote_port;
-		k->proto = f->proto;
-		return ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_FLOWS5);
-	}
-	struct ring_xdp_key3 *k = key;
-	memset(k, 0, sizeof(*k));
-	k->local_ip = f->local_ip;
-	k->local_port = f->local_port;
-	k->proto = f->proto;
-	return ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_FLOWS3);
 }
 
 static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
-	unsigned char key[sizeof(struct ring_xdp_key5)];
+	union ring_flow_key key;
 	__u32 value = ring->queue;
-	int fd = ring_xdp_flow_key(r, flow, key);
+	int kind = ring_flow_key(flow, &key);
 
-	if (fd < 0)
-		return fd;
+	if (kind < 0)
+		return kind;
 	if (r->flow_count == r->flow_cap) {
 		unsigned cap = r->flow_cap ? r->flow_cap * 2 : 8;
 		struct ring_flow *grown = realloc(r->flows, cap * sizeof(*grown));
@@ -208,7 +273,7 @@ static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
 		r->flow_cap = cap;
 	}
 	/* BPF_NOEXIST: a flow belongs to one ring; a second owner is a bug. */
-	if (bpf_map_update_elem(fd, key, &value, BPF_NOEXIST) != 0)
+	if (bpf_map_update_elem(ring_xdp_flow_map(r, kind), &key, &value, BPF_NOEXIST) != 0)
 		return errno == E2BIG ? -ENOSPC : -errno;
 	r->flows[r->flow_count++] = *flow;
 	return 0;
@@ -217,15 +282,15 @@ static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
 static int ring_xdp_detach_flow(struct ring *ring, const struct ring_flow *flow)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
-	unsigned char key[sizeof(struct ring_xdp_key5)];
-	int fd = ring_xdp_flow_key(r, flow, key);
+	union ring_flow_key key;
+	int kind = ring_flow_key(flow, &key);
 
-	if (fd < 0)
-		return fd;
+	if (kind < 0)
+		return kind;
 	for (unsigned i = 0; i < r->flow_count; i++) {
-		if (ring_xdp_flow_same(&r->flows[i], flow)) {
+		if (ring_flow_same(&r->flows[i], flow)) {
 			r->flows[i] = r->flows[--r->flow_count];
-			return bpf_map_delete_elem(fd, key) == 0 ? 0 : -errno;
+			return bpf_map_delete_elem(ring_xdp_flow_map(r, kind), &key) == 0 ? 0 : -errno;
 		}
 	}
 	return -ENOENT;
@@ -237,12 +302,13 @@ static int ring_xdp_wait_arm(struct ring *ring)
 
 	if (xsk_cons_nb_avail(&r->rx, 1))
 		return 1;
+	/* Frames freed since the last burst must reach the kernel before we
+	 * sleep, or it may have nothing to receive the awaited packet into. */
+	if (r->refill_count)
+		ring_xdp_refill(r);
 	/* Without a fill-ring kick the kernel may never deliver the packet
 	 * that poll() is about to wait for. */
-	if (xsk_ring_prod__needs_wakeup(&r->fill)) {
-		recvfrom(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
-		ring->counters.rx_wakeups++;
-	}
+	ring_xdp_kick_rx(r);
 	return xsk_cons_nb_avail(&r->rx, 1) ? 1 : 0;
 }
 
@@ -257,22 +323,56 @@ static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)
 	if (getsockopt(xsk_socket__fd(r->xsk), SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
 		out->rx_dropped = st.rx_dropped + st.rx_invalid_descs + st.rx_ring_full;
 		out->rx_fill_empty = st.rx_fill_ring_empty_descs;
+		/* The kernel counts the packets it could not receive for want
+		 * of a frame: that is the RX pool's "empty". */
+		if (st.rx_fill_ring_empty_descs > r->fill_empty_seen) {
+			ring_buf_pool_count_empty(ring->rx_pool, st.rx_fill_ring_empty_descs - r->fill_empty_seen);
+			r->fill_empty_seen = st.rx_fill_ring_empty_descs;
+		}
 	}
+}
+
+/* Buffers the application still holds (TX frames in flight are the
+ * kernel's, and go away with the socket). */
+static unsigned ring_xdp_held(struct ring_xdp *r)
+{
+	unsigned held = 0;
+
+	if (r->base.rx_pool)
+		held += ring_buf_pool_in_use(r->base.rx_pool);
+	if (r->base.tx_pool)
+		held += ring_buf_pool_in_use(r->base.tx_pool) - r->tx_in_flight;
+	return held;
 }
 
 static void ring_xdp_destroy(struct ring_xdp *r)
 {
+	unsigned held;
+
 	if (r->xsk) {
 		__u32 key = r->base.queue;
 		bpf_map_delete_elem(ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_XSKS), &key);
+		ring_xdp_reap_completions(r);
 		xsk_socket__delete(r->xsk);
 	}
 	if (r->umem)
 		xsk_umem__delete(r->umem);
-	if (r->area)
-		munmap(r->area, r->area_size);
+	held = ring_xdp_held(r);
+	if (held) {
+		/* Freeing the memory under its holders would crash them later:
+		 * keep the frames and the pools (their hooks now only count). */
+		vlog_warn("ring: %s: queue %u closed while %u buffers are still held; their %zu bytes stay allocated",
+			  r->base.ifname, r->base.queue, held, r->area_size);
+		ring_buf_pool_set_owner(r->base.rx_pool, NULL);
+		ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+	} else {
+		if (r->area)
+			munmap(r->area, r->area_size);
+		ring_buf_pool_destroy(r->base.rx_pool);
+		ring_buf_pool_destroy(r->base.tx_pool);
+	}
 	ring_xdp_prog_put(r->prog);
-	free(r->free_frames);
+	free(r->refill);
 	free(r->flows);
 	free(r);
 }
@@ -291,8 +391,8 @@ static void ring_xdp_close(struct ring *ring)
 static const struct ring_ops ring_xdp_ops = {
 	.name = "xdp",
 	.rx_burst = ring_xdp_rx_burst,
-	.rx_release = ring_xdp_rx_release,
-	.tx_post = ring_xdp_tx_post,
+	.tx_alloc = ring_xdp_tx_alloc,
+	.tx_send = ring_xdp_tx_send,
 	.tx_flush = ring_xdp_tx_flush,
 	.attach_flow = ring_xdp_attach_flow,
 	.detach_flow = ring_xdp_detach_flow,
@@ -300,21 +400,6 @@ static const struct ring_ops ring_xdp_ops = {
 	.read_counters = ring_xdp_read_counters,
 	.close = ring_xdp_close,
 };
-
-static uint32_t ring_xdp_ring_size(unsigned wish, const char *what, const char *ifname)
-{
-	uint32_t size = 1;
-
-	if (!wish)
-		return RING_XDP_DEFAULT_DESCS;
-	if (wish > RING_XDP_MAX_DESCS) {
-		vlog_warn("ring: %s: %s size %u too large, using %u", ifname, what, wish, RING_XDP_MAX_DESCS);
-		return RING_XDP_MAX_DESCS;
-	}
-	while (size < wish)
-		size <<= 1;
-	return size;
-}
 
 static void ring_xdp_read_link(struct ring *ring)
 {
@@ -332,26 +417,27 @@ static void ring_xdp_read_link(struct ring *ring)
 	close(fd);
 }
 
-/* Creates the UMEM and the XSK and registers it in the xsks map. */
+/* Creates the UMEM, its two pools and the XSK, and registers the XSK in the
+ * xsks map. */
 static int ring_xdp_socket(struct ring_xdp *r)
 {
-	const uint32_t frames = r->rx_size + r->tx_size;
+	const struct ring_sizes *sz = &r->sizes;
+	const uint32_t frames = sz->rx_frames + sz->tx_frames;
 	struct xsk_umem_config ucfg = {
-		.fill_size = r->rx_size,
-		.comp_size = r->tx_size,
+		.fill_size = sz->rx_frames,
+		.comp_size = sz->tx_frames,
 		.frame_size = RING_XDP_FRAME_SIZE,
-		/* Ethernet starts 2 bytes into a 4-aligned spot, so the IP
-		 * header behind it is 4-byte aligned. */
-		.frame_headroom = RING_XDP_RX_ALIGN_PAD,
+		.frame_headroom = RING_XDP_ALIGN_PAD,
 		.flags = 0,
 	};
 	struct xsk_socket_config scfg = {
-		.rx_size = r->rx_size,
-		.tx_size = r->tx_size,
+		.rx_size = sz->rx_descs,
+		.tx_size = sz->tx_frames,
 		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 		.xdp_flags = 0,
 		.bind_flags = XDP_USE_NEED_WAKEUP,
 	};
+	char name[32];
 	uint32_t idx;
 	int err;
 
@@ -362,8 +448,16 @@ static int ring_xdp_socket(struct ring_xdp *r)
 		r->area = NULL;
 		return -errno;
 	}
-	r->free_frames = calloc(frames, sizeof(*r->free_frames));
-	if (!r->free_frames)
+	r->refill = calloc(sz->rx_frames, sizeof(*r->refill));
+	snprintf(name, sizeof(name), "%.15s:%u rx", r->base.ifname, r->base.queue);
+	r->base.rx_pool = ring_buf_pool_create_over(name, sz->rx_frames, r->area, RING_XDP_FRAME_SIZE, 0, 0,
+						    &ring_xdp_rx_pool_ops, r);
+	snprintf(name, sizeof(name), "%.15s:%u tx", r->base.ifname, r->base.queue);
+	r->base.tx_pool = ring_buf_pool_create_over(name, sz->tx_frames,
+						    (uint8_t *)r->area + (size_t)sz->rx_frames * RING_XDP_FRAME_SIZE,
+						    RING_XDP_FRAME_SIZE, RING_XDP_ALIGN_PAD,
+						    (uint64_t)sz->rx_frames * RING_XDP_FRAME_SIZE, NULL, r);
+	if (!r->refill || !r->base.rx_pool || !r->base.tx_pool)
 		return -ENOMEM;
 	err = xsk_umem__create(&r->umem, r->area, r->area_size, &r->fill, &r->comp, &ucfg);
 	if (err) {
@@ -375,14 +469,12 @@ static int ring_xdp_socket(struct ring_xdp *r)
 		r->xsk = NULL;
 		return err;
 	}
-	/* The first rx_size frames feed the kernel, the rest are for TX. */
-	if (xsk_ring_prod__reserve(&r->fill, r->rx_size, &idx) != r->rx_size)
+	/* Every RX frame starts in the fill ring. */
+	if (xsk_ring_prod__reserve(&r->fill, sz->rx_frames, &idx) != sz->rx_frames)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < r->rx_size; i++)
+	for (uint32_t i = 0; i < sz->rx_frames; i++)
 		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = (uint64_t)i * RING_XDP_FRAME_SIZE;
-	xsk_ring_prod__submit(&r->fill, r->rx_size);
-	for (uint32_t i = r->rx_size; i < frames; i++)
-		r->free_frames[r->free_count++] = (uint64_t)i * RING_XDP_FRAME_SIZE;
+	xsk_ring_prod__submit(&r->fill, sz->rx_frames);
 
 	int xsk_fd = xsk_socket__fd(r->xsk);
 	__u32 key = r->base.queue;
@@ -419,8 +511,7 @@ struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring
 	r->base.ifindex = ifindex;
 	r->base.queue = queue;
 	r->base.wait_fd = -1;
-	r->rx_size = ring_xdp_ring_size(cfg ? cfg->rx_size : 0, "rx ring", ifname);
-	r->tx_size = ring_xdp_ring_size(cfg ? cfg->tx_size : 0, "tx ring", ifname);
+	ring_sizes_compute(cfg, RING_XDP_FRAME_SIZE, &r->sizes);
 	ring_xdp_read_link(&r->base);
 
 	r->prog = ring_xdp_prog_get(ifname, ifindex, cfg ? cfg->force_skb_mode : 0);
@@ -443,6 +534,8 @@ struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring
 		errno = -err;
 		return NULL;
 	}
-	vlog_debug("ring: %s: queue %u open (xdp %s mode)", ifname, queue, ring_xdp_prog_mode(r->prog));
+	vlog_debug("ring: %s: queue %u open (xdp %s mode, %u rx + %u tx frames of %u bytes, %u rx descriptors)",
+		   ifname, queue, ring_xdp_prog_mode(r->prog), r->sizes.rx_frames, r->sizes.tx_frames,
+		   RING_XDP_FRAME_SIZE, r->sizes.rx_descs);
 	return &r->base;
 }

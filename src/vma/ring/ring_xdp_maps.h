@@ -9,6 +9,12 @@
 
 #define RING_XDP_MAX_QUEUES 64
 #define RING_XDP_MAX_FLOWS 4096
+/* UMEM frames are 4096 bytes; the kernel keeps XDP_PACKET_HEADROOM (256)
+ * and we 2 (alignment) in front of the packet. A longer frame cannot be
+ * received into an XSK: the program leaves it to the kernel instead. */
+#define RING_XDP_FRAME_SIZE 4096
+#define RING_XDP_FRAME_HEADROOM 2
+#define RING_XDP_MAX_RX_FRAME (RING_XDP_FRAME_SIZE - 256 - RING_XDP_FRAME_HEADROOM)
 
 struct ring_xdp_key5 {
 	__be32 local_ip;

@@ -106,6 +106,10 @@ int vma_steer(struct xdp_md *ctx)
 
 	if (!lookup_flow(ip, ports))
 		return XDP_PASS;
+	/* Too long for a UMEM frame (MTU above ~3.8 KB, skb mode): the XSK
+	 * would drop it; the kernel socket the stack keeps receives it. */
+	if (data_end - data > RING_XDP_MAX_RX_FRAME)
+		return XDP_PASS;
 	/* No XSK on this queue (its owner died or bound another queue): the
 	 * fallback action in the flags keeps the packet on the kernel path. */
 	return bpf_redirect_map(&vma_xsks, ctx->rx_queue_index, XDP_PASS);

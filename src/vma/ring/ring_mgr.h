@@ -1,0 +1,63 @@
+/* The ring manager: who gets which ring. Rings are shared and refcounted;
+ * a socket asks for the ring of (interface, key), where the key comes from
+ * VMA_RING_ALLOCATION_LOGIC_RX/TX through ring_mgr_key. Distinct keys get
+ * distinct rings while the interface has room (VMA_RING_LIMIT_PER_INTERFACE,
+ * and for AF_XDP one XSK per queue: a veth has one queue); beyond that keys
+ * share the existing rings round-robin.
+ *
+ * Thread-safe (one mutex; not on the packet path). */
+#ifndef VMA_RING_RING_MGR_H
+#define VMA_RING_RING_MGR_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ring/ring.h"
+
+/* VMA_RING_ALLOCATION_LOGIC_* values. */
+enum ring_mgr_logic {
+	RING_MGR_PER_INTERFACE = 0,
+	RING_MGR_PER_IP = 1,
+	RING_MGR_PER_SOCKET = 10,
+	RING_MGR_PER_THREAD = 20,
+	RING_MGR_PER_CORE = 30,
+	RING_MGR_PER_CORE_MIGRATING = 31,
+};
+
+struct ring_mgr_config {
+	struct ring_config ring;        /* for every ring the manager opens */
+	unsigned limit_per_interface;   /* VMA_RING_LIMIT_PER_INTERFACE; 0 = none */
+	unsigned queues;                /* rings an interface can hold; 0 = its RX queue count (sysfs) */
+};
+
+/* Replaces the configuration (rings already open keep theirs). Without
+ * this call the first ring_mgr_get takes it from g_cfg. */
+void ring_mgr_configure(const struct ring_mgr_config *cfg);
+
+/* The key of logic for a socket: fd, thread id, cpu and ip (network order)
+ * are used as the logic needs. An unknown logic is treated as 0. Keys of
+ * different logics never collide. */
+uint64_t ring_mgr_key(int logic, int fd, pid_t tid, int cpu, uint32_t ip);
+
+/* The ring of (interface, key), opened on first use, with one more
+ * reference. NULL with errno set (and the ring layer's warning) when no
+ * ring can be had: the caller keeps the kernel path. */
+struct ring *ring_mgr_get(const char *ifname, uint64_t key);
+struct ring *ring_mgr_get_by_index(unsigned ifindex, uint64_t key);
+/* Drops a reference; the last one closes the ring. NULL is ignored. */
+void ring_mgr_put(struct ring *ring);
+
+/* References held on ring (0 if the manager does not know it). */
+unsigned ring_mgr_refs(const struct ring *ring);
+/* Rings currently open on ifname by this process. */
+unsigned ring_mgr_count(const char *ifname);
+
+/* At exit: closes every ring of this process, whatever its references. */
+void ring_mgr_close_all(void);
+/* In a forked child, before anything else: the rings are the parent's (its
+ * XSKs, its steering program); they are forgotten, never closed, and new
+ * rings on those interfaces are refused with a warning (the parent owns the
+ * queues). */
+void ring_mgr_forget_after_fork(void);
+
+#endif

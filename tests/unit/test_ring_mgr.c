@@ -1,0 +1,168 @@
+/* The ring manager on the loop backend: keys, sharing, the per-interface
+ * limit, references, fork. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ring/ring_mgr.h"
+
+static void configure(unsigned limit, unsigned queues)
+{
+	struct ring_mgr_config cfg = {
+		.ring = { .backend = RING_BACKEND_LOOP, .rx_bufs = 64, .rx_wre = 64, .tx_bufs = 64, .tx_wre = 64 },
+		.limit_per_interface = limit,
+		.queues = queues,
+	};
+	ring_mgr_configure(&cfg);
+}
+
+START_TEST(keys_follow_the_allocation_logic)
+{
+	/* 0: one key for everything. */
+	ck_assert_uint_eq(ring_mgr_key(0, 3, 100, 1, 0x0100007f), ring_mgr_key(0, 4, 101, 0, 0x0200007f));
+	/* 1: per local IP. */
+	ck_assert_uint_eq(ring_mgr_key(1, 3, 100, 1, 0x0100007f), ring_mgr_key(1, 4, 101, 0, 0x0100007f));
+	ck_assert_uint_ne(ring_mgr_key(1, 3, 100, 1, 0x0100007f), ring_mgr_key(1, 3, 100, 1, 0x0200007f));
+	/* 10: per socket. */
+	ck_assert_uint_ne(ring_mgr_key(10, 3, 100, 1, 0), ring_mgr_key(10, 4, 100, 1, 0));
+	ck_assert_uint_eq(ring_mgr_key(10, 3, 100, 1, 0), ring_mgr_key(10, 3, 101, 0, 9));
+	/* 20: per thread. */
+	ck_assert_uint_ne(ring_mgr_key(20, 3, 100, 1, 0), ring_mgr_key(20, 3, 101, 1, 0));
+	ck_assert_uint_eq(ring_mgr_key(20, 3, 100, 1, 0), ring_mgr_key(20, 4, 100, 0, 0));
+	/* 30 and 31: per core, the same ring for both. */
+	ck_assert_uint_ne(ring_mgr_key(30, 3, 100, 1, 0), ring_mgr_key(30, 3, 100, 0, 0));
+	ck_assert_uint_eq(ring_mgr_key(30, 3, 100, 1, 0), ring_mgr_key(31, 4, 101, 1, 0));
+	/* Different logics never collide: fd 5 is not thread 5 nor core 5. */
+	ck_assert_uint_ne(ring_mgr_key(10, 5, 0, 0, 0), ring_mgr_key(20, 0, 5, 0, 0));
+	ck_assert_uint_ne(ring_mgr_key(20, 0, 5, 0, 0), ring_mgr_key(30, 0, 0, 5, 0));
+	ck_assert_uint_ne(ring_mgr_key(0, 0, 0, 0, 0), ring_mgr_key(10, 0, 0, 0, 0));
+	/* Unknown logic: per interface. */
+	ck_assert_uint_eq(ring_mgr_key(7, 3, 100, 1, 5), ring_mgr_key(0, 0, 0, 0, 0));
+}
+END_TEST
+
+START_TEST(same_key_shares_ring_and_last_put_closes)
+{
+	configure(0, 8);
+	struct ring *a = ring_mgr_get("vmaloop0", ring_mgr_key(10, 3, 0, 0, 0));
+	struct ring *b = ring_mgr_get("vmaloop0", ring_mgr_key(10, 3, 0, 0, 0));
+	struct ring *c = ring_mgr_get("vmaloop0", ring_mgr_key(10, 4, 0, 0, 0));
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_ne(a, c);
+	ck_assert_uint_ne(a->queue, c->queue);
+	ck_assert_uint_eq(ring_mgr_refs(a), 2);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 2);
+	/* Another interface never shares. */
+	struct ring *d = ring_mgr_get("vmaloop1", ring_mgr_key(10, 3, 0, 0, 0));
+	ck_assert_ptr_ne(d, a);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop1"), 1);
+
+	ring_mgr_put(a);
+	ck_assert_uint_eq(ring_mgr_refs(a), 1);
+	ring_mgr_put(b);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 1);
+	ring_mgr_put(c);
+	ring_mgr_put(d);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 0);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop1"), 0);
+	ring_mgr_put(NULL);
+}
+END_TEST
+
+START_TEST(limit_per_interface_shares_rings_round_robin)
+{
+	configure(2, 8);
+	struct ring *r[6];
+
+	for (int i = 0; i < 6; i++) {
+		r[i] = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 100 + i, 0, 0));
+		ck_assert_ptr_nonnull(r[i]);
+	}
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 2);
+	ck_assert_ptr_ne(r[0], r[1]);
+	/* Keys 3..6 alternate over the two rings. */
+	ck_assert_ptr_ne(r[2], r[3]);
+	ck_assert_ptr_eq(r[2], r[4]);
+	ck_assert_ptr_eq(r[3], r[5]);
+	ck_assert_uint_eq(ring_mgr_refs(r[0]) + ring_mgr_refs(r[1]), 6);
+	ck_assert_uint_eq(ring_mgr_refs(r[0]), 3);
+	/* A key keeps its ring. */
+	struct ring *again = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 104, 0, 0));
+	ck_assert_ptr_eq(again, r[4]);
+	ring_mgr_put(again);
+	for (int i = 0; i < 6; i++)
+		ring_mgr_put(r[i]);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 0);
+}
+END_TEST
+
+START_TEST(queues_cap_rings_like_a_one_queue_veth)
+{
+	configure(0, 1);
+	struct ring *a = ring_mgr_get("vmaloop0", ring_mgr_key(10, 3, 0, 0, 0));
+	struct ring *b = ring_mgr_get("vmaloop0", ring_mgr_key(10, 4, 0, 0, 0));
+
+	ck_assert_ptr_eq(a, b);
+	ck_assert_uint_eq(a->queue, 0);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 1);
+	ck_assert_uint_eq(ring_mgr_refs(a), 2);
+	ring_mgr_close_all();
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 0);
+	ck_assert_uint_eq(ring_mgr_refs(a), 0);
+}
+END_TEST
+
+START_TEST(fork_child_forgets_parent_rings_and_refuses_new_ones)
+{
+	configure(0, 8);
+	struct ring *a = ring_mgr_get("vmaloop0", ring_mgr_key(0, 0, 0, 0, 0));
+	ck_assert_ptr_nonnull(a);
+
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		ring_mgr_forget_after_fork();
+		int bad = 0;
+		bad |= ring_mgr_count("vmaloop0") != 0;
+		bad |= ring_mgr_refs(a) != 0;
+		ring_mgr_put(a); /* not ours: ignored, no close */
+		errno = 0;
+		bad |= ring_mgr_get("vmaloop0", ring_mgr_key(0, 0, 0, 0, 0)) != NULL || errno != EBUSY;
+		/* An interface the parent had no ring on is still allowed. */
+		struct ring *other = ring_mgr_get("vmaloop1", 0);
+		bad |= other == NULL;
+		ring_mgr_close_all();
+		_exit(bad ? 1 : 0);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	/* The parent's ring is untouched. */
+	ck_assert_uint_eq(ring_mgr_refs(a), 1);
+	ring_mgr_put(a);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ring_mgr");
+	TCase *tc = tcase_create("mgr");
+	tcase_add_test(tc, keys_follow_the_allocation_logic);
+	tcase_add_test(tc, same_key_shares_ring_and_last_put_closes);
+	tcase_add_test(tc, limit_per_interface_shares_rings_round_robin);
+	tcase_add_test(tc, queues_cap_rings_like_a_one_queue_veth);
+	tcase_add_test(tc, fork_child_forgets_parent_rings_and_refuses_new_ones);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
