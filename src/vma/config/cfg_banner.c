@@ -33,8 +33,10 @@ static void cfg_read_cmdline(char *buf, size_t size)
 	syscall(SYS_close, (int)fd);
 	while (len && buf[len - 1] == '\0')
 		len--;
+	/* Arguments are joined by spaces; control characters inside them
+	 * (python3 -c with newlines) would break the one-line banner. */
 	for (size_t i = 0; i < len; i++)
-		if (buf[i] == '\0')
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
 			buf[i] = ' ';
 	buf[len] = '\0';
 }
