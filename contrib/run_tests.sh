@@ -9,8 +9,9 @@
 #   4. tests/integration/run.sh with build/src/vma/.libs/libvma.so
 #
 # Ends with one line "N passed, N failed" summing unit and integration
-# results, and exits 1 if anything failed. It installs nothing: missing
-# packages are listed (contrib/deps.sh install adds them).
+# results, and exits 1 if anything failed. Missing packages are installed
+# first (contrib/deps.sh install) when running as root, so the command works
+# on a fresh Debian 12 machine; NO_INSTALL=1 only lists them.
 # Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3.
 set -u
 
@@ -106,6 +107,11 @@ build_and_check() {
 }
 
 missing=$("$top/contrib/deps.sh" missing)
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && [ -z "${NO_INSTALL:-}" ]; then
+	note "installing missing packages:" $missing
+	"$top/contrib/deps.sh" install || echo "warning: package installation failed"
+	missing=$("$top/contrib/deps.sh" missing)
+fi
 [ -z "$missing" ] || echo "warning: packages not installed (sudo contrib/deps.sh install):" $missing
 
 note "autogen"
