@@ -1,0 +1,209 @@
+#!/bin/bash
+# vma_bench.sh [--quick] [--check] [--json FILE] [BUILD_DIR]: kernel sockets
+# against libvma, side by side, in one run on the two-namespace testbed
+# (client in NS_A 198.18.0.1, server in NS_B 198.18.0.2). Every workload runs
+# in four configurations:
+#   kernel         plain sockperf both ends (blocking sockets: how users run it)
+#   kernel-bp      both ends busy-poll the kernel (--nonblocked --lls 50)
+#   libvma-server  LD_PRELOAD=libvma.so on the server only
+#   libvma-both    LD_PRELOAD=libvma.so on both ends
+# plus the latency floor (udp_pp_client against ring_echo, a bare AF_XDP echo,
+# and against udp_echo_kernel) and an iperf2 -u smoke. Each run snapshots the
+# kernel UDP counters (/proc/net/snmp) of both namespaces: under an offloading
+# libvma the server kernel's counters stay flat.
+#
+# Prints tables and writes a JSON report (path printed). Exit 0 when it ran
+# (it reports, it does not judge), 1 with --check when a target of the
+# issue is missed, 2 when it could not set up.
+#
+# --quick: pp64 and tp64 only, 2 s a run (the demo). Full: ~5 s a run.
+# Env: BENCH_SECONDS (per run), BENCH_PORT (first port, 12000), TB_PREFIX
+# (namespace prefix, vmatb), BENCH_TESTBED=keep (use the namespaces that
+# exist and leave them), BENCH_VMA_ENV (extra VAR=VALUE words for libvma),
+# BENCH_WORKLOADS (replaces the workload list, lines separated by ";").
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+QUICK=0 CHECK=0 JSON=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--check) CHECK=1 ;;
+	--json) JSON=${2:?--json FILE}; shift ;;
+	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "bench: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+	shift
+done
+BUILD=$(cd "${1:-${BUILD_DIR:-$PWD}}" 2>/dev/null && pwd) || { echo "bench: no build dir ${1:-}" >&2; exit 2; }
+LIBVMA=$BUILD/src/vma/.libs/libvma.so
+TB_PREFIX=${TB_PREFIX:-vmatb}
+NS_A=$TB_PREFIX-a NS_B=$TB_PREFIX-b SERVER_IF=$TB_PREFIX-b0
+SERVER_IP=198.18.0.2
+TESTBED=$TOP/contrib/testbed.sh
+PORT=${BENCH_PORT:-12000}
+BENCH_TMP=$(mktemp -d /tmp/vma-bench.XXXXXX)
+RECORDS=$BENCH_TMP/records.jsonl
+. "$HERE/lib_bench.sh"
+
+# --- the workloads: one line each -----------------------------------------
+# NAME KIND PROTO SIZE [EXTRA CLIENT ARGS...]. KIND picks the runner:
+# pp/tp/ul = sockperf ping-pong / throughput / under-load. PROTO udp|tcp
+# (tcp adds --tcp and reads the Tcp counters). Example: "tcp_pp64 pp tcp 64".
+if [ $QUICK = 1 ]; then
+	SECONDS_PER_RUN=${BENCH_SECONDS:-2}
+	WORKLOADS=("pp64 pp udp 64" "tp64 tp udp 64")
+else
+	SECONDS_PER_RUN=${BENCH_SECONDS:-5}
+	WORKLOADS=("pp64 pp udp 64" "pp1472 pp udp 1472" "tp64 tp udp 64" "ul64 ul udp 64 --mps=10000")
+fi
+# BENCH_WORKLOADS="LINE;LINE..." replaces the list (e.g. to try a new line).
+[ -n "${BENCH_WORKLOADS:-}" ] && IFS=';' read -r -a WORKLOADS <<<"$BENCH_WORKLOADS"
+CONFIGS=(kernel kernel-bp libvma-server libvma-both)
+KERNEL_BUSY_POLL=(--nonblocked --lls 50)
+FLOOR_COUNT=$((SECONDS_PER_RUN * 40000))
+
+# --- checks and the testbed --------------------------------------------------
+[ "$(id -u)" = 0 ] || bench_die "needs root (network namespaces, XDP)"
+for p in sockperf nsenter python3 ss timeout; do
+	command -v $p >/dev/null || bench_die "$p not found (contrib/deps.sh install)"
+done
+[ -e "$LIBVMA" ] || bench_die "$LIBVMA not found: build first, then pass the build dir"
+
+cleanup() {
+	stop_server
+	[ "${BENCH_TESTBED:-}" = keep ] || TB_PREFIX=$TB_PREFIX "$TESTBED" down >/dev/null 2>&1
+	rm -rf "$BENCH_TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [ "${BENCH_TESTBED:-}" = keep ]; then
+	testbed_alive || bench_die "BENCH_TESTBED=keep but $NS_A/$NS_B do not exist"
+	TESTBED_UPS=4
+else
+	testbed_ensure
+fi
+
+# --- one run -------------------------------------------------------------------
+VMA_ENV_EXTRA=(${BENCH_VMA_ENV:-})
+# side_env CONFIG SIDE KIND: the env words of that side (none for the kernel).
+side_env() {
+	case $1:$2 in
+	libvma-server:server|libvma-both:*)
+		echo "LD_PRELOAD=$LIBVMA"
+		case $3 in pp|ul) echo VMA_SPEC=latency ;; esac
+		printf '%s\n' "${VMA_ENV_EXTRA[@]}" ;;
+	esac
+}
+
+RUN_NO=0
+# measure_run NAME CONFIG KIND PROTO SIZE SERVER_CMD CLIENT_CMD: both commands
+# are single strings of words; {PORT} is replaced. Appends one record.
+measure_run() {
+	local name=$1 config=$2 kind=$3 proto=$4 size=$5 scmd=$6 ccmd=$7
+	local port=$((PORT + RUN_NO)) ready=listen err= attempt
+	local tag="$BENCH_TMP/$RUN_NO" cpu0= cpu1= srv0= srv1= cli0= cli1= rc=
+	RUN_NO=$((RUN_NO + 1))
+	[ "$kind" = floor ] && ready=line
+	scmd=${scmd//\{PORT\}/$port} ccmd=${ccmd//\{PORT\}/$port}
+	bench_log "[$RUN_NO] $name $config"
+	for attempt in 1 2; do
+		testbed_ensure
+		err=
+		# shellcheck disable=SC2086
+		start_server "$tag.server" "$port" "$proto" $ready $scmd ||
+			{ err="server did not start: $(tail -1 "$tag.server" | tr -d '"\\')"; break; }
+		srv0=$(kernel_counters "$NS_B" "$proto") cli0=$(kernel_counters "$NS_A" "$proto")
+		cpu0=$(proc_cpu "$SERVER_PID")
+		# shellcheck disable=SC2086
+		run_client "$tag.ccpu" $((SECONDS_PER_RUN * 3 + 20)) $ccmd >"$tag.client" 2>&1
+		rc=$?
+		sleep 0.2 # datagrams still in flight reach the server's count
+		cpu1=$(proc_cpu "$SERVER_PID")
+		srv1=$(kernel_counters "$NS_B" "$proto") cli1=$(kernel_counters "$NS_A" "$proto")
+		stop_server
+		testbed_alive && break
+		bench_log "the testbed vanished during the run; running it again"
+	done
+	[ -z "$err" ] && [ "$rc" != 0 ] && err="client exit $rc: $(grep -v '^\s*$' "$tag.client" | tail -1 | tr -d '"\\')"
+	[ "$rc" = 124 ] && err="client timed out"
+	python3 "$HERE/bench_report.py" record workload="$name" config="$config" kind="$kind" \
+		proto="$proto" size="$size" seconds="$SECONDS_PER_RUN" error="$err" \
+		client_out="$tag.client" server_out="$tag.server" client_cpu="$tag.ccpu" \
+		server_cpu_s="$(awk -v a="${cpu0:-}" -v b="${cpu1:-}" 'BEGIN { if (a != "" && b != "") print b - a }')" \
+		srv_in="$(counter_delta "$srv0" "$srv1" 1)" srv_out="$(counter_delta "$srv0" "$srv1" 2)" \
+		cli_in="$(counter_delta "$cli0" "$cli1" 1)" cli_out="$(counter_delta "$cli0" "$cli1" 2)" >>"$RECORDS"
+	# Keep the raw outputs beside the JSON for a look at a strange row.
+	cp "$tag.client" "$RAW_DIR/$name.$config.client.txt" 2>/dev/null
+	cp "$tag.server" "$RAW_DIR/$name.$config.server.txt" 2>/dev/null
+}
+
+# sockperf_run NAME KIND PROTO SIZE EXTRA... for every configuration.
+sockperf_run() {
+	local name=$1 kind=$2 proto=$3 size=$4 config senv cenv flags tcp=
+	shift 4
+	[ "$proto" = tcp ] && tcp=--tcp
+	for config in "${CONFIGS[@]}"; do
+		senv=$(side_env "$config" server "$kind" | tr '\n' ' ')
+		cenv=$(side_env "$config" client "$kind" | tr '\n' ' ')
+		flags=
+		[ "$config" = kernel-bp ] && flags="${KERNEL_BUSY_POLL[*]}"
+		measure_run "$name" "$config" "$kind" "$proto" "$size" \
+			"env $senv sockperf sr -i $SERVER_IP -p {PORT} $tcp $flags" \
+			"env $cenv sockperf $kind -i $SERVER_IP -p {PORT} $tcp -m $size -t $SECONDS_PER_RUN $flags $*"
+	done
+}
+
+floor_run() {
+	local bench=$BUILD/tests/bench server
+	for server in ring_echo udp_echo_kernel; do
+		if [ ! -x "$bench/$server" ] || [ ! -x "$bench/udp_pp_client" ]; then
+			echo "{\"workload\":\"floor64\",\"config\":\"$server\",\"kind\":\"floor\",\"error\":\"$bench/$server or udp_pp_client not built\"}" >>"$RECORDS"
+			continue
+		fi
+		case $server in
+		ring_echo) measure_run floor64 ring_echo floor udp 64 "$bench/ring_echo $SERVER_IF {PORT}" \
+			"$bench/udp_pp_client $SERVER_IP {PORT} $FLOOR_COUNT 64 1000" ;;
+		*) measure_run floor64 kernel-echo floor udp 64 "$bench/udp_echo_kernel {PORT}" \
+			"$bench/udp_pp_client $SERVER_IP {PORT} $FLOOR_COUNT 64 1000" ;;
+		esac
+	done
+}
+
+iperf2_run() {
+	local config senv cenv
+	command -v iperf >/dev/null || { echo '{"workload":"iperf2","config":"kernel","kind":"iperf2","error":"iperf (iperf2) not installed"}' >>"$RECORDS"; return; }
+	for config in kernel libvma-both; do
+		senv=$(side_env "$config" server iperf2 | tr '\n' ' ')
+		cenv=$(side_env "$config" client iperf2 | tr '\n' ' ')
+		measure_run iperf2 "$config" iperf2 udp 1470 "env $senv iperf -u -s -B $SERVER_IP -p {PORT}" \
+			"env $cenv iperf -u -c $SERVER_IP -p {PORT} -b 100M -t 2"
+	done
+}
+
+# --- the run ---------------------------------------------------------------------
+STAMP=$(date +%Y%m%d-%H%M%S)
+JSON=${JSON:-$BUILD/bench-results/vma_bench-$STAMP.json}
+mkdir -p "$(dirname "$JSON")" || bench_die "cannot create $(dirname "$JSON")"
+RAW_DIR=${JSON%.json}.raw
+mkdir -p "$RAW_DIR"
+: >"$RECORDS"
+bench_log "libvma: $LIBVMA; $SECONDS_PER_RUN s a run; $NS_A -> $NS_B ($SERVER_IP)"
+
+for w in "${WORKLOADS[@]}"; do
+	# shellcheck disable=SC2086
+	sockperf_run $w
+done
+floor_run
+[ $QUICK = 1 ] || iperf2_run
+
+cat >"$BENCH_TMP/meta.json" <<EOF
+{"date": "$STAMP", "mode": "$([ $QUICK = 1 ] && echo quick || echo full)", "seconds_per_run": $SECONDS_PER_RUN,
+ "kernel": "$(uname -r)", "cpus": $(nproc), "libvma": "$LIBVMA",
+ "libvma_env": "LD_PRELOAD=$LIBVMA; VMA_SPEC=latency for pp/ul; ${BENCH_VMA_ENV:-}",
+ "kernel_busy_poll_flags": "${KERNEL_BUSY_POLL[*]}", "floor_client": "udp_pp_client (SO_BUSY_POLL spin), $FLOOR_COUNT round trips",
+ "namespaces": ["$NS_A", "$NS_B"], "server_ip": "$SERVER_IP", "raw_outputs": "$RAW_DIR"}
+EOF
+python3 "$HERE/bench_report.py" report "$RECORDS" "$BENCH_TMP/meta.json" "$JSON" $([ $CHECK = 1 ] && echo --check)
