@@ -1,0 +1,424 @@
+/* The epoll object: interest list, ready list, epoll_ctl and the notify
+ * path sockets call. epoll_wait is in iomux_wait.c.
+ *
+ * Every fd of a set is registered in the kernel epoll (the application's
+ * epfd itself) with data = IOMUX_DATA(APP, fd), so the kernel's answers
+ * are translated through items[fd]; our wake eventfd and the rings' wait
+ * fds are registered with the INTERNAL tag and never reported. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include "iomux/iomux_internal.h"
+#include "redirect/redirect_orig.h"
+
+static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.epoll_ctl) fn = REDIRECT_ORIG_FN(epoll_ctl);
+	if (!fn) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return fn(epfd, op, fd, ev);
+}
+
+static void kernel_close(int fd)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.close) fn = REDIRECT_ORIG_FN(close);
+	if (fn)
+		fn(fd);
+}
+
+/* ---- ready list (ep lock held) ---- */
+void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	if (it->on_ready)
+		return;
+	it->on_ready = true;
+	it->ready_next = NULL;
+	it->ready_prev = ep->ready_tail;
+	if (ep->ready_tail)
+		ep->ready_tail->ready_next = it;
+	else
+		ep->ready_head = it;
+	ep->ready_tail = it;
+	iomux_wake(ep);
+}
+
+void iomux_ready_remove(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	if (!it->on_ready)
+		return;
+	if (it->ready_prev)
+		it->ready_prev->ready_next = it->ready_next;
+	else
+		ep->ready_head = it->ready_next;
+	if (it->ready_next)
+		it->ready_next->ready_prev = it->ready_prev;
+	else
+		ep->ready_tail = it->ready_prev;
+	it->on_ready = false;
+	it->ready_prev = it->ready_next = NULL;
+}
+
+/* The syscall happens only when a thread sleeps in this set or the set is
+ * watched from outside (nested epoll, poll/select on the epfd), and only
+ * once until the next drain. */
+void iomux_wake(struct iomux_epoll *ep)
+{
+	if (ep->wake_signalled || ep->wake_fd < 0 || (!ep->sleepers && !ep->exposed))
+		return;
+	uint64_t one = 1;
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.write) fn = REDIRECT_ORIG_FN(write);
+	if (fn && fn(ep->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		ep->wake_signalled = true;
+}
+
+void iomux_wake_drain(struct iomux_epoll *ep)
+{
+	if (!ep->wake_signalled)
+		return;
+	uint64_t value;
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.read) fn = REDIRECT_ORIG_FN(read);
+	if (fn)
+		(void)fn(ep->wake_fd, &value, sizeof(value));
+	ep->wake_signalled = false;
+}
+
+/* ---- notify: called by sockets from any thread ---- */
+void iomux_notify(struct sock_obj *obj, uint32_t events)
+{
+	if (!__atomic_load_n(&obj->watchers, __ATOMIC_ACQUIRE))
+		return;
+	struct iomux_lock *wl = iomux_watch_lock(obj);
+	iomux_lock(wl);
+	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
+		struct iomux_item *it = w->item;
+		struct iomux_epoll *ep = it->ep;
+		if (!(events & (it->events | EPOLLERR | EPOLLHUP)))
+			continue;
+		iomux_lock(&ep->lock);
+		if (!it->disarmed)
+			iomux_ready_push(ep, it);
+		iomux_unlock(&ep->lock);
+	}
+	iomux_unlock(wl);
+}
+
+static void watch_link(struct iomux_item *it)
+{
+	struct iomux_lock *wl = iomux_watch_lock(it->obj);
+	iomux_lock(wl);
+	it->watch.item = it;
+	it->watch.next = it->obj->watchers;
+	__atomic_store_n(&it->obj->watchers, &it->watch, __ATOMIC_RELEASE);
+	iomux_unlock(wl);
+}
+
+/* After this returns no notify holds a pointer to it. */
+static void watch_unlink(struct iomux_item *it)
+{
+	struct iomux_lock *wl = iomux_watch_lock(it->obj);
+	iomux_lock(wl);
+	for (struct iomux_watch **pp = &it->obj->watchers; *pp; pp = &(*pp)->next) {
+		if (*pp == &it->watch) {
+			__atomic_store_n(pp, it->watch.next, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	iomux_unlock(wl);
+}
+
+/* Takes it out of the tables (ep lock held); the caller frees it after
+ * unlinking its watch. */
+static void item_detach(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	iomux_ready_remove(ep, it);
+	if (it->fd >= 0 && it->fd < ep->item_cap && ep->items[it->fd] == it)
+		ep->items[it->fd] = NULL;
+	if (it->offl_index >= 0) {
+		struct iomux_item *last = ep->offl[--ep->offl_count];
+		ep->offl[it->offl_index] = last;
+		last->offl_index = it->offl_index;
+		it->offl_index = -1;
+	}
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	int n = *cap ? *cap : 16;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*arr, (size_t)n * elem);
+	if (!p)
+		return -1;
+	memset((char *)p + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+/* ---- the sock_obj kind "epoll" ---- */
+static int epoll_obj_close(struct sock_obj *obj)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.close) fn = REDIRECT_ORIG_FN(close);
+	if (!fn) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return fn(ep->base.fd);
+}
+
+/* Unlinks every watch now (sockets must stop touching this set); the
+ * memory goes in destroy, after the retirement grace. */
+static void epoll_obj_release(struct sock_obj *obj)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	for (;;) {
+		iomux_lock(&ep->lock);
+		struct iomux_item *it = ep->offl_count ? ep->offl[ep->offl_count - 1] : NULL;
+		if (it)
+			item_detach(ep, it);
+		iomux_unlock(&ep->lock);
+		if (!it)
+			break;
+		watch_unlink(it);
+		free(it);
+	}
+	if (ep->wake_fd >= 0)
+		kernel_close(ep->wake_fd);
+	ep->wake_fd = -1;
+	stats_iomux_slot_put(ep->stats);
+}
+
+static void epoll_obj_destroy(struct sock_obj *obj)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	for (int fd = 0; fd < ep->item_cap; fd++)
+		free(ep->items[fd]);
+	free(ep->items);
+	free(ep->offl);
+	pthread_mutex_destroy(&ep->lock.mutex);
+	free(ep);
+}
+
+const struct sock_ops iomux_epoll_ops = {
+	.kind = "epoll",
+	.close = epoll_obj_close,
+	.release = epoll_obj_release,
+	.destroy = epoll_obj_destroy,
+};
+
+int iomux_epoll_create(int kernel_epfd)
+{
+	struct iomux_epoll *ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -1;
+	ep->base.ops = &iomux_epoll_ops;
+	ep->base.fd = kernel_epfd;
+	ep->wake_fd = -1;
+	iomux_lock_init(&ep->lock);
+	if (sock_fd_set(kernel_epfd, &ep->base) != 0) {
+		free(ep);
+		return -1;
+	}
+	ep->stats = stats_iomux_slot_get(STATS_IOMUX_EPOLL, kernel_epfd);
+	return 0;
+}
+
+/* The eventfd is created with the first offloaded member or when the set
+ * is exposed: a set of kernel fds only never needs it. Lock held. */
+static int wake_fd_ensure(struct iomux_epoll *ep)
+{
+	if (ep->wake_fd >= 0)
+		return 0;
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.close) close_fn = REDIRECT_ORIG_FN(close);
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fd) };
+	if (kernel_ctl(ep->base.fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		int saved = errno;
+		if (close_fn)
+			close_fn(fd);
+		errno = saved;
+		return -1;
+	}
+	ep->wake_fd = fd;
+	return 0;
+}
+
+void iomux_epoll_mark_exposed(struct sock_obj *obj)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	if (__atomic_load_n(&ep->exposed, __ATOMIC_RELAXED))
+		return;
+	iomux_lock(&ep->lock);
+	if (wake_fd_ensure(ep) == 0) {
+		ep->exposed = true;
+		if (ep->ready_head)
+			iomux_wake(ep);
+	}
+	iomux_unlock(&ep->lock);
+}
+
+/* What the kernel side of an offloaded fd is registered with. */
+static struct epoll_event kernel_event(int fd, const struct epoll_event *app)
+{
+	struct epoll_event ev = { .events = app ? app->events : 0,
+				  .data.u64 = IOMUX_DATA(IOMUX_TAG_APP, fd) };
+	return ev;
+}
+
+/* Offloaded readiness right now (ADD and MOD re-evaluate it, as Linux's
+ * ep_insert/ep_modify do). Caller holds no lock. */
+static void item_check_ready(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	uint32_t bits = iomux_obj_ready(it->obj);
+	iomux_lock(&ep->lock);
+	if (!it->disarmed && (bits & (it->events | EPOLLERR | EPOLLHUP)))
+		iomux_ready_push(ep, it);
+	iomux_unlock(&ep->lock);
+}
+
+static int ctl_add(struct iomux_epoll *ep, int fd, struct epoll_event *event)
+{
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (!iomux_obj_offloaded(obj))
+		obj = NULL;
+	struct sock_obj *inner = iomux_epoll_lookup(fd);
+	if (inner && inner != &ep->base)
+		iomux_epoll_mark_exposed(inner);
+	struct iomux_item *it = calloc(1, sizeof(*it));
+	if (!it)
+		return errno = ENOMEM, -1;
+	it->fd = fd;
+	it->obj = obj;
+	it->ep = ep;
+	it->offl_index = -1;
+	it->events = event->events;
+	it->data = event->data;
+
+	iomux_lock(&ep->lock);
+	bool ok = grow((void **)&ep->items, &ep->item_cap, fd + 1, sizeof(*ep->items)) == 0 &&
+		  (!obj || grow((void **)&ep->offl, &ep->offl_cap, ep->offl_count + 1, sizeof(*ep->offl)) == 0) &&
+		  (!obj || wake_fd_ensure(ep) == 0);
+	iomux_unlock(&ep->lock);
+	if (!ok) {
+		free(it);
+		return errno = ENOMEM, -1;
+	}
+	/* The kernel decides EEXIST/EBADF/EINVAL/ELOOP/EPERM for us. */
+	struct epoll_event kev = kernel_event(fd, event);
+	if (kernel_ctl(ep->base.fd, EPOLL_CTL_ADD, fd, &kev) != 0) {
+		free(it);
+		return -1;
+	}
+	iomux_lock(&ep->lock);
+	/* A leftover entry means its fd was closed behind our back (the kernel
+	 * dropped it, the number came back): the new one replaces it. */
+	struct iomux_item *stale = ep->items[fd];
+	if (stale)
+		item_detach(ep, stale);
+	ep->items[fd] = it;
+	if (obj) {
+		it->offl_index = ep->offl_count;
+		ep->offl[ep->offl_count++] = it;
+	}
+	iomux_unlock(&ep->lock);
+	if (stale) {
+		if (stale->obj)
+			watch_unlink(stale);
+		free(stale);
+	}
+	if (obj) {
+		watch_link(it);
+		item_check_ready(ep, it);
+	}
+	return 0;
+}
+
+static struct iomux_item *item_get(struct iomux_epoll *ep, int fd)
+{
+	return fd >= 0 && fd < ep->item_cap ? ep->items[fd] : NULL;
+}
+
+int iomux_epoll_ctl(struct sock_obj *obj, int op, int fd, struct epoll_event *event)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !event) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (op == EPOLL_CTL_ADD)
+		return ctl_add(ep, fd, event);
+	if (op == EPOLL_CTL_MOD) {
+		struct epoll_event kev = kernel_event(fd, event);
+		if (kernel_ctl(ep->base.fd, EPOLL_CTL_MOD, fd, &kev) != 0)
+			return -1;
+		iomux_lock(&ep->lock);
+		struct iomux_item *it = item_get(ep, fd);
+		if (it) {
+			it->events = event->events;
+			it->data = event->data;
+			it->disarmed = false;
+			iomux_ready_remove(ep, it);
+		}
+		iomux_unlock(&ep->lock);
+		/* items[fd] cannot be freed concurrently except by another ctl
+		 * or a close of fd, both of which race in Linux too. */
+		if (it && it->obj)
+			item_check_ready(ep, it);
+		return 0;
+	}
+	if (op == EPOLL_CTL_DEL) {
+		int ret = kernel_ctl(ep->base.fd, EPOLL_CTL_DEL, fd, NULL);
+		int saved = errno;
+		/* Dropped even when the kernel says ENOENT/EBADF: then the fd
+		 * was closed behind our back and the entry is stale. */
+		if (ret == 0 || saved == ENOENT || saved == EBADF) {
+			iomux_lock(&ep->lock);
+			struct iomux_item *it = item_get(ep, fd);
+			if (it)
+				item_detach(ep, it);
+			iomux_unlock(&ep->lock);
+			if (it) {
+				if (it->obj)
+					watch_unlink(it);
+				free(it);
+			}
+		}
+		errno = saved;
+		return ret;
+	}
+	return kernel_ctl(ep->base.fd, op, fd, event);
+}
+
+void iomux_forget(struct sock_obj *obj)
+{
+	struct iomux_lock *wl = iomux_watch_lock(obj);
+	for (;;) {
+		iomux_lock(wl);
+		struct iomux_watch *w = obj->watchers;
+		struct iomux_item *it = w ? w->item : NULL;
+		if (it) {
+			__atomic_store_n(&obj->watchers, w->next, __ATOMIC_RELEASE);
+			iomux_lock(&it->ep->lock);
+			item_detach(it->ep, it);
+			iomux_unlock(&it->ep->lock);
+		}
+		iomux_unlock(wl);
+		if (!it)
+			return;
+		free(it);
+	}
+}

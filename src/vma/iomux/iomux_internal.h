@@ -1,0 +1,94 @@
+/* Shared by the iomux files only. */
+#ifndef VMA_IOMUX_IOMUX_INTERNAL_H
+#define VMA_IOMUX_IOMUX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "iomux/iomux.h"
+#include "stats/stats.h"
+
+/* ---- locks that follow VMA_THREAD_MODE (0 none, 1/3 spin, 2 mutex) ---- */
+struct iomux_lock {
+	int spin;
+	pthread_mutex_t mutex;
+};
+#define IOMUX_LOCK_INIT { 0, PTHREAD_MUTEX_INITIALIZER }
+void iomux_lock_init(struct iomux_lock *l);
+void iomux_lock(struct iomux_lock *l);
+void iomux_unlock(struct iomux_lock *l);
+/* Guards obj->watchers; one of a few stripes chosen by the object address.
+ * Order: watch lock, then an epoll's lock; never the other way. */
+struct iomux_lock *iomux_watch_lock(const struct sock_obj *obj);
+
+/* ---- epoll state ---- */
+struct iomux_epoll;
+
+/* Node linked into obj->watchers (declared opaque in sock_obj.h). */
+struct iomux_watch {
+	struct iomux_watch *next;
+	struct iomux_item *item;
+};
+
+/* One fd of one epoll set. Kernel fds only need fd and data (the kernel
+ * keeps their mask); offloaded ones carry the whole user-space state. */
+struct iomux_item {
+	int fd;
+	uint32_t events;          /* as the application gave them */
+	epoll_data_t data;
+	struct sock_obj *obj;     /* NULL for a kernel fd */
+	struct iomux_epoll *ep;
+	struct iomux_watch watch;
+	struct iomux_item *ready_prev, *ready_next;
+	int offl_index;           /* in ep->offl, -1 for kernel fds */
+	bool on_ready;
+	bool disarmed;            /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+	unsigned int report_gen;  /* epoll_wait call that last reported it */
+	int report_index;
+};
+
+struct iomux_epoll {
+	struct sock_obj base;     /* base.fd is the kernel epoll fd */
+	struct iomux_lock lock;
+	struct iomux_item **items;   /* by fd */
+	int item_cap;
+	struct iomux_item **offl;    /* offloaded items, for ring progress */
+	int offl_count, offl_cap;
+	struct iomux_item *ready_head, *ready_tail;
+	int wake_fd;              /* eventfd in the kernel epoll, internal */
+	int sleepers;
+	bool exposed;
+	bool wake_signalled;
+	unsigned int gen;
+	unsigned int skip_os_count;
+	unsigned int os_ratio_count;
+	struct stats_iomux *stats;
+};
+
+/* Kernel epoll data of our entries: a tag in the high half, fd below. */
+#define IOMUX_TAG_APP 1ull
+#define IOMUX_TAG_INTERNAL 2ull
+#define IOMUX_DATA(tag, fd) (((tag) << 32) | (uint32_t)(fd))
+
+/* The bits poll_ready reports, completed as Linux's socket poll does
+ * (IN also RDNORM, OUT also WRNORM|WRBAND). */
+uint32_t iomux_obj_ready(struct sock_obj *obj);
+
+/* ---- time ---- */
+int64_t iomux_now_ns(void);
+/* Deadline for a relative timeout in ns (< 0 = forever => INT64_MAX). */
+int64_t iomux_deadline(int64_t timeout_ns);
+/* Milliseconds left until deadline, rounded up; -1 when forever. */
+int iomux_ms_left(int64_t deadline);
+/* Whether the spin phase (VMA_SELECT_POLL) is still on. */
+bool iomux_spinning(int64_t start, int64_t now);
+
+void iomux_stats_time(struct stats_iomux *st, int64_t start, int64_t sleep_ns);
+
+/* Ready-list plumbing used by notify and wait (ep lock held). */
+void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it);
+void iomux_ready_remove(struct iomux_epoll *ep, struct iomux_item *it);
+/* Signals the wake eventfd when someone sleeps or watches (lock held). */
+void iomux_wake(struct iomux_epoll *ep);
+void iomux_wake_drain(struct iomux_epoll *ep);
+
+#endif

@@ -1,0 +1,121 @@
+/* Locks per VMA_THREAD_MODE, time helpers and the readiness bits shared by
+ * epoll and poll/select. */
+#include <sched.h>
+#include <stdint.h>
+#include "config/cfg_params.h"
+#include "iomux/iomux_internal.h"
+
+static inline void iomux_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Read on every lock and unlock: the mode is fixed at startup, so a lock
+ * never sees two different modes. */
+void iomux_lock_init(struct iomux_lock *l)
+{
+	l->spin = 0;
+	pthread_mutex_init(&l->mutex, NULL);
+}
+
+void iomux_lock(struct iomux_lock *l)
+{
+	switch (g_cfg.thread_mode) {
+	case 0:
+		return;
+	case 2:
+		pthread_mutex_lock(&l->mutex);
+		return;
+	default:
+		while (__atomic_exchange_n(&l->spin, 1, __ATOMIC_ACQUIRE)) {
+			while (__atomic_load_n(&l->spin, __ATOMIC_RELAXED)) {
+				/* Mode 3: more threads than cores, the holder may be
+				 * descheduled, so give the core away. */
+				if (g_cfg.thread_mode == 3)
+					sched_yield();
+				else
+					iomux_cpu_relax();
+			}
+		}
+	}
+}
+
+void iomux_unlock(struct iomux_lock *l)
+{
+	switch (g_cfg.thread_mode) {
+	case 0:
+		return;
+	case 2:
+		pthread_mutex_unlock(&l->mutex);
+		return;
+	default:
+		__atomic_store_n(&l->spin, 0, __ATOMIC_RELEASE);
+	}
+}
+
+#define IOMUX_WATCH_STRIPES 64
+static struct iomux_lock iomux_watch_locks[IOMUX_WATCH_STRIPES] = {
+	[0 ... IOMUX_WATCH_STRIPES - 1] = IOMUX_LOCK_INIT
+};
+
+struct iomux_lock *iomux_watch_lock(const struct sock_obj *obj)
+{
+	uintptr_t h = (uintptr_t)obj >> 6;
+	return &iomux_watch_locks[(h ^ (h >> 7)) % IOMUX_WATCH_STRIPES];
+}
+
+uint32_t iomux_obj_ready(struct sock_obj *obj)
+{
+	uint32_t bits = obj->ops->poll_ready(obj);
+	if (bits & EPOLLIN)
+		bits |= EPOLLRDNORM;
+	if (bits & EPOLLOUT)
+		bits |= EPOLLWRNORM | EPOLLWRBAND;
+	return bits;
+}
+
+int64_t iomux_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t iomux_deadline(int64_t timeout_ns)
+{
+	if (timeout_ns < 0)
+		return INT64_MAX;
+	int64_t now = iomux_now_ns();
+	return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+}
+
+int iomux_ms_left(int64_t deadline)
+{
+	if (deadline == INT64_MAX)
+		return -1;
+	int64_t left = deadline - iomux_now_ns();
+	if (left <= 0)
+		return 0;
+	int64_t ms = (left + 999999) / 1000000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+bool iomux_spinning(int64_t start, int64_t now)
+{
+	int usec = g_cfg.select_poll;
+	if (usec < 0)
+		return true;
+	return now - start < (int64_t)usec * 1000;
+}
+
+void iomux_stats_time(struct stats_iomux *st, int64_t start, int64_t sleep_ns)
+{
+	if (!g_cfg.cpu_usage_stats)
+		return;
+	int64_t total = iomux_now_ns() - start;
+	st->c.total_ns += (uint64_t)total;
+	if (total > sleep_ns)
+		st->c.polling_ns += (uint64_t)(total - sleep_ns);
+}

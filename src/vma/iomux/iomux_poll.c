@@ -1,0 +1,312 @@
+/* poll/ppoll/select/pselect with offloaded fds: the epoll loop shape with
+ * no state kept between calls. The application's pollfd array is the
+ * scratch space (revents are ours to write); only the sleep needs a copy
+ * with the rings' wait fds appended: a stack array up to
+ * IOMUX_POLL_STACK_FDS entries, beyond that a per-thread buffer that grows
+ * (realloc) at sleep time, never inside the spin, and is kept for reuse. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config/cfg_params.h"
+#include "iomux/iomux_internal.h"
+#include "redirect/redirect_orig.h"
+
+#define IOMUX_POLL_STACK_FDS 64
+#define IOMUX_POLL_WAIT_FDS 32
+#define IOMUX_POLL_WAIT_PER_SOCK 8
+
+static __thread struct pollfd *iomux_poll_buf;
+static __thread size_t iomux_poll_buf_cap;
+static pthread_key_t iomux_poll_key;
+static pthread_once_t iomux_poll_key_once = PTHREAD_ONCE_INIT;
+
+static void iomux_poll_buf_free(void *p)
+{
+	free(p);
+}
+
+static void iomux_poll_key_make(void)
+{
+	(void)pthread_key_create(&iomux_poll_key, iomux_poll_buf_free);
+}
+
+static struct pollfd *poll_buf_get(size_t need, struct pollfd *stack)
+{
+	if (need <= IOMUX_POLL_STACK_FDS)
+		return stack;
+	if (need > iomux_poll_buf_cap) {
+		struct pollfd *p = realloc(iomux_poll_buf, need * sizeof(*p));
+		if (!p)
+			return NULL;
+		iomux_poll_buf = p;
+		iomux_poll_buf_cap = need;
+		pthread_once(&iomux_poll_key_once, iomux_poll_key_make);
+		pthread_setspecific(iomux_poll_key, p);
+	}
+	return iomux_poll_buf;
+}
+
+static struct stats_iomux *stats_for(bool is_select)
+{
+	static struct stats_iomux *slots[2];
+	struct stats_iomux *s = __atomic_load_n(&slots[is_select], __ATOMIC_ACQUIRE);
+	if (!s) {
+		s = stats_iomux_slot_get(is_select ? STATS_IOMUX_SELECT : STATS_IOMUX_POLL, -1);
+		__atomic_store_n(&slots[is_select], s, __ATOMIC_RELEASE);
+	}
+	return s;
+}
+
+bool iomux_poll_wanted(const struct pollfd *fds, nfds_t nfds)
+{
+	/* A bad array or count is the kernel's to refuse (EFAULT, EINVAL). */
+	if (!fds || nfds > sock_fd_table_size())
+		return false;
+	bool wanted = false;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct sock_obj *obj = sock_fd_get(fds[i].fd);
+		if (!obj)
+			continue;
+		if (obj->ops->poll_ready)
+			wanted = true;
+		else if (obj->ops == &iomux_epoll_ops)
+			iomux_epoll_mark_exposed(obj);
+	}
+	return wanted;
+}
+
+bool iomux_select_wanted(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	/* Beyond FD_SETSIZE the sets are the caller's own larger bitmaps:
+	 * left to the kernel, which knows their real size. */
+	if (nfds <= 0 || nfds > FD_SETSIZE)
+		return false;
+	bool wanted = false;
+	for (int fd = 0; fd < nfds; fd++) {
+		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
+			continue;
+		struct sock_obj *obj = sock_fd_get(fd);
+		if (!obj)
+			continue;
+		if (obj->ops->poll_ready)
+			wanted = true;
+		else if (obj->ops == &iomux_epoll_ops)
+			iomux_epoll_mark_exposed(obj);
+	}
+	return wanted;
+}
+
+/* One pass: the kernel's view when os is set (else nothing for kernel
+ * fds), then the offloaded sockets' user-space bits ORed in. Returns the
+ * number of entries with revents, -1 on a kernel error, and in *offl the
+ * entries that had user-space bits. */
+static int poll_pass(struct pollfd *fds, nfds_t nfds, bool os, bool progress, int *offl)
+{
+	*offl = 0;
+	if (os) {
+		if (REDIRECT_ORIG_FN(poll)(fds, nfds, 0) < 0)
+			return -1;
+	} else {
+		for (nfds_t i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+	}
+	int count = 0;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct sock_obj *obj = fds[i].fd >= 0 ? sock_fd_get(fds[i].fd) : NULL;
+		if (iomux_obj_offloaded(obj)) {
+			if (progress && obj->ops->progress)
+				obj->ops->progress(obj);
+			uint32_t bits = iomux_obj_ready(obj) &
+					((uint32_t)(uint16_t)fds[i].events | POLLERR | POLLHUP);
+			if (bits) {
+				fds[i].revents |= (short)bits;
+				(*offl)++;
+			}
+		}
+		count += fds[i].revents != 0;
+	}
+	return count;
+}
+
+/* Copies fds into buf and appends the armed rings' wait fds. Returns the
+ * total, or -1 when data arrived while arming. */
+static int sleep_set(struct pollfd *fds, nfds_t nfds, struct pollfd *buf)
+{
+	memcpy(buf, fds, nfds * sizeof(*fds));
+	int total = (int)nfds;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct sock_obj *obj = fds[i].fd >= 0 ? sock_fd_get(fds[i].fd) : NULL;
+		if (!iomux_obj_offloaded(obj) || !obj->ops->wait_prepare)
+			continue;
+		int wfds[IOMUX_POLL_WAIT_PER_SOCK];
+		int n = obj->ops->wait_prepare(obj, wfds, IOMUX_POLL_WAIT_PER_SOCK);
+		if (n < 0)
+			return -1;
+		for (int k = 0; k < n; k++) {
+			bool dup = false;
+			for (int j = (int)nfds; j < total && !dup; j++)
+				dup = buf[j].fd == wfds[k];
+			if (!dup && total < (int)nfds + IOMUX_POLL_WAIT_FDS)
+				buf[total++] = (struct pollfd){ .fd = wfds[k], .events = POLLIN };
+		}
+	}
+	return total;
+}
+
+static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *mask,
+		     struct stats_iomux *st)
+{
+	st->c.calls++;
+	int64_t start = iomux_now_ns(), slept = 0;
+	int64_t deadline = iomux_deadline(
+		timeout ? (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec : -1);
+	static unsigned int skip_os_count, os_ratio_count; /* approximate across threads */
+	struct pollfd stack[IOMUX_POLL_STACK_FDS];
+	int n, offl;
+	for (unsigned int pass = 0;; pass++) {
+		n = poll_pass(fds, nfds, false, true, &offl);
+		int skip = g_cfg.select_skip_os, ratio = g_cfg.select_poll_os_ratio;
+		bool os;
+		if (n > 0)
+			os = skip == 0 || ++skip_os_count >= (unsigned int)skip;
+		else
+			os = pass == 0 || (ratio > 0 && ++os_ratio_count >= (unsigned int)ratio);
+		if (os) {
+			skip_os_count = n > 0 ? 0 : skip_os_count;
+			os_ratio_count = 0;
+			n = poll_pass(fds, nfds, true, false, &offl);
+			if (n < 0)
+				goto out;
+		}
+		if (n > 0) {
+			st->c.offload_ready += offl > 0;
+			st->c.os_ready += n > offl;
+			st->c.poll_hit += slept == 0;
+			goto out;
+		}
+		int64_t now = iomux_now_ns();
+		if (now >= deadline)
+			goto out;
+		if (slept == 0 && iomux_spinning(start, now))
+			continue;
+
+		struct pollfd *buf = poll_buf_get(nfds + IOMUX_POLL_WAIT_FDS, stack);
+		if (!buf) {
+			errno = ENOMEM;
+			n = -1;
+			goto out;
+		}
+		int total = sleep_set(fds, nfds, buf);
+		if (total < 0)
+			continue;
+		st->c.poll_miss += slept == 0;
+		struct timespec left, *leftp = NULL;
+		if (deadline != INT64_MAX) {
+			int64_t ns = deadline - iomux_now_ns();
+			ns = ns < 0 ? 0 : ns;
+			left = (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+			leftp = &left;
+		}
+		int64_t t0 = iomux_now_ns();
+		int r = REDIRECT_ORIG_FN(ppoll)(buf, (nfds_t)total, leftp, mask);
+		slept += iomux_now_ns() - t0 + 1;
+		if (r < 0) {
+			n = -1;
+			goto out;
+		}
+		if (r == 0) {
+			poll_pass(fds, nfds, false, false, &offl);
+			n = 0;
+			goto out;
+		}
+		bool app_ready = false;
+		for (nfds_t i = 0; i < nfds; i++)
+			app_ready |= buf[i].revents != 0;
+		if (app_ready) {
+			/* Kernel answer plus what the offloaded side has now. */
+			n = poll_pass(fds, nfds, false, true, &offl);
+			for (nfds_t i = 0; i < nfds; i++) {
+				n += fds[i].revents == 0 && buf[i].revents != 0;
+				fds[i].revents |= buf[i].revents;
+			}
+			st->c.os_ready++;
+			goto out;
+		}
+		/* Only a ring woke us: poll it. */
+	}
+out:
+	if (n < 0)
+		st->c.errors++;
+	else if (n == 0)
+		st->c.timeouts++;
+	iomux_stats_time(st, start, slept);
+	return n;
+}
+
+static bool timespec_valid(const struct timespec *ts)
+{
+	return !ts || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000);
+}
+
+int iomux_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const sigset_t *mask)
+{
+	if (!timespec_valid(timeout)) {
+		errno = EINVAL;
+		return -1;
+	}
+	REDIRECT_ENSURE_ORIGINALS();
+	return poll_core(fds, nfds, timeout, mask, stats_for(false));
+}
+
+/* Linux's select classes (fs/select.c): HUP and ERR make a read set bit,
+ * ERR a write set bit, PRI an exception bit. */
+#define IOMUX_SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
+#define IOMUX_SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
+#define IOMUX_SEL_EX (POLLPRI)
+
+int iomux_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout,
+		 const sigset_t *mask, struct timespec *remaining)
+{
+	if (nfds < 0 || nfds > FD_SETSIZE || !timespec_valid(timeout)) {
+		errno = EINVAL;
+		return -1;
+	}
+	REDIRECT_ENSURE_ORIGINALS();
+	int64_t deadline = iomux_deadline(timeout ? (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec : -1);
+	struct pollfd pfd[FD_SETSIZE];
+	nfds_t count = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (short)((r && FD_ISSET(fd, r) ? POLLIN : 0) | (w && FD_ISSET(fd, w) ? POLLOUT : 0) |
+				   (e && FD_ISSET(fd, e) ? POLLPRI : 0));
+		if (ev)
+			pfd[count++] = (struct pollfd){ .fd = fd, .events = ev };
+	}
+	int n = poll_core(pfd, count, timeout, mask, stats_for(true));
+	if (remaining && deadline != INT64_MAX) {
+		int64_t ns = deadline - iomux_now_ns();
+		ns = ns < 0 ? 0 : ns;
+		*remaining = (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+	}
+	if (n < 0)
+		return -1;
+	for (nfds_t i = 0; i < count; i++) {
+		if (pfd[i].revents & POLLNVAL) {
+			errno = EBADF;
+			return -1;
+		}
+	}
+	int bits = 0;
+	for (nfds_t i = 0; i < count; i++) {
+		int fd = pfd[i].fd;
+		short rev = pfd[i].revents;
+		if (r && FD_ISSET(fd, r) && !(rev & IOMUX_SEL_IN))
+			FD_CLR(fd, r);
+		if (w && FD_ISSET(fd, w) && !(rev & IOMUX_SEL_OUT))
+			FD_CLR(fd, w);
+		if (e && FD_ISSET(fd, e) && !(rev & IOMUX_SEL_EX))
+			FD_CLR(fd, e);
+		bits += (r && FD_ISSET(fd, r)) + (w && FD_ISSET(fd, w)) + (e && FD_ISSET(fd, e));
+	}
+	return bits;
+}

@@ -1,0 +1,283 @@
+/* epoll_wait: poll the offloaded sockets and our ready list, glance at the
+ * kernel epoll every VMA_SELECT_POLL_OS_RATIO passes, spin for
+ * VMA_SELECT_POLL usec, then arm the rings and sleep in the kernel epoll
+ * (which holds the rings' wait fds and our wake eventfd). */
+#include <errno.h>
+#include <limits.h>
+#include "config/cfg_params.h"
+#include "iomux/iomux_internal.h"
+#include "redirect/redirect_orig.h"
+
+#define IOMUX_WAIT_FDS_PER_SOCK 8
+#define IOMUX_WAIT_FDS_MAX 64
+
+static void ring_progress_all(struct iomux_epoll *ep)
+{
+	for (int i = 0;; i++) {
+		iomux_lock(&ep->lock);
+		struct sock_obj *obj = i < ep->offl_count ? ep->offl[i]->obj : NULL;
+		iomux_unlock(&ep->lock);
+		if (!obj)
+			return;
+		if (obj->ops->progress)
+			obj->ops->progress(obj);
+	}
+}
+
+/* Disarms a fired EPOLLONESHOT item on both sides (lock held). */
+static void item_disarm(struct iomux_epoll *ep, struct iomux_item *it, bool kernel_side_fired)
+{
+	it->disarmed = true;
+	iomux_ready_remove(ep, it);
+	if (!kernel_side_fired) {
+		struct epoll_event ev = { .events = EPOLLONESHOT,
+					  .data.u64 = IOMUX_DATA(IOMUX_TAG_APP, it->fd) };
+		__typeof__(redirect_orig.epoll_ctl) fn = REDIRECT_ORIG_FN(epoll_ctl);
+		if (fn)
+			fn(ep->base.fd, EPOLL_CTL_MOD, it->fd, &ev);
+	}
+}
+
+/* Adds bits for it to this call's results, merging with an earlier entry
+ * for the same fd. Returns the new count. */
+static int report(struct iomux_epoll *ep, struct iomux_item *it, uint32_t bits, struct epoll_event *events,
+		  int count)
+{
+	if (it->report_gen == ep->gen && it->report_index < count) {
+		events[it->report_index].events |= bits;
+		return count;
+	}
+	it->report_gen = ep->gen;
+	it->report_index = count;
+	events[count].events = bits;
+	events[count].data = it->data;
+	return count + 1;
+}
+
+/* User-space readiness of the ready list into events[count..maxevents). */
+static int collect_ready(struct iomux_epoll *ep, struct epoll_event *events, int count, int maxevents)
+{
+	iomux_lock(&ep->lock);
+	int budget = 0;
+	for (struct iomux_item *it = ep->ready_head; it; it = it->ready_next)
+		budget++;
+	struct iomux_item *it = ep->ready_head;
+	while (it && budget-- > 0 && count < maxevents) {
+		struct iomux_item *next = it->ready_next;
+		uint32_t bits = it->disarmed ? 0 : iomux_obj_ready(it->obj) & (it->events | EPOLLERR | EPOLLHUP);
+		if (!bits) {
+			iomux_ready_remove(ep, it);
+		} else {
+			count = report(ep, it, bits, events, count);
+			if (it->events & EPOLLONESHOT) {
+				item_disarm(ep, it, false);
+			} else if (it->events & EPOLLET) {
+				iomux_ready_remove(ep, it);
+			} else if (next) {
+				/* Level-triggered and still ready: stays, behind the
+				 * others, so a small maxevents does not starve them. */
+				iomux_ready_remove(ep, it);
+				iomux_ready_push(ep, it);
+			}
+		}
+		it = next;
+	}
+	if (!ep->ready_head)
+		iomux_wake_drain(ep);
+	iomux_unlock(&ep->lock);
+	return count;
+}
+
+/* The kernel epoll's answer, written into events[count..] and translated
+ * in place. Returns the new count or -1; *woke tells whether the kernel
+ * returned anything at all (internal wakeups included). */
+static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, int count, int maxevents,
+			  int timeout_ms, const sigset_t *mask, bool *woke)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.epoll_pwait) fn = REDIRECT_ORIG_FN(epoll_pwait);
+	if (!fn) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int raw = fn(ep->base.fd, events + count, maxevents - count, timeout_ms, mask);
+	if (raw < 0)
+		return -1;
+	if (woke)
+		*woke = raw > 0;
+	if (raw == 0)
+		return count;
+	iomux_lock(&ep->lock);
+	int end = count + raw;
+	for (int i = count; i < end; i++) {
+		uint64_t tagged = events[i].data.u64;
+		uint32_t bits = events[i].events;
+		int fd = (int)(uint32_t)tagged;
+		if (tagged >> 32 != IOMUX_TAG_APP)
+			continue;
+		struct iomux_item *it = fd < ep->item_cap ? ep->items[fd] : NULL;
+		if (!it)
+			continue;   /* deleted while we slept */
+		if (!it->obj) {
+			events[count].events = bits;
+			events[count].data = it->data;
+			count++;
+			continue;
+		}
+		if (it->disarmed)
+			continue;
+		count = report(ep, it, bits, events, count);
+		if (it->events & EPOLLONESHOT)
+			item_disarm(ep, it, true);
+	}
+	iomux_unlock(&ep->lock);
+	ep->stats->c.os_ready += count > 0;
+	return count;
+}
+
+/* Arms every offloaded socket's rings and puts their wait fds in the
+ * kernel epoll. Returns false when data arrived meanwhile (poll again). */
+static bool rings_arm(struct iomux_epoll *ep)
+{
+	int seen[IOMUX_WAIT_FDS_MAX];
+	int nseen = 0;
+	for (int i = 0;; i++) {
+		iomux_lock(&ep->lock);
+		struct sock_obj *obj = i < ep->offl_count ? ep->offl[i]->obj : NULL;
+		iomux_unlock(&ep->lock);
+		if (!obj)
+			return true;
+		if (!obj->ops->wait_prepare)
+			continue;
+		int fds[IOMUX_WAIT_FDS_PER_SOCK];
+		int n = obj->ops->wait_prepare(obj, fds, IOMUX_WAIT_FDS_PER_SOCK);
+		if (n < 0)
+			return false;
+		for (int k = 0; k < n; k++) {
+			bool dup = false;
+			for (int j = 0; j < nseen && !dup; j++)
+				dup = seen[j] == fds[k];
+			if (dup)
+				continue;
+			if (nseen < IOMUX_WAIT_FDS_MAX)
+				seen[nseen++] = fds[k];
+			/* Edge-triggered: a ring that stays signalled must not
+			 * fill the caller's slots on every glance. EEXIST is
+			 * the common case and harmless. */
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLET,
+						  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
+			REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+		}
+	}
+}
+
+/* Sleeps in the kernel epoll unless the ready list filled meanwhile. */
+static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int maxevents, int64_t deadline,
+			const sigset_t *mask, bool *woke)
+{
+	iomux_lock(&ep->lock);
+	if (ep->ready_head) {
+		iomux_unlock(&ep->lock);
+		*woke = true;
+		return 0;
+	}
+	ep->sleepers++;
+	iomux_unlock(&ep->lock);
+	int n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke);
+	int saved = errno;
+	iomux_lock(&ep->lock);
+	ep->sleepers--;
+	iomux_unlock(&ep->lock);
+	errno = saved;
+	return n;
+}
+
+static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept)
+{
+	struct stats_iomux *st = ep->stats;
+	if (n < 0)
+		st->c.errors++;
+	else if (n == 0)
+		st->c.timeouts++;
+	iomux_stats_time(st, start, slept);
+	return n;
+}
+
+int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxevents, int timeout_ms,
+		     const sigset_t *mask)
+{
+	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
+	if (maxevents <= 0 || (size_t)maxevents > INT_MAX / sizeof(struct epoll_event)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!events)   /* the kernel's EFAULT, without us touching memory */
+		return kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+	struct stats_iomux *st = ep->stats;
+	st->c.calls++;
+	int64_t start = iomux_now_ns(), slept = 0;
+	int64_t deadline = iomux_deadline(timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000);
+	iomux_lock(&ep->lock);
+	ep->gen++;
+	iomux_unlock(&ep->lock);
+
+	for (unsigned int pass = 0;; pass++) {
+		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;
+		int n = 0;
+		if (offloaded) {
+			ring_progress_all(ep);
+			n = collect_ready(ep, events, 0, maxevents);
+		}
+		if (n > 0) {
+			st->c.offload_ready++;
+			st->c.poll_hit += slept == 0;
+			/* VMA_SELECT_SKIP_OS: the kernel fds are not starved by
+			 * a stream of offloaded readiness. */
+			int skip = g_cfg.select_skip_os;
+			if (n < maxevents && (skip == 0 || ++ep->skip_os_count >= (unsigned int)skip)) {
+				ep->skip_os_count = 0;
+				int k = kernel_harvest(ep, events, n, maxevents, 0, NULL, NULL);
+				n = k < 0 ? n : k;
+			}
+			return wait_done(ep, n, start, slept);
+		}
+		if (!offloaded) {
+			/* Kernel fds only: nothing to spin on, sleep at once. */
+			bool woke = false;
+			int64_t t0 = iomux_now_ns();
+			n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, &woke);
+			slept += iomux_now_ns() - t0;
+			if (n != 0 || !woke || iomux_ms_left(deadline) == 0)
+				return wait_done(ep, n, start, slept);
+			continue;
+		}
+		int ratio = g_cfg.select_poll_os_ratio;
+		if (pass == 0 || (ratio > 0 && ++ep->os_ratio_count >= (unsigned int)ratio)) {
+			ep->os_ratio_count = 0;
+			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+			if (n != 0)
+				return wait_done(ep, n, start, slept);
+		}
+		int64_t now = iomux_now_ns();
+		if (now >= deadline)
+			return wait_done(ep, 0, start, slept);
+		if (slept == 0 && iomux_spinning(start, now))
+			continue;
+		if (!rings_arm(ep))
+			continue;
+		st->c.poll_miss += slept == 0;
+		bool woke = false;
+		int64_t t0 = iomux_now_ns();
+		n = sleep_kernel(ep, events, maxevents, deadline, mask, &woke);
+		slept += iomux_now_ns() - t0 + 1;
+		if (n < 0)
+			return wait_done(ep, n, start, slept);
+		if (n > 0) {
+			/* Offloaded readiness that came with it, merged. */
+			n = collect_ready(ep, events, n, maxevents);
+			return wait_done(ep, n, start, slept);
+		}
+		if (!woke)
+			return wait_done(ep, 0, start, slept);
+	}
+}

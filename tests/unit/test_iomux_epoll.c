@@ -1,0 +1,458 @@
+/* epoll over fake offloaded fds and pipes: trigger modes, merging, ctl
+ * errno, timeouts, wakeups, EINTR, several sets, nesting, close. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include "test_iomux_fake.h"
+
+static int ep_new(void)
+{
+	int fd = epoll_create1(EPOLL_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(iomux_epoll_create(fd), 0);
+	ck_assert_ptr_nonnull(iomux_epoll_lookup(fd));
+	return fd;
+}
+
+static void ep_close(int epfd)
+{
+	sock_obj_retire(sock_fd_take(epfd));
+	close(epfd);
+}
+
+static int ctl(int epfd, int op, int fd, uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = data };
+	return iomux_epoll_ctl(iomux_epoll_lookup(epfd), op, fd, &ev);
+}
+
+static int wait_ev(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	return iomux_epoll_wait(iomux_epoll_lookup(epfd), evs, max, timeout, NULL);
+}
+
+static void setup(void)
+{
+	iomux_test_cfg();
+	ck_assert_int_eq(sock_fd_table_init(1024), 0);
+}
+
+static void teardown(void)
+{
+	sock_fd_table_fini();
+	sock_obj_flush_retired();
+}
+
+START_TEST(level_triggered_stays_until_not_ready)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 77), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_set_ready(f, EPOLLIN);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+		ck_assert_uint_eq(evs[0].events, EPOLLIN);
+		ck_assert_uint_eq(evs[0].data.u64, 77);
+	}
+	fake_set_ready(f, 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(edge_triggered_fires_once_per_rise)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN | EPOLLET, 5), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 5);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_set_ready(f, EPOLLIN);   /* a new datagram: a new edge */
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	/* A packet found by progress() notifies too. */
+	fake_ring_packet(f);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(oneshot_disarms_until_mod)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN | EPOLLONESHOT, 9), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	/* Kernel-side data must not fire a disarmed item either. */
+	ck_assert_int_eq(write(f->peer, "x", 1), 1);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_MOD, f->base.fd, EPOLLIN | EPOLLONESHOT, 10), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 10);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(mix_of_pipe_and_offloaded_with_maxevents)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new(), *g = fake_new();
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 100), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 200), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, g->base.fd, EPOLLIN, 300), 0);
+	ck_assert_int_eq(write(p[1], "a", 1), 1);
+	fake_set_ready(f, EPOLLIN);
+	fake_set_ready(g, EPOLLIN);
+	g_cfg.select_skip_os = 0;   /* look at the kernel on every call */
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 3);
+	uint64_t sum = 0;
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(evs[i].events, EPOLLIN);
+		sum += evs[i].data.u64;
+	}
+	ck_assert_uint_eq(sum, 600);
+	/* maxevents 1: level-triggered offloaded items take turns. */
+	ck_assert_int_eq(wait_ev(ep, evs, 1, 0), 1);
+	uint64_t first = evs[0].data.u64;
+	ck_assert_int_eq(wait_ev(ep, evs, 1, 0), 1);
+	ck_assert_uint_ne(evs[0].data.u64, first);
+	/* Only the pipe once the sockets drain. */
+	fake_set_ready(f, 0);
+	fake_set_ready(g, 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 100);
+	close(p[0]);
+	close(p[1]);
+	fake_close(f);
+	fake_close(g);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(kernel_side_merges_with_user_side)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN | EPOLLPRI, 1), 0);
+	ck_assert_int_eq(write(f->peer, "k", 1), 1);   /* arrives through the kernel */
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN);
+	fake_set_ready(f, EPOLLIN | EPOLLPRI);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);   /* one event for one fd */
+	ck_assert_uint_eq(evs[0].events, EPOLLIN | EPOLLPRI);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(only_asked_events_but_err_hup_always)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	fake_set_ready(f, EPOLLOUT);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 0);
+	fake_set_ready(f, EPOLLOUT | EPOLLERR | EPOLLHUP);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLERR | EPOLLHUP);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_MOD, f->base.fd, EPOLLIN | EPOLLOUT | EPOLLRDNORM, 2), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	/* The kernel side (a datagram socketpair) is writable too: same bits. */
+	ck_assert_uint_eq(evs[0].events, EPOLLOUT | EPOLLERR | EPOLLHUP);
+	fake_set_ready(f, EPOLLIN);
+	/* Offloaded readiness alone (VMA_SELECT_SKIP_OS defers the kernel)... */
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN | EPOLLRDNORM);
+	/* ...then merged with the kernel side's bits. */
+	g_cfg.select_skip_os = 0;
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN | EPOLLRDNORM | EPOLLOUT);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(ctl_errno_as_linux)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	errno = 0;
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 1), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 1), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_MOD, p[1], EPOLLOUT, 1), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_DEL, p[1], 0, 0), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, 999, EPOLLIN, 1), -1);
+	ck_assert_int_eq(errno, EBADF);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, ep, EPOLLIN, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(ctl(ep, 42, p[0], EPOLLIN, 1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	struct epoll_event evs[2];
+	ck_assert_int_eq(wait_ev(ep, evs, 0, 0), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* DEL: the offloaded fd no longer reports, and can be added again. */
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_DEL, f->base.fd, 0, 0), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 0);
+	ck_assert_ptr_null(f->base.watchers);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 3), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 3);
+	close(p[0]);
+	close(p[1]);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(close_removes_from_sets)
+{
+	int ep = ep_new(), ep2 = ep_new();
+	struct fake_sock *f = fake_new();
+	int fd = f->base.fd;
+	struct epoll_event evs[2];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 1), 0);
+	ck_assert_int_eq(ctl(ep2, EPOLL_CTL_ADD, fd, EPOLLIN, 2), 0);
+	fake_set_ready(f, EPOLLIN);
+	fake_close(f);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 0);
+	ck_assert_int_eq(wait_ev(ep2, evs, 2, 0), 0);
+	/* The number comes back for a new socket: not "already there". */
+	struct fake_sock *g = fake_new();
+	ck_assert_int_eq(g->base.fd, fd);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 4), 0);
+	fake_set_ready(g, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 4);
+	/* Closing the epoll fd unlinks it from the socket. */
+	ep_close(ep);
+	ck_assert_ptr_null(g->base.watchers);
+	fake_close(g);
+	ep_close(ep2);
+}
+END_TEST
+
+START_TEST(fd_in_two_sets)
+{
+	int a = ep_new(), b = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[2];
+	ck_assert_int_eq(ctl(a, EPOLL_CTL_ADD, f->base.fd, EPOLLIN | EPOLLET, 11), 0);
+	ck_assert_int_eq(ctl(b, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 22), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(a, evs, 2, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 11);
+	ck_assert_int_eq(wait_ev(b, evs, 2, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 22);
+	ck_assert_int_eq(wait_ev(a, evs, 2, 0), 0);   /* ET: consumed */
+	ck_assert_int_eq(wait_ev(b, evs, 2, 0), 1);   /* LT: still */
+	fake_close(f);
+	ep_close(a);
+	ep_close(b);
+}
+END_TEST
+
+START_TEST(nested_epoll_sees_offloaded_readiness)
+{
+	int inner = ep_new(), outer = ep_new();
+	struct fake_sock *f = fake_new();
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(inner, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	ck_assert_int_eq(ctl(inner, EPOLL_CTL_ADD, p[0], EPOLLIN, 2), 0);
+	ck_assert_int_eq(ctl(outer, EPOLL_CTL_ADD, inner, EPOLLIN, 50), 0);
+	ck_assert_int_eq(wait_ev(outer, evs, 4, 0), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(outer, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 50);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN);
+	ck_assert_int_eq(wait_ev(inner, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 1);
+	/* Drained: the inner set stops looking readable. */
+	fake_set_ready(f, 0);
+	ck_assert_int_eq(wait_ev(inner, evs, 4, 0), 0);
+	ck_assert_int_eq(wait_ev(outer, evs, 4, 0), 0);
+	/* Kernel fds of the inner set propagate as in Linux. */
+	ck_assert_int_eq(write(p[1], "z", 1), 1);
+	ck_assert_int_eq(wait_ev(outer, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 50);
+	close(p[0]);
+	close(p[1]);
+	fake_close(f);
+	ep_close(outer);
+	ep_close(inner);
+}
+END_TEST
+
+struct delayed {
+	struct fake_sock *f;
+	int ms;
+	int how;   /* 0 notify, 1 ring packet, 2 signal */
+	pthread_t target;
+};
+
+static void *delayed_run(void *arg)
+{
+	struct delayed *d = arg;
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = d->ms * 1000000L };
+	nanosleep(&ts, NULL);
+	if (d->how == 0)
+		fake_set_ready(d->f, EPOLLIN);
+	else if (d->how == 1)
+		fake_ring_packet(d->f);
+	else
+		pthread_kill(d->target, SIGUSR1);
+	return NULL;
+}
+
+static void on_usr1(int sig) { (void)sig; }
+
+START_TEST(timeouts_zero_short_and_woken)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[2];
+	struct timespec t0;
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 8), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 0);
+	ck_assert_int_lt(elapsed_ms_since(&t0), 20);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 60), 0);
+	long long ms = elapsed_ms_since(&t0);
+	ck_assert_int_ge(ms, 59);
+	ck_assert_int_lt(ms, 1000);
+	ck_assert_int_gt(f->wait_prepare_calls, 0);   /* VMA_SELECT_POLL=0: slept */
+	/* Infinite, woken by a notify from another thread. */
+	for (int how = 0; how < 2; how++) {
+		fake_set_ready(f, 0);
+		struct delayed d = { .f = f, .ms = 80, .how = how };
+		pthread_t th;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+		ck_assert_int_eq(wait_ev(ep, evs, 2, -1), 1);
+		ck_assert_uint_eq(evs[0].data.u64, 8);
+		ck_assert_int_ge(elapsed_ms_since(&t0), 70);
+		pthread_join(th, NULL);
+	}
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(spin_forever_until_timeout)
+{
+	g_cfg.select_poll = -1;
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[2];
+	struct timespec t0;
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 8), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 30), 0);
+	ck_assert_int_ge(elapsed_ms_since(&t0), 29);
+	ck_assert_int_eq(f->wait_prepare_calls, 0);   /* never slept */
+	ck_assert_int_gt(f->progress_calls, 10);
+	/* A packet on the ring is found by spinning. */
+	struct delayed d = { .f = f, .ms = 20, .how = 1 };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 2000), 1);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(f->wait_prepare_calls, 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+START_TEST(signal_interrupts_with_eintr)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[2];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 8), 0);
+	struct delayed d = { .f = f, .ms = 50, .how = 2, .target = pthread_self() };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+	errno = 0;
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 5000), -1);
+	ck_assert_int_eq(errno, EINTR);
+	pthread_join(th, NULL);
+	/* epoll_pwait's mask blocks it: the wait times out instead. */
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	sigset_t old;
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+	pthread_join(th, NULL);   /* SIGUSR1 now pending */
+	sigset_t unblocked;
+	sigemptyset(&unblocked);
+	ck_assert_int_eq(iomux_epoll_wait(iomux_epoll_lookup(ep), evs, 2, 50, &block), 0);
+	ck_assert_int_eq(iomux_epoll_wait(iomux_epoll_lookup(ep), evs, 2, 2000, &unblocked), -1);
+	ck_assert_int_eq(errno, EINTR);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("iomux_epoll");
+	TCase *tc = tcase_create("epoll");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, level_triggered_stays_until_not_ready);
+	tcase_add_test(tc, edge_triggered_fires_once_per_rise);
+	tcase_add_test(tc, oneshot_disarms_until_mod);
+	tcase_add_test(tc, mix_of_pipe_and_offloaded_with_maxevents);
+	tcase_add_test(tc, kernel_side_merges_with_user_side);
+	tcase_add_test(tc, only_asked_events_but_err_hup_always);
+	tcase_add_test(tc, ctl_errno_as_linux);
+	tcase_add_test(tc, close_removes_from_sets);
+	tcase_add_test(tc, fd_in_two_sets);
+	tcase_add_test(tc, nested_epoll_sees_offloaded_readiness);
+	tcase_add_test(tc, timeouts_zero_short_and_woken);
+	tcase_add_test(tc, spin_forever_until_timeout);
+	tcase_add_test(tc, signal_interrupts_with_eintr);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
