@@ -46,6 +46,12 @@ veth_pair() {
 	ip link set "$4" netns "$3"
 	ns "$1" ip link set "$2" up
 	ns "$3" ip link set "$4" up
+	# A veth leaves the UDP/TCP checksum of locally sent packets unfinished
+	# (the peer's kernel never checks it); an XDP/AF_XDP receiver sees the
+	# raw frame, so every host here computes checksums in software, as a
+	# host behind a real NIC effectively does.
+	ns "$1" ethtool -K "$2" tx off >/dev/null 2>&1 || echo "testbed: ethtool -K $2 tx off failed (is ethtool installed?)" >&2
+	ns "$3" ethtool -K "$4" tx off >/dev/null 2>&1 || echo "testbed: ethtool -K $4 tx off failed (is ethtool installed?)" >&2
 }
 
 mac_of() { ns "$1" cat "/sys/class/net/$2/address"; }

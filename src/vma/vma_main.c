@@ -12,6 +12,7 @@
 #include "log/vlog.h"
 #include "redirect/redirect.h"
 #include "sock/sock_fd_table.h"
+#include "sock/sock_offload.h"
 #include "engine/engine.h"
 #include "stats/stats.h"
 #include "config.h"
@@ -141,6 +142,8 @@ void vma_after_fork_child(void)
 	 * another thread was running at fork time will never finish here,
 	 * and glibc's pthread_once lets the child run it again. */
 	vma_in_init = false;
+	/* First: the rings, flows and XDP program are the parent's. */
+	sock_offload_after_fork_child();
 	engine_after_fork_child();
 	stats_after_fork_child();
 	vlog_debug("fork: child process %d inherits %u tracked fds", (int)self, sock_fd_tracked_count());

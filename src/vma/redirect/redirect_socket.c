@@ -6,6 +6,7 @@
 #include "log/vlog.h"
 #include "redirect/redirect.h"
 #include "sock/sock_passthrough.h"
+#include "sock/sock_udp.h"
 #include "vma_main.h"
 
 static const char *redirect_domain_name(int domain)
@@ -34,7 +35,12 @@ void redirect_track_socket(int fd, int domain, int type, int protocol, const cha
 		redirect_fd_fresh(fd);
 		return;
 	}
-	struct sock_obj *obj = sock_passthrough_new(fd, domain, type, protocol);
+	/* Offloaded kinds first; NULL (no ring to be had) means passthrough. */
+	struct sock_obj *obj = NULL;
+	if (sock_udp_wanted(domain, type))
+		obj = sock_udp_new(fd, domain, type, protocol);
+	if (!obj)
+		obj = sock_passthrough_new(fd, domain, type, protocol);
 	if (!obj || sock_fd_set(fd, obj) != 0) {
 		/* Out of memory or fd beyond the table: the kernel serves it. */
 		if (obj)
@@ -44,7 +50,8 @@ void redirect_track_socket(int fd, int domain, int type, int protocol, const cha
 			   redirect_type_name(type));
 		return;
 	}
-	vlog_debug("fd %d: %s(%s, %s) tracked", fd, how, redirect_domain_name(domain), redirect_type_name(type));
+	vlog_debug("fd %d: %s(%s, %s) tracked as %s", fd, how, redirect_domain_name(domain),
+		   redirect_type_name(type), obj->ops->kind);
 	vma_engine_start();
 }
 

@@ -1,0 +1,413 @@
+/* The process-wide offload context (see sock_offload.h, docs/udp.md). */
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "engine/engine_net.h"
+#include "log/vlog.h"
+#include "ring/ring_mgr.h"
+#include "sock/sock_offload.h"
+
+#define SOCK_OFFLOAD_RX_BATCH_MAX 64
+#define SOCK_OFFLOAD_TICK_MS 100
+/* How long the exit hook waits for a thread inside a progress pass. */
+#define SOCK_OFFLOAD_EXIT_LOCK_TRIES 100000
+
+struct sock_offload *sock_offload_live;
+static struct sock_offload sock_offload_ctx;
+static pthread_mutex_t sock_offload_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool sock_offload_tried;
+static bool sock_offload_forked;
+/* The thread building the context: the sockets its own helpers open (ring
+ * ioctls, neighbour triggers) are plain kernel sockets. */
+static __thread bool sock_offload_building;
+
+static void sock_offload_unlock_raw(struct sock_offload *ctx);
+
+struct sock_offload_candidate {
+	int ifindex;
+	char name[NET_IFNAME_LEN];
+	uint8_t mac[6];
+	unsigned mtu;
+	uint32_t ip, netmask;
+};
+
+struct sock_offload_scan {
+	struct sock_offload_candidate c[SOCK_OFFLOAD_MAX_IFS];
+	unsigned n;
+};
+
+static void sock_offload_scan_links(const struct net_snapshot *snap, void *arg)
+{
+	struct sock_offload_scan *scan = arg;
+	for (size_t i = 0; i < snap->nlinks && scan->n < SOCK_OFFLOAD_MAX_IFS; i++) {
+		const struct net_link *l = &snap->links[i];
+		if (!(l->flags & IFF_UP) || (l->flags & IFF_LOOPBACK) || l->mac_len != 6)
+			continue;
+		const struct net_addr *primary = NULL;
+		for (size_t a = 0; a < snap->naddrs; a++) {
+			if (snap->addrs[a].ifindex == l->ifindex) {
+				primary = &snap->addrs[a];
+				break;
+			}
+		}
+		if (!primary)
+			continue;
+		struct sock_offload_candidate *c = &scan->c[scan->n++];
+		c->ifindex = l->ifindex;
+		memcpy(c->name, l->name, sizeof(c->name));
+		memcpy(c->mac, l->mac, 6);
+		c->mtu = l->mtu;
+		c->ip = primary->addr;
+		c->netmask = primary->prefix ? htonl(~0u << (32 - primary->prefix)) : 0;
+	}
+}
+
+static struct ring_buf *sock_offload_nif_tx_alloc(void *ring)
+{
+	return ring_tx_alloc(ring);
+}
+
+static int sock_offload_nif_tx_send(void *ring, struct ring_buf *frame)
+{
+	return ring_tx_send(ring, frame);
+}
+
+/* Engine side: drains a ring nobody polled, never waiting for the lock. */
+static int sock_offload_engine_drain(void *arg, int budget)
+{
+	struct sock_offload_if *ifc = arg;
+	struct sock_offload *ctx = &sock_offload_ctx;
+	if (pthread_spin_trylock(&ctx->lock) != 0)
+		return 0;
+	int done = 0;
+	if (!ctx->dead) {
+		struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+		while (done < budget) {
+			int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
+			if (n <= 0)
+				break;
+			for (int i = 0; i < n; i++)
+				stack_input(ctx->stack, &ifc->nif, bufs[i]);
+			done += n;
+		}
+		ring_tx_flush(ifc->ring);
+	}
+	sock_offload_unlock_raw(ctx);
+	return done;
+}
+
+static void sock_offload_tick(void *arg)
+{
+	struct sock_offload *ctx = arg;
+	if (pthread_spin_trylock(&ctx->lock) != 0)
+		return;   /* the next tick will do; reassembly timeouts are coarse */
+	if (!ctx->dead)
+		stack_timer_tick(ctx->stack, engine_now_ms());
+	pthread_spin_unlock(&ctx->lock);
+}
+
+static void sock_offload_exit(void *arg)
+{
+	struct sock_offload *ctx = arg;
+	/* A thread interrupted inside a progress pass may never release the
+	 * lock (signal exit): wait a bounded time, then close anyway. */
+	bool locked = false;
+	for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES && !locked; i++)
+		locked = pthread_spin_trylock(&ctx->lock) == 0;
+	__atomic_store_n(&ctx->dead, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
+	if (!sock_offload_forked)
+		ring_mgr_close_all();
+	if (locked)
+		pthread_spin_unlock(&ctx->lock);
+}
+
+static void sock_offload_settings(struct stack_settings *st)
+{
+	stack_settings_default(st);
+	st->tx_ip_checksum = g_cfg.tx_ip_checksum != 0;
+}
+
+static bool sock_offload_build(struct sock_offload *ctx)
+{
+	int err = net_open(&ctx->net);
+	if (err < 0) {
+		vlog_warn("UDP offload disabled: cannot read the network configuration (%s)", strerror(-err));
+		return false;
+	}
+	struct sock_offload_scan scan = { .n = 0 };
+	net_with_snapshot(ctx->net, sock_offload_scan_links, &scan);
+
+	struct stack_settings settings;
+	sock_offload_settings(&settings);
+	ctx->stack = stack_create(&settings);
+	if (!ctx->stack) {
+		vlog_warn("UDP offload disabled: out of memory for the stack");
+		net_close(ctx->net);
+		return false;
+	}
+	pthread_spin_init(&ctx->lock, PTHREAD_PROCESS_PRIVATE);
+	ctx->rx_batch = g_cfg.cq_poll_batch_max > 0 ? (unsigned)g_cfg.cq_poll_batch_max : 16;
+	if (ctx->rx_batch > SOCK_OFFLOAD_RX_BATCH_MAX)
+		ctx->rx_batch = SOCK_OFFLOAD_RX_BATCH_MAX;
+
+	for (unsigned i = 0; i < scan.n; i++) {
+		const struct sock_offload_candidate *c = &scan.c[i];
+		/* One ring per interface for the whole process: the key follows
+		 * VMA_RING_ALLOCATION_LOGIC_RX but is taken once, here. */
+		uint64_t key = ring_mgr_key(g_cfg.ring_allocation_logic_rx, 0, gettid(), sched_getcpu(), c->ip);
+		struct ring *ring = ring_mgr_get_by_index((unsigned)c->ifindex, key);
+		if (!ring) {
+			/* ring_open warned with the interface and the reason. */
+			vlog_info("%s stays on the kernel path", c->name);
+			continue;
+		}
+		struct sock_offload_if *ifc = &ctx->ifs[ctx->nifs++];
+		ifc->ring = ring;
+		memcpy(ifc->name, c->name, sizeof(ifc->name));
+		memcpy(ifc->nif.mac, ring->mac, 6);
+		ifc->nif.ip = c->ip;
+		ifc->nif.netmask = c->netmask;
+		unsigned mtu = g_cfg.mtu > 0 ? (unsigned)g_cfg.mtu : c->mtu;
+		if (ring->mtu && ring->mtu < mtu)
+			mtu = ring->mtu;
+		ifc->nif.mtu = mtu;
+		ifc->nif.ifindex = c->ifindex;
+		ifc->nif.ctx = ring;
+		ifc->nif.tx_alloc = sock_offload_nif_tx_alloc;
+		ifc->nif.tx_send = sock_offload_nif_tx_send;
+		vlog_debug("UDP offload on %s (ifindex %d, mtu %u)", c->name, c->ifindex, mtu);
+	}
+	if (ctx->nifs == 0) {
+		vlog_info("no interface could be offloaded: UDP sockets use the kernel");
+		stack_destroy(ctx->stack);
+		net_close(ctx->net);
+		return false;
+	}
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
+	engine_timer_init(&ctx->tick);
+	engine_timer_add(&ctx->tick, SOCK_OFFLOAD_TICK_MS, SOCK_OFFLOAD_TICK_MS, sock_offload_tick, ctx);
+	engine_exit_hook_add(sock_offload_exit, ctx, 0);
+	engine_watch_net(ctx->net);
+	return true;
+}
+
+struct sock_offload *sock_offload_get(void)
+{
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(ctx != NULL, 1))
+		return ctx;
+	if (!g_cfg.offloaded_sockets || sock_offload_building ||
+	    __atomic_load_n(&sock_offload_tried, __ATOMIC_ACQUIRE))
+		return NULL;
+	pthread_mutex_lock(&sock_offload_init_lock);
+	if (!sock_offload_tried && !sock_offload_forked) {
+		sock_offload_building = true;
+		bool built = sock_offload_build(&sock_offload_ctx);
+		sock_offload_building = false;
+		if (built)
+			__atomic_store_n(&sock_offload_live, &sock_offload_ctx, __ATOMIC_RELEASE);
+		__atomic_store_n(&sock_offload_tried, true, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sock_offload_init_lock);
+	return __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+}
+
+static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if *ifc)
+{
+	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+	int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
+	for (int i = 0; i < n; i++)
+		stack_input(ctx->stack, &ifc->nif, bufs[i]);
+	ring_tx_flush(ifc->ring);
+	engine_note_app_poll(&ifc->poller);
+	return n > 0 ? n : 0;
+}
+
+int sock_offload_progress_locked(struct sock_offload *ctx)
+{
+	if (ctx->dead)
+		return 0;
+	int total = 0;
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		total += sock_offload_poll_if(ctx, &ctx->ifs[i]);
+	return total;
+}
+
+bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn fn, void *arg)
+{
+	if (ctx->npending == SOCK_OFFLOAD_PENDING_MAX)
+		return false;
+	ctx->pending[ctx->npending++] = (struct sock_offload_pending){ fn, arg };
+	return true;
+}
+
+static void sock_offload_unlock_raw(struct sock_offload *ctx)
+{
+	unsigned n = ctx->npending;
+	if (__builtin_expect(n == 0, 1)) {
+		pthread_spin_unlock(&ctx->lock);
+		return;
+	}
+	struct sock_offload_pending todo[SOCK_OFFLOAD_PENDING_MAX];
+	memcpy(todo, ctx->pending, n * sizeof(todo[0]));
+	ctx->npending = 0;
+	pthread_spin_unlock(&ctx->lock);
+	for (unsigned i = 0; i < n; i++)
+		todo[i].fn(todo[i].arg);
+}
+
+void sock_offload_unlock(struct sock_offload *ctx)
+{
+	sock_offload_unlock_raw(ctx);
+}
+
+int sock_offload_progress(struct sock_offload *ctx)
+{
+	sock_offload_lock(ctx);
+	int n = sock_offload_progress_locked(ctx);
+	sock_offload_unlock(ctx);
+	return n;
+}
+
+int sock_offload_if_slot(const struct sock_offload *ctx, int ifindex)
+{
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (ctx->ifs[i].nif.ifindex == ifindex)
+			return (int)i;
+	return -1;
+}
+
+int sock_offload_if_slot_by_ip(const struct sock_offload *ctx, uint32_t ip)
+{
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (ctx->ifs[i].nif.ip == ip)
+			return (int)i;
+	return -1;
+}
+
+static bool sock_offload_flow_equal(const struct ring_flow *a, const struct ring_flow *b)
+{
+	return a->proto == b->proto && a->local_ip == b->local_ip && a->local_port == b->local_port &&
+	       a->remote_ip == b->remote_ip && a->remote_port == b->remote_port && a->group == b->group;
+}
+
+static struct sock_offload_flow_ref *sock_offload_flow_find(struct sock_offload *ctx, int if_slot,
+							     const struct ring_flow *flow)
+{
+	for (unsigned i = 0; i < ctx->nflows; i++)
+		if (ctx->flows[i].if_slot == if_slot && sock_offload_flow_equal(&ctx->flows[i].flow, flow))
+			return &ctx->flows[i];
+	return NULL;
+}
+
+int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (ref) {
+		ref->refs++;
+		return 0;
+	}
+	if (ctx->nflows == ctx->cap_flows) {
+		unsigned cap = ctx->cap_flows ? ctx->cap_flows * 2 : 16;
+		struct sock_offload_flow_ref *grown = realloc(ctx->flows, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		ctx->flows = grown;
+		ctx->cap_flows = cap;
+	}
+	int err = ring_attach_flow(ctx->ifs[if_slot].ring, flow);
+	if (err < 0 && err != -EEXIST)
+		return err;
+	ctx->flows[ctx->nflows++] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .flow = *flow, .refs = 1 };
+	return 0;
+}
+
+void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (!ref || --ref->refs > 0)
+		return;
+	if (!ctx->dead)
+		ring_detach_flow(ctx->ifs[if_slot].ring, flow);
+	*ref = ctx->flows[--ctx->nflows];
+}
+
+int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max)
+{
+	int count = 0;
+	if (ctx->dead)
+		return 0;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		int armed = ring_wait_arm(ctx->ifs[i].ring);
+		if (armed == 1)
+			return -1;
+		if (armed == 0 && count < max)
+			fds[count++] = ring_wait_fd(ctx->ifs[i].ring);
+	}
+	return count;
+}
+
+static struct ring_buf *sock_offload_loop_alloc(void *arg)
+{
+	struct sock_offload *ctx = arg;
+	return ring_buf_alloc(ctx->loop_pool);
+}
+
+static int sock_offload_loop_send(void *arg, struct ring_buf *frame)
+{
+	struct sock_offload *ctx = arg;
+	if (ctx->nloop == SOCK_OFFLOAD_LOOP_FRAMES) {
+		ring_buf_free(frame);
+		return -ENOBUFS;
+	}
+	ctx->loop_frames[ctx->nloop++] = frame;
+	return 0;
+}
+
+void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const struct stack_udp_tx *tx,
+				 const struct iovec *iov, int iovcnt)
+{
+	if (!ctx->loop_pool) {
+		ctx->loop_pool = ring_buf_pool_create("mc_loop", SOCK_OFFLOAD_LOOP_FRAMES, 2048);
+		if (!ctx->loop_pool)
+			return;
+	}
+	const struct stack_netif *real = &ctx->ifs[if_slot].nif;
+	struct stack_netif loop = *real;
+	loop.ctx = ctx;
+	loop.tx_alloc = sock_offload_loop_alloc;
+	loop.tx_send = sock_offload_loop_send;
+	if (loop.mtu > 2048 - STACK_ETH_HLEN)
+		loop.mtu = 2048 - STACK_ETH_HLEN;
+	ctx->nloop = 0;
+	stack_udp_send(ctx->stack, &loop, tx, iov, iovcnt);
+	unsigned n = ctx->nloop;
+	ctx->nloop = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct ring_buf *frame = ctx->loop_frames[i];
+		frame->rx_time_ns = 0;
+		struct timespec ts;
+		if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+			frame->rx_time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		stack_input(ctx->stack, real, frame);
+	}
+}
+
+void sock_offload_after_fork_child(void)
+{
+	sock_offload_forked = true;
+	__atomic_store_n(&sock_offload_tried, true, __ATOMIC_RELEASE);
+	/* The parent may have held the lock at fork time: never take it here.
+	 * dead is read without the lock by every socket entry point. */
+	__atomic_store_n(&sock_offload_ctx.dead, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
+	ring_mgr_forget_after_fork();
+}

@@ -1,0 +1,118 @@
+/* The process-wide offload context: the netlink view, the one user-space
+ * stack, and one ring (wrapped as a stack_netif) per interface we can
+ * accelerate. Built lazily by the first offloaded socket; see docs/udp.md.
+ *
+ * Locking: one spinlock guards the stack, the rings, their buffers and every
+ * offloaded socket's RX queue (a delivery callback writes a socket's queue
+ * from inside stack_input). The application takes it for each progress pass
+ * or queue access; the internal thread only ever trylocks it, so it never
+ * makes the fast path wait. */
+#ifndef VMA_SOCK_SOCK_OFFLOAD_H
+#define VMA_SOCK_SOCK_OFFLOAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "net/net.h"
+#include "ring/ring.h"
+#include "stack/stack.h"
+
+#define SOCK_OFFLOAD_MAX_IFS 8
+
+struct sock_offload_if {
+	struct ring *ring;
+	struct stack_netif nif;        /* ctx = ring */
+	struct engine_poller poller;
+	char name[NET_IFNAME_LEN];
+};
+
+struct sock_offload_flow_ref {
+	int if_slot;
+	struct ring_flow flow;
+	unsigned refs;
+};
+
+/* Work that must run after the lock is dropped (iomux_notify, waking a
+ * sleeping reader): a delivery callback queues it, the unlock runs it. */
+typedef void (*sock_offload_notify_fn)(void *arg);
+struct sock_offload_pending {
+	sock_offload_notify_fn fn;
+	void *arg;
+};
+#define SOCK_OFFLOAD_PENDING_MAX 512
+#define SOCK_OFFLOAD_LOOP_FRAMES 64
+
+struct sock_offload {
+	struct net_ctx *net;
+	struct stack *stack;
+	unsigned nifs;
+	struct sock_offload_if ifs[SOCK_OFFLOAD_MAX_IFS];
+	pthread_spinlock_t lock;
+	unsigned rx_batch;             /* VMA_CQ_POLL_BATCH_MAX, capped */
+	/* Set under lock at exit (rings closed) or in a forked child: every
+	 * socket then serves its calls from the kernel socket. */
+	bool dead;
+	struct engine_timer tick;
+	/* Attached flows with their users (several sockets on one port or
+	 * group share the steering entry). Guarded by lock. */
+	struct sock_offload_flow_ref *flows;
+	unsigned nflows, cap_flows;
+	/* IP_MULTICAST_LOOP: copies of our own multicast sends, fed back in. */
+	struct ring_buf_pool *loop_pool;
+	struct ring_buf *loop_frames[SOCK_OFFLOAD_LOOP_FRAMES];
+	unsigned nloop;
+	struct sock_offload_pending pending[SOCK_OFFLOAD_PENDING_MAX];
+	unsigned npending;
+};
+
+/* The context, building it on first use. NULL when offload is off
+ * (VMA_OFFLOADED_SOCKETS=0), impossible (no netlink, no ring on any
+ * interface: warned once) or after fork in a child. */
+struct sock_offload *sock_offload_get(void);
+/* Non-NULL only while the context is up and this process owns it. */
+extern struct sock_offload *sock_offload_live;
+
+static inline void sock_offload_lock(struct sock_offload *ctx)
+{
+	pthread_spin_lock(&ctx->lock);
+}
+/* Drops the lock, then runs what delivery callbacks deferred. */
+void sock_offload_unlock(struct sock_offload *ctx);
+/* Lock held: runs fn(arg) at the next unlock. Returns false when the list
+ * is full (the waiter then relies on the ring wait fd / next poll). */
+bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn fn, void *arg);
+
+/* One non-blocking pass over every ring: rx_burst a batch, stack_input each
+ * frame, tx_flush. Lock held. Returns the frames processed. */
+int sock_offload_progress_locked(struct sock_offload *ctx);
+/* The same, taking the lock. */
+int sock_offload_progress(struct sock_offload *ctx);
+
+/* The slot of ifindex among the offloaded interfaces, or -1. */
+int sock_offload_if_slot(const struct sock_offload *ctx, int ifindex);
+/* The slot whose interface owns address ip, or -1. */
+int sock_offload_if_slot_by_ip(const struct sock_offload *ctx, uint32_t ip);
+
+/* Reference-counted steering: the first user attaches, the last detaches.
+ * Lock held. Returns 0 or a negative errno. */
+int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+
+/* Arms every ring's wait fd and stores up to max of them. Lock held.
+ * Returns the count, or -1 when a ring already has packets (do not sleep). */
+int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max);
+
+/* Lock held: delivers a copy of a multicast datagram just sent on if_slot
+ * to this process's own member sockets (IP_MULTICAST_LOOP). Other
+ * processes on the host do not see it (the frame never met the kernel). */
+void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const struct stack_udp_tx *tx,
+				 const struct iovec *iov, int iovcnt);
+
+/* In a forked child: forget the parent's rings (never closed here) and
+ * disable offload for the rest of this process; inherited sockets go to
+ * their kernel socket. */
+void sock_offload_after_fork_child(void);
+
+#endif

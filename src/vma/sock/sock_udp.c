@@ -1,0 +1,573 @@
+/* Offloaded UDP sockets: lifecycle, addresses, options, readiness.
+ * The kernel socket under the fd is authoritative for addresses and options:
+ * every call goes to it first, and we mirror what the offloaded path needs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "config/cfg_rules.h"
+#include "iomux/iomux.h"
+#include "log/vlog.h"
+#include "redirect/redirect_orig.h"
+#include "sock/sock_udp_internal.h"
+
+#define SOCK_TYPE_MASK 0xf
+
+bool sock_udp_wanted(int domain, int type)
+{
+	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_DGRAM && g_cfg.offloaded_sockets;
+}
+
+static struct sockaddr_in sock_udp_sin(uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = port };
+	sin.sin_addr.s_addr = ip;
+	return sin;
+}
+
+/* ---- RX steering ---- */
+
+static void sock_udp_group_detach_locked(struct sock_udp *s, struct sock_udp_group *g)
+{
+	if (!g->active)
+		return;
+	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port };
+	/* The flow is per group and port: drop it with the last source. */
+	bool last = true;
+	for (unsigned i = 0; i < s->ngroups; i++)
+		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
+			last = false;
+	if (last)
+		sock_offload_flow_put_locked(s->ctx, g->if_slot, &flow);
+	g->active = false;
+}
+
+static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_group *g)
+{
+	if (g->active || !s->pcb || g->if_slot < 0)
+		return;
+	if (stack_udp_pcb_join(s->pcb, g->group, g->source) < 0)
+		return;
+	bool first = true;
+	for (unsigned i = 0; i < s->ngroups; i++)
+		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
+			first = false;
+	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port };
+	if (first && sock_offload_flow_get_locked(s->ctx, g->if_slot, &flow) < 0) {
+		stack_udp_pcb_leave(s->pcb, g->group, g->source);
+		vlog_debug("fd %d: group steering refused: the kernel serves it", s->obj.fd);
+		return;
+	}
+	g->active = true;
+}
+
+static void sock_udp_rx_teardown_locked(struct sock_udp *s)
+{
+	for (unsigned i = 0; i < s->ngroups; i++)
+		sock_udp_group_detach_locked(s, &s->groups[i]);
+	for (unsigned slot = 0; slot < s->ctx->nifs; slot++)
+		if (s->flow_slots & (1u << slot))
+			sock_offload_flow_put_locked(s->ctx, (int)slot, &s->flow);
+	s->flow_slots = 0;
+	if (s->pcb) {
+		stack_udp_pcb_free(s->pcb);
+		s->pcb = NULL;
+	}
+}
+
+static void sock_udp_rx_setup_locked(struct sock_udp *s)
+{
+	struct sock_offload *ctx = s->ctx;
+	struct sockaddr_in local = sock_udp_sin(s->local_ip, s->local_port);
+	if (s->local_port == 0 || cfg_rules_match(CFG_ROLE_UDP_RECEIVER, &local, NULL) != CFG_TRANSPORT_VMA)
+		return;
+	uint32_t slots = 0;
+	bool multicast = IN_MULTICAST(ntohl(s->local_ip));
+	if (s->local_ip == INADDR_ANY) {
+		slots = (1u << ctx->nifs) - 1;
+	} else if (!multicast) {
+		int slot = sock_offload_if_slot_by_ip(ctx, s->local_ip);
+		if (slot < 0)
+			return;   /* loopback or a kernel-only interface */
+		slots = 1u << slot;
+	}
+	s->pcb = stack_udp_pcb_new(ctx->stack);
+	if (!s->pcb)
+		return;
+	stack_udp_pcb_set_recv(s->pcb, sock_udp_deliver, s);
+	if (stack_udp_pcb_bind(s->pcb, s->local_ip, s->local_port) < 0) {
+		stack_udp_pcb_free(s->pcb);
+		s->pcb = NULL;
+		return;
+	}
+	if (s->connected)
+		stack_udp_pcb_connect(s->pcb, s->remote_ip, s->remote_port, s->local_ip);
+	s->flow = (struct ring_flow){ .proto = IPPROTO_UDP, .local_ip = s->local_ip, .local_port = s->local_port };
+	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
+		if (!(slots & (1u << slot)))
+			continue;
+		int err = sock_offload_flow_get_locked(ctx, (int)slot, &s->flow);
+		if (err < 0)
+			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
+				   ctx->ifs[slot].name, strerror(-err));
+		else
+			s->flow_slots |= 1u << slot;
+	}
+	for (unsigned i = 0; i < s->ngroups; i++)
+		sock_udp_group_attach_locked(s, &s->groups[i]);
+}
+
+void sock_udp_sync_local(struct sock_udp *s)
+{
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx)
+		return;
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	memset(&sin, 0, sizeof(sin));
+	if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&sin, &len) != 0)
+		return;
+	/* Rebuilt whole: the address, the connected peer or the groups may
+	 * have changed, and this is not the packet path. */
+	sock_offload_lock(ctx);
+	sock_udp_rx_teardown_locked(s);
+	s->local_ip = sin.sin_addr.s_addr;
+	s->local_port = sin.sin_port;
+	sock_udp_rx_setup_locked(s);
+	s->route.valid = false;
+	sock_offload_unlock(ctx);
+	s->stats->local_addr = s->local_ip;
+	s->stats->local_port = s->local_port;
+}
+
+int sock_udp_autobind(struct sock_udp *s)
+{
+	struct sockaddr_in any = sock_udp_sin(INADDR_ANY, 0);
+	if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&any, sizeof(any)) != 0 && errno != EINVAL)
+		return -1;
+	sock_udp_sync_local(s);
+	return 0;
+}
+
+/* ---- delivery (lock held, from stack_input) ---- */
+
+static void sock_udp_wake(void *arg)
+{
+	struct sock_udp *s = arg;
+	s->wake_pending = false;
+	iomux_notify(&s->obj, EPOLLIN);
+	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
+		eventfd_write(s->wake_fd, 1);
+}
+
+void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf, uint32_t len,
+		      const struct stack_udp_rx_info *info)
+{
+	(void)pcb;
+	struct sock_udp *s = arg;
+	struct sock_udp_entry e = { .buf = buf, .len = len, .info = *info, .rx_time_ns = buf->rx_time_ns };
+	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;
+	if (s->released || !sock_udp_queue_push(&s->queue, &e, limit)) {
+		ring_buf_free(buf);
+		s->stats->c.rx_ready_pkts_dropped++;
+		s->stats->c.rx_ready_bytes_dropped += len;
+		return;
+	}
+	stats_socket_ready_add(s->stats, len);
+	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	if (notify && !s->wake_pending && sock_offload_defer_locked(s->ctx, sock_udp_wake, s))
+		s->wake_pending = true;
+}
+
+/* ---- control ops ---- */
+
+static int sock_udp_bind(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	int ret = REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+	if (ret == 0) {
+		int saved = errno;
+		sock_udp_sync_local(s);
+		errno = saved;
+	}
+	return ret;
+}
+
+static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	int ret = REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+	if (ret != 0)
+		return ret;
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (addr->sa_family == AF_UNSPEC) {
+		s->connected = false;
+		s->remote_ip = 0;
+		s->remote_port = 0;
+		if (ctx) {
+			sock_offload_lock(ctx);
+			if (s->pcb)
+				stack_udp_pcb_disconnect(s->pcb);
+			sock_offload_unlock(ctx);
+		}
+	} else if (len >= sizeof(struct sockaddr_in) && addr->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)addr;
+		s->connected = true;
+		s->remote_ip = sin->sin_addr.s_addr;
+		s->remote_port = sin->sin_port;
+		s->stats->peer_addr = s->remote_ip;
+		s->stats->peer_port = s->remote_port;
+		if (ctx) {
+			struct sockaddr_in local = sock_udp_sin(s->local_ip, s->local_port);
+			if (cfg_rules_match(CFG_ROLE_UDP_CONNECT, &local, sin) != CFG_TRANSPORT_VMA) {
+				sock_offload_lock(ctx);
+				sock_udp_rx_teardown_locked(s);
+				sock_offload_unlock(ctx);
+				s->os_only = true;
+				s->stats->offloaded = 0;
+			}
+		}
+	}
+	sock_udp_sync_local(s);
+	errno = 0;
+	return 0;
+}
+
+static int sock_udp_getint(const void *val, socklen_t len, int *out)
+{
+	if (len >= sizeof(int))
+		*out = *(const int *)val;
+	else if (len >= 1)
+		*out = *(const unsigned char *)val;
+	else
+		return -1;
+	return 0;
+}
+
+static int sock_udp_group_if_slot(struct sock_udp *s, uint32_t group, int ifindex, uint32_t if_addr)
+{
+	if (ifindex > 0)
+		return sock_offload_if_slot(s->ctx, ifindex);
+	if (if_addr != INADDR_ANY)
+		return sock_offload_if_slot_by_ip(s->ctx, if_addr);
+	struct net_route_query q = { .dst = group };
+	struct net_route_result r;
+	if (net_route_lookup(s->ctx->net, &q, &r) < 0)
+		return -1;
+	return sock_offload_if_slot(s->ctx, r.ifindex);
+}
+
+static void sock_udp_membership(struct sock_udp *s, bool join, uint32_t group, uint32_t source, int ifindex,
+				uint32_t if_addr)
+{
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx)
+		return;
+	int slot = join ? sock_udp_group_if_slot(s, group, ifindex, if_addr) : -1;
+	sock_offload_lock(ctx);
+	if (join) {
+		if (s->ngroups < SOCK_UDP_MAX_GROUPS) {
+			struct sock_udp_group *g = &s->groups[s->ngroups++];
+			*g = (struct sock_udp_group){ .group = group, .source = source, .if_slot = slot };
+			sock_udp_group_attach_locked(s, g);
+			stats_mc_group_ref(s->obj.fd, group);
+		}
+	} else {
+		for (unsigned i = 0; i < s->ngroups; i++) {
+			struct sock_udp_group *g = &s->groups[i];
+			if (g->group != group || (source && g->source != source))
+				continue;
+			sock_udp_group_detach_locked(s, g);
+			if (s->pcb)
+				stack_udp_pcb_leave(s->pcb, g->group, g->source);
+			stats_mc_group_unref(s->obj.fd, group);
+			s->groups[i--] = s->groups[--s->ngroups];
+		}
+	}
+	sock_offload_unlock(ctx);
+}
+
+/* Mirrors an option the kernel just accepted. */
+static void sock_udp_note_option(struct sock_udp *s, int level, int name, const void *val, socklen_t len)
+{
+	int v = 0;
+	if (level == SOL_SOCKET) {
+		switch (name) {
+		case SO_RCVBUF:
+		case SO_RCVBUFFORCE: {
+			int kernel = 0;
+			socklen_t kl = sizeof(kernel);
+			if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+				s->rcvbuf = (uint64_t)kernel;
+			s->stats->rx_ready_bytes_limit = s->rcvbuf;
+			break;
+		}
+		case SO_RCVTIMEO:
+			if (len >= sizeof(struct timeval)) {
+				const struct timeval *tv = val;
+				long long ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
+				s->rcvtimeo_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+			}
+			break;
+		case SO_BROADCAST:
+			if (sock_udp_getint(val, len, &v) == 0)
+				s->broadcast = v != 0;
+			break;
+		case SO_TIMESTAMP:
+			if (sock_udp_getint(val, len, &v) == 0)
+				s->timestamp = v != 0;
+			break;
+		case SO_TIMESTAMPNS:
+			if (sock_udp_getint(val, len, &v) == 0)
+				s->timestampns = v != 0;
+			break;
+		}
+		return;
+	}
+	if (level != IPPROTO_IP)
+		return;
+	switch (name) {
+	case IP_TOS:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->tos = v & 0xff;
+		break;
+	case IP_TTL:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->ttl = v;
+		break;
+	case IP_MULTICAST_TTL:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->mc_ttl = v < 0 ? 1 : v;
+		break;
+	case IP_MULTICAST_LOOP:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->mc_loop = v != 0;
+		s->stats->mc_loop = s->mc_loop;
+		break;
+	case IP_PKTINFO:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->pktinfo = v != 0;
+		break;
+	case IP_RECVTOS:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->recvtos = v != 0;
+		break;
+	case IP_RECVTTL:
+		if (sock_udp_getint(val, len, &v) == 0)
+			s->recvttl = v != 0;
+		break;
+	case IP_MULTICAST_IF:
+		if (len >= sizeof(struct ip_mreqn)) {
+			const struct ip_mreqn *m = val;
+			s->mc_ifindex = m->imr_ifindex;
+			s->mc_if_addr = m->imr_address.s_addr;
+		} else if (len >= sizeof(struct in_addr)) {
+			s->mc_ifindex = 0;
+			s->mc_if_addr = ((const struct in_addr *)val)->s_addr;
+		}
+		s->stats->mc_tx_if = s->mc_if_addr;
+		s->route.valid = false;
+		break;
+	case IP_ADD_MEMBERSHIP:
+	case IP_DROP_MEMBERSHIP: {
+		const struct ip_mreqn *m = val;   /* ip_mreq is its prefix */
+		int ifindex = len >= sizeof(struct ip_mreqn) ? m->imr_ifindex : 0;
+		sock_udp_membership(s, name == IP_ADD_MEMBERSHIP, m->imr_multiaddr.s_addr, 0, ifindex,
+				    m->imr_address.s_addr);
+		break;
+	}
+	case IP_ADD_SOURCE_MEMBERSHIP:
+	case IP_DROP_SOURCE_MEMBERSHIP: {
+		const struct ip_mreq_source *m = val;
+		sock_udp_membership(s, name == IP_ADD_SOURCE_MEMBERSHIP, m->imr_multiaddr.s_addr,
+				    m->imr_sourceaddr.s_addr, 0, m->imr_interface.s_addr);
+		break;
+	}
+	}
+}
+
+static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
+{
+	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	if (ret == 0 && val) {
+		int saved = errno;
+		sock_udp_note_option(sock_udp_of(obj), level, name, val, len);
+		errno = saved;
+	}
+	return ret;
+}
+
+static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
+{
+	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+	if (ret != -1 && cmd == F_SETFL)
+		sock_udp_of(obj)->nonblocking = ((long)arg & O_NONBLOCK) != 0;
+	return ret;
+}
+
+static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (req == FIONREAD && ctx && arg) {
+		sock_offload_lock(ctx);
+		if (!s->queue.count)
+			sock_offload_progress_locked(ctx);
+		struct sock_udp_entry *e = sock_udp_queue_front(&s->queue);
+		int next = e ? (int)e->len : -1;
+		sock_offload_unlock(ctx);
+		if (next >= 0) {
+			*(int *)arg = next;
+			return 0;
+		}
+	}
+	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
+	if (ret == 0 && req == FIONBIO && arg)
+		s->nonblocking = *(int *)arg != 0;
+	return ret;
+}
+
+/* ---- readiness ---- */
+
+static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	uint32_t ev = EPOLLOUT;
+	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED))
+		ev |= EPOLLIN;
+	return ev;
+}
+
+static int sock_udp_progress(struct sock_obj *obj)
+{
+	struct sock_offload *ctx = sock_udp_ctx(sock_udp_of(obj));
+	return ctx ? sock_offload_progress(ctx) : 0;
+}
+
+static int sock_udp_wait_prepare(struct sock_obj *obj, int *fds, int max)
+{
+	struct sock_offload *ctx = sock_udp_ctx(sock_udp_of(obj));
+	if (!ctx)
+		return 0;
+	sock_offload_lock(ctx);
+	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
+	sock_offload_unlock(ctx);
+	return n;
+}
+
+/* ---- lifecycle ---- */
+
+static void sock_udp_release(struct sock_obj *obj)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	if (s->released)
+		return;
+	/* Leaves every epoll set before the fd number can be reused. */
+	iomux_forget(obj);
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	/* In a forked child or after exit the rings are gone or the parent's:
+	 * nothing of them is touched (the memory stays; the process ends). */
+	if (ctx) {
+		sock_offload_lock(ctx);
+		s->released = true;
+		sock_udp_rx_teardown_locked(s);
+		sock_udp_queue_clear(&s->queue);
+		sock_offload_unlock(ctx);
+	}
+	s->released = true;
+	for (unsigned i = 0; i < s->ngroups; i++)
+		stats_mc_group_unref(obj->fd, s->groups[i].group);
+	s->ngroups = 0;
+	stats_socket_slot_put(s->stats);
+	s->stats = NULL;
+}
+
+static int sock_udp_close(struct sock_obj *obj)
+{
+	sock_udp_release(obj);
+	return REDIRECT_ORIG_FN(close)(obj->fd);
+}
+
+static void sock_udp_destroy(struct sock_obj *obj)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	if (__atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE))
+		sock_udp_queue_fini(&s->queue);
+	if (s->wake_fd >= 0)
+		REDIRECT_ORIG_FN(close)(s->wake_fd);
+	free(s);
+}
+
+const struct sock_ops sock_udp_ops = {
+	.kind = "udp",
+	.bind = sock_udp_bind,
+	.connect = sock_udp_connect,
+	.setsockopt = sock_udp_setsockopt,
+	.fcntl = sock_udp_fcntl,
+	.ioctl = sock_udp_ioctl,
+	.read = sock_udp_op_read,
+	.readv = sock_udp_op_readv,
+	.recv = sock_udp_op_recv,
+	.recvfrom = sock_udp_op_recvfrom,
+	.recvmsg = sock_udp_op_recvmsg,
+	.recvmmsg = sock_udp_op_recvmmsg,
+	.write = sock_udp_op_write,
+	.writev = sock_udp_op_writev,
+	.send = sock_udp_op_send,
+	.sendto = sock_udp_op_sendto,
+	.sendmsg = sock_udp_op_sendmsg,
+	.sendmmsg = sock_udp_op_sendmmsg,
+	.poll_ready = sock_udp_poll_ready,
+	.progress = sock_udp_progress,
+	.wait_prepare = sock_udp_wait_prepare,
+	.close = sock_udp_close,
+	.release = sock_udp_release,
+	.destroy = sock_udp_destroy,
+};
+
+struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_offload *ctx = sock_offload_get();
+	if (!ctx)
+		return NULL;
+	struct sock_udp *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (sock_udp_queue_init(&s->queue, SOCK_UDP_QUEUE_ENTRIES) != 0) {
+		free(s);
+		return NULL;
+	}
+	s->obj.ops = &sock_udp_ops;
+	s->obj.fd = fd;
+	s->obj.domain = domain;
+	s->obj.type = type & SOCK_TYPE_MASK;
+	s->obj.protocol = protocol;
+	s->ctx = ctx;
+	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
+	s->tos = 0;
+	s->ttl = -1;
+	s->mc_ttl = 1;
+	s->mc_loop = g_cfg.tx_mc_loopback != 0;
+	s->wake_fd = -1;
+	int kernel = 0;
+	socklen_t kl = sizeof(kernel);
+	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+		s->rcvbuf = (uint64_t)kernel;
+	/* The kernel socket loops multicast back by default; keep it in step
+	 * with what the offloaded path does (VMA_TX_MC_LOOPBACK). */
+	int loop = s->mc_loop;
+	REDIRECT_ORIG_FN(setsockopt)(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+	s->stats = stats_socket_slot_get(fd, STATS_PROTO_UDP);
+	s->stats->offloaded = 1;
+	s->stats->blocking = !s->nonblocking;
+	s->stats->mc_loop = s->mc_loop;
+	s->stats->rx_ready_bytes_limit = s->rcvbuf;
+	return &s->obj;
+}

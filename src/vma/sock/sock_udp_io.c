@@ -1,0 +1,482 @@
+/* Offloaded UDP sockets: the data path (receive and send). */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+
+#include "config/cfg_params.h"
+#include "config/cfg_rules.h"
+#include "engine/engine.h"
+#include "redirect/redirect_orig.h"
+#include "sock/sock_udp_internal.h"
+
+#define SOCK_UDP_OS_EMPTY (-2)
+#define SOCK_UDP_NEIGH_TIMEOUT_MS 1000
+#define SOCK_UDP_TX_RETRIES 100000
+
+static uint64_t sock_udp_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- receive ---- */
+
+/* One non-blocking read of the kernel socket: the result, or
+ * SOCK_UDP_OS_EMPTY when it has nothing. */
+static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags)
+{
+	ssize_t r = REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags | MSG_DONTWAIT);
+	if (r >= 0) {
+		s->stats->c.rx_os_packets++;
+		s->stats->c.rx_os_bytes += (uint64_t)r;
+		s->stats->c.rx_poll_os_hit++;
+		return r;
+	}
+	if (errno == EAGAIN)
+		return SOCK_UDP_OS_EMPTY;
+	s->stats->c.rx_os_errors++;
+	return r;
+}
+
+static void sock_udp_put_cmsg(struct msghdr *msg, size_t *used, int level, int type, const void *data,
+			      size_t len)
+{
+	size_t need = CMSG_SPACE(len);
+	if (!msg->msg_control || *used + CMSG_LEN(len) > msg->msg_controllen) {
+		msg->msg_flags |= MSG_CTRUNC;
+		return;
+	}
+	struct cmsghdr *c = (struct cmsghdr *)((char *)msg->msg_control + *used);
+	c->cmsg_level = level;
+	c->cmsg_type = type;
+	c->cmsg_len = CMSG_LEN(len);
+	memcpy(CMSG_DATA(c), data, len);
+	*used += need;
+	if (*used > msg->msg_controllen)
+		*used = msg->msg_controllen;
+}
+
+static void sock_udp_fill_cmsgs(struct sock_udp *s, const struct sock_udp_entry *e, struct msghdr *msg)
+{
+	size_t used = 0;
+	if (s->timestamp) {
+		struct timeval tv = { .tv_sec = (time_t)(e->rx_time_ns / 1000000000u),
+				      .tv_usec = (suseconds_t)(e->rx_time_ns % 1000000000u / 1000u) };
+		sock_udp_put_cmsg(msg, &used, SOL_SOCKET, SCM_TIMESTAMP, &tv, sizeof(tv));
+	}
+	if (s->timestampns) {
+		struct timespec ts = { .tv_sec = (time_t)(e->rx_time_ns / 1000000000u),
+				       .tv_nsec = (long)(e->rx_time_ns % 1000000000u) };
+		sock_udp_put_cmsg(msg, &used, SOL_SOCKET, SCM_TIMESTAMPNS, &ts, sizeof(ts));
+	}
+	if (s->pktinfo) {
+		struct in_pktinfo pi = { .ipi_ifindex = e->info.ifindex };
+		int slot = sock_offload_if_slot(s->ctx, e->info.ifindex);
+		pi.ipi_spec_dst.s_addr = slot >= 0 ? s->ctx->ifs[slot].nif.ip : e->info.dst_ip;
+		pi.ipi_addr.s_addr = e->info.dst_ip;
+		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+	}
+	if (s->recvttl) {
+		int ttl = e->info.ttl;
+		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+	}
+	if (s->recvtos) {
+		uint8_t tos = e->info.tos;
+		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	}
+	msg->msg_controllen = used;
+}
+
+/* Copies the front datagram out (lock held, queue not empty). */
+static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, int flags)
+{
+	struct sock_udp_entry *e = sock_udp_queue_front(&s->queue);
+	size_t copied = sock_udp_copy_out(e->buf, e->len, msg->msg_iov, msg->msg_iovlen);
+	msg->msg_flags = copied < e->len ? MSG_TRUNC : 0;
+	if (msg->msg_name) {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = e->info.src_port };
+		sin.sin_addr.s_addr = e->info.src_ip;
+		size_t n = msg->msg_namelen < sizeof(sin) ? msg->msg_namelen : sizeof(sin);
+		memcpy(msg->msg_name, &sin, n);
+		msg->msg_namelen = sizeof(sin);
+	}
+	if (msg->msg_control || msg->msg_controllen)
+		sock_udp_fill_cmsgs(s, e, msg);
+	ssize_t ret = (flags & MSG_TRUNC) ? (ssize_t)e->len : (ssize_t)copied;
+	s->stats->c.rx_packets++;
+	s->stats->c.rx_bytes += copied;
+	if (!(flags & MSG_PEEK)) {
+		stats_socket_ready_remove(s->stats, e->len);
+		sock_udp_queue_pop(&s->queue);
+	}
+	return ret;
+}
+
+/* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
+ * Returns 0 after a wake-up, -1 with EAGAIN (SO_RCVTIMEO) or EINTR. */
+static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t deadline_ms)
+{
+	if (s->wake_fd < 0)
+		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int timeout = -1;
+	if (deadline_ms) {
+		uint64_t now = sock_udp_now_ms();
+		if (now >= deadline_ms) {
+			errno = EAGAIN;
+			return -1;
+		}
+		timeout = (int)(deadline_ms - now);
+	}
+	int fds[SOCK_OFFLOAD_MAX_IFS];
+	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+	sock_offload_lock(ctx);
+	int n = s->queue.count ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
+	sock_offload_unlock(ctx);
+	if (n < 0) {
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
+	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 2];
+	int count = 0;
+	for (int i = 0; i < n; i++)
+		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = POLLIN };
+	if (s->wake_fd >= 0)
+		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
+	int saved = errno;
+	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+	if (s->wake_fd >= 0) {
+		eventfd_t drained;
+		eventfd_read(s->wake_fd, &drained);
+	}
+	if (r == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (r < 0) {
+		errno = saved;
+		return saved == EINTR ? -1 : 0;
+	}
+	return 0;
+}
+
+ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
+{
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx || (flags & (MSG_ERRQUEUE | MSG_OOB)))
+		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	int ratio = g_cfg.rx_udp_poll_os_ratio;
+	int rx_poll = g_cfg.rx_poll;
+	uint64_t deadline = s->rcvtimeo_ms ? sock_udp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	long spins = 0;
+	for (;;) {
+		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
+			s->os_poll_count = 0;
+			ssize_t r = sock_udp_os_try(s, msg, flags);
+			if (r != SOCK_UDP_OS_EMPTY)
+				return r;
+		}
+		sock_offload_lock(ctx);
+		if (!s->queue.count)
+			sock_offload_progress_locked(ctx);
+		if (s->queue.count) {
+			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
+			sock_offload_unlock(ctx);
+			s->stats->c.rx_poll_hit++;
+			return r;
+		}
+		sock_offload_unlock(ctx);
+		if (s->released) {
+			errno = EBADF;
+			return -1;
+		}
+		s->stats->c.rx_poll_miss++;
+		if (nonblock) {
+			ssize_t r = sock_udp_os_try(s, msg, flags);
+			if (r != SOCK_UDP_OS_EMPTY)
+				return r;
+			s->stats->c.rx_eagain++;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (rx_poll < 0 || spins++ < rx_poll) {
+			if (deadline && (spins & 1023) == 0 && sock_udp_now_ms() >= deadline) {
+				errno = EAGAIN;
+				return -1;
+			}
+			continue;
+		}
+		ssize_t r = sock_udp_os_try(s, msg, flags);
+		if (r != SOCK_UDP_OS_EMPTY)
+			return r;
+		if (sock_udp_sleep(s, ctx, deadline) < 0)
+			return -1;
+		spins = 0;
+		s->os_poll_count = ratio > 0 ? (unsigned)ratio - 1 : 0;   /* look at the kernel first */
+	}
+}
+
+ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
+{
+	return sock_udp_recvmsg_common(sock_udp_of(obj), msg, flags);
+}
+
+ssize_t sock_udp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
+			     socklen_t *fromlen)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_name = from, .msg_namelen = (from && fromlen) ? *fromlen : 0,
+			      .msg_iov = &iov, .msg_iovlen = 1 };
+	if (!fromlen)
+		msg.msg_name = NULL;
+	ssize_t r = sock_udp_recvmsg_common(sock_udp_of(obj), &msg, flags);
+	if (r >= 0 && msg.msg_name)
+		*fromlen = msg.msg_namelen;
+	return r;
+}
+
+ssize_t sock_udp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags)
+{
+	return sock_udp_op_recvfrom(obj, buf, len, flags, NULL, NULL);
+}
+
+ssize_t sock_udp_op_read(struct sock_obj *obj, void *buf, size_t len)
+{
+	return sock_udp_op_recvfrom(obj, buf, len, 0, NULL, NULL);
+}
+
+ssize_t sock_udp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return sock_udp_recvmsg_common(sock_udp_of(obj), &msg, 0);
+}
+
+int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
+			 struct timespec *timeout)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	if (!sock_udp_ctx(s))
+		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
+	uint64_t deadline = timeout ? sock_udp_now_ms() + (uint64_t)timeout->tv_sec * 1000 +
+					      (uint64_t)timeout->tv_nsec / 1000000 : 0;
+	int first_flags = flags & ~MSG_WAITFORONE;
+	unsigned int got = 0;
+	while (got < vlen) {
+		int f = got == 0 ? first_flags : first_flags | ((flags & MSG_WAITFORONE) ? MSG_DONTWAIT : 0);
+		ssize_t r = sock_udp_recvmsg_common(s, &vec[got].msg_hdr, f);
+		if (r < 0) {
+			if (got)
+				break;
+			return -1;
+		}
+		vec[got++].msg_len = (unsigned int)r;
+		if (deadline && sock_udp_now_ms() >= deadline)
+			break;
+	}
+	return (int)got;
+}
+
+/* ---- send ---- */
+
+/* Fills s->route for dst:port. Returns 0 (offloaded), 1 (kernel path), or
+ * -1 with errno (an error Linux would give before sending). */
+static int sock_udp_route(struct sock_udp *s, struct sock_offload *ctx, uint32_t dst, uint16_t port)
+{
+	struct sock_udp_route *rt = &s->route;
+	uint64_t gen = net_generation(ctx->net);
+	if (rt->valid && rt->dst == dst && rt->port == port && rt->generation == gen)
+		return rt->via_os;
+	struct sock_udp_route fresh = { .valid = true, .via_os = true, .dst = dst, .port = port, .generation = gen,
+					.if_slot = -1 };
+	struct sockaddr_in remote = { .sin_family = AF_INET, .sin_port = port };
+	remote.sin_addr.s_addr = dst;
+	struct net_route_query q = { .dst = dst, .mc_ifindex = s->mc_ifindex, .mc_if_addr = s->mc_if_addr };
+	struct net_route_result r;
+	if (cfg_rules_match(CFG_ROLE_UDP_SENDER, NULL, &remote) != CFG_TRANSPORT_VMA ||
+	    net_route_lookup(ctx->net, &q, &r) < 0)
+		goto done;
+	switch (r.kind) {
+	case NET_ROUTE_BROADCAST:
+		if (!s->broadcast) {
+			errno = EACCES;
+			return -1;
+		}
+		goto done;   /* broadcast stays with the kernel */
+	case NET_ROUTE_LOCAL:
+		goto done;
+	case NET_ROUTE_MULTICAST:
+		fresh.multicast = true;
+		net_mcast_mac(dst, fresh.mac);
+		break;
+	case NET_ROUTE_UNICAST:
+		if (sock_offload_if_slot(ctx, r.ifindex) < 0 ||
+		    net_neigh_resolve(ctx->net, r.ifindex, r.next_hop, fresh.mac, SOCK_UDP_NEIGH_TIMEOUT_MS) < 0)
+			goto done;
+		break;
+	}
+	fresh.if_slot = sock_offload_if_slot(ctx, r.ifindex);
+	if (fresh.if_slot < 0)
+		goto done;
+	fresh.src = (s->local_ip && !IN_MULTICAST(ntohl(s->local_ip))) ? s->local_ip
+		  : r.src ? r.src : ctx->ifs[fresh.if_slot].nif.ip;
+	fresh.via_os = false;
+done:
+	*rt = fresh;
+	return rt->via_os;
+}
+
+ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, int flags, bool flush)
+{
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx || msg->msg_controllen || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM)))
+		goto kernel;
+	uint32_t dst;
+	uint16_t port;
+	if (msg->msg_name) {
+		const struct sockaddr_in *to = msg->msg_name;
+		if (msg->msg_namelen < sizeof(*to) || to->sin_family != AF_INET || to->sin_port == 0)
+			goto kernel;   /* the kernel gives the exact error */
+		dst = to->sin_addr.s_addr;
+		port = to->sin_port;
+	} else if (s->connected) {
+		dst = s->remote_ip;
+		port = s->remote_port;
+	} else {
+		goto kernel;   /* EDESTADDRREQ */
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		total += msg->msg_iov[i].iov_len;
+	if (total > STACK_UDP_MAX_PAYLOAD) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (s->local_port == 0 && sock_udp_autobind(s) != 0)
+		return -1;
+	int via = sock_udp_route(s, ctx, dst, port);
+	if (via < 0)
+		return -1;
+	if (via > 0)
+		goto kernel;
+
+	const struct sock_udp_route *rt = &s->route;
+	struct stack_udp_tx tx = { .src_ip = rt->src, .dst_ip = dst, .src_port = s->local_port, .dst_port = port,
+				   .tos = (uint8_t)s->tos };
+	tx.ttl = (uint8_t)(rt->multicast ? s->mc_ttl : (s->ttl < 0 ? 0 : s->ttl));
+	memcpy(tx.dst_mac, rt->mac, 6);
+	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	struct sock_offload_if *ifc = &ctx->ifs[rt->if_slot];
+	int r;
+	sock_offload_lock(ctx);
+	for (int attempt = 0;; attempt++) {
+		r = stack_udp_send(ctx->stack, &ifc->nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);
+		if (r != -ENOBUFS || (nonblock && attempt > 0) || attempt >= SOCK_UDP_TX_RETRIES)
+			break;
+		ring_tx_flush(ifc->ring);   /* rings the doorbell and reaps completions */
+	}
+	if (flush)
+		ring_tx_flush(ifc->ring);
+	if (r >= 0 && rt->multicast && s->mc_loop)
+		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
+	sock_offload_unlock(ctx);
+	if (r == -ENOBUFS && nonblock && !g_cfg.tx_nonblocked_eagains) {
+		s->stats->c.tx_dummy++;   /* dropped, reported sent (VMA_TX_NONBLOCKED_EAGAINS=0) */
+		return (ssize_t)total;
+	}
+	if (r < 0) {
+		if (r == -ENOBUFS && nonblock) {
+			s->stats->c.tx_eagain++;
+			errno = EAGAIN;
+		} else {
+			s->stats->c.tx_errors++;
+			errno = -r;
+		}
+		return -1;
+	}
+	s->stats->c.tx_packets++;
+	s->stats->c.tx_bytes += (uint64_t)r;
+	return r;
+
+kernel:;
+	ssize_t kr = REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+	if (s->stats) {
+		if (kr >= 0) {
+			s->stats->c.tx_os_packets++;
+			s->stats->c.tx_os_bytes += (uint64_t)kr;
+		} else if (errno == EAGAIN) {
+			s->stats->c.tx_os_eagain++;
+		} else {
+			s->stats->c.tx_os_errors++;
+		}
+	}
+	return kr;
+}
+
+ssize_t sock_udp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags)
+{
+	return sock_udp_sendmsg_common(sock_udp_of(obj), msg, flags, true);
+}
+
+ssize_t sock_udp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
+			   socklen_t tolen)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_name = (void *)to, .msg_namelen = to ? tolen : 0, .msg_iov = &iov,
+			      .msg_iovlen = 1 };
+	return sock_udp_sendmsg_common(sock_udp_of(obj), &msg, flags, true);
+}
+
+ssize_t sock_udp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags)
+{
+	return sock_udp_op_sendto(obj, buf, len, flags, NULL, 0);
+}
+
+ssize_t sock_udp_op_write(struct sock_obj *obj, const void *buf, size_t len)
+{
+	return sock_udp_op_sendto(obj, buf, len, 0, NULL, 0);
+}
+
+ssize_t sock_udp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return sock_udp_sendmsg_common(sock_udp_of(obj), &msg, 0, true);
+}
+
+int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx)
+		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
+	if (vlen > IOV_MAX)
+		vlen = IOV_MAX;
+	unsigned int sent = 0;
+	for (; sent < vlen; sent++) {
+		ssize_t r = sock_udp_sendmsg_common(s, &vec[sent].msg_hdr, flags, false);
+		if (r < 0)
+			break;
+		vec[sent].msg_len = (unsigned int)r;
+	}
+	/* One doorbell for the batch. */
+	sock_offload_lock(ctx);
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		ring_tx_flush(ctx->ifs[i].ring);
+	sock_offload_unlock(ctx);
+	if (sent == 0 && vlen > 0)
+		return -1;
+	return (int)sent;
+}

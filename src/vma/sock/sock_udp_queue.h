@@ -1,0 +1,52 @@
+/* The RX queue of an offloaded UDP socket: a fixed ring of entries allocated
+ * with the socket, so queuing a datagram never allocates. Entries hold a
+ * reference on the datagram's buffers (several sockets may hold the same
+ * multicast buffer, so the buffer's own link field is never used).
+ * Not thread-safe: the offload lock guards it. */
+#ifndef VMA_SOCK_SOCK_UDP_QUEUE_H
+#define VMA_SOCK_SOCK_UDP_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ring/ring_buf.h"
+#include "stack/stack.h"
+
+struct sock_udp_entry {
+	struct ring_buf *buf;      /* data = first payload byte; a chain when reassembled */
+	uint32_t len;              /* payload bytes */
+	struct stack_udp_rx_info info;
+	uint64_t rx_time_ns;
+};
+
+struct sock_udp_queue {
+	struct sock_udp_entry *entries;
+	unsigned cap, head, count;
+	uint64_t bytes;            /* payload bytes queued */
+};
+
+/* 0, or -1 (ENOMEM). */
+int sock_udp_queue_init(struct sock_udp_queue *q, unsigned cap);
+/* Frees every queued buffer and the entries. */
+void sock_udp_queue_fini(struct sock_udp_queue *q);
+/* Frees every queued buffer; the queue stays usable. */
+void sock_udp_queue_clear(struct sock_udp_queue *q);
+/* Takes ownership of e->buf on success. Refused (false, buffer still the
+ * caller's) when the entries are full or when the queue is not empty and
+ * e->len would take the bytes beyond byte_limit (like Linux, one datagram
+ * always fits an empty queue). */
+bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *e, uint64_t byte_limit);
+static inline struct sock_udp_entry *sock_udp_queue_front(struct sock_udp_queue *q)
+{
+	return q->count ? &q->entries[q->head] : NULL;
+}
+/* Drops the front entry and frees its buffer. */
+void sock_udp_queue_pop(struct sock_udp_queue *q);
+
+/* Copies up to the iovecs' capacity of the len payload bytes held by the
+ * chain starting at buf. Returns the bytes copied. */
+size_t sock_udp_copy_out(const struct ring_buf *buf, uint32_t len, const struct iovec *iov, size_t iovcnt);
+
+#endif
