@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,9 +13,11 @@
 #include "log/vlog.h"
 #include "redirect/redirect.h"
 #include "sock/sock_fd_table.h"
+#include "sock/sock_obj.h"
 #include "sock/sock_offload.h"
 #include "engine/engine.h"
 #include "stats/stats.h"
+#include "stats/stats_layout.h"
 #include "config.h"
 
 static pthread_once_t vma_once = PTHREAD_ONCE_INIT;
@@ -29,10 +32,46 @@ static struct engine_timer vma_stats_timer;
 /* How often the internal thread looks for vma_stats requests (-z, -l, -D, -S). */
 #define VMA_STATS_SERVICE_MS 100
 
+/* Without a dump op, a tracked fd still shows its kind and its counters. */
+static void vma_dump_one_fd(int fd, int log_level)
+{
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (!obj) {
+		if (fd != 0)
+			vlog_print(log_level, "fd %d: not a socket libvma tracks", fd);
+		return;
+	}
+	if (obj->ops->dump) {
+		obj->ops->dump(obj, log_level);
+		return;
+	}
+	vlog_print(log_level, "fd %d: %s socket (domain %d, type %d)", fd, obj->ops->kind, obj->domain, obj->type);
+	const struct stats_header *h = stats_block();
+	if (!h)
+		return;
+	const struct stats_socket *slots = (const struct stats_socket *)((const char *)h + h->socket_off);
+	for (uint32_t i = 0; i < h->socket_slots; i++)
+		if (__atomic_load_n(&slots[i].in_use, __ATOMIC_ACQUIRE) && slots[i].fd == fd)
+			stats_socket_dump(&slots[i], log_level);
+}
+
+/* vma_stats -S fd [level]; fd 0 = every tracked fd. */
+static void vma_dump_fd(int fd, int log_level)
+{
+	if (fd != 0) {
+		vma_dump_one_fd(fd, log_level);
+		return;
+	}
+	unsigned size = sock_fd_table_size();
+	for (unsigned i = 1; i < size; i++)
+		if (sock_fd_get((int)i))
+			vma_dump_one_fd((int)i, log_level);
+}
+
 static const struct stats_control_ops vma_stats_control = {
 	.set_log_level = vlog_set_level,
 	.set_log_details = vlog_set_details,
-	.dump_fd = NULL,
+	.dump_fd = vma_dump_fd,
 };
 
 static void vma_stats_service(void *arg)
@@ -52,6 +91,35 @@ static void vma_open_stats(void)
 		.lib_version = PACKAGE_VERSION,
 	};
 	stats_open(&settings);
+}
+
+/* "<VMA_STATS_SHMEM_DIR>/vmastat." taken at start; the pid is appended
+ * when the file goes, so a fork child removes its own. */
+static char vma_stats_prefix[PATH_MAX];
+
+/* Exit hook, async-signal-safe: a signal that ends the process (SIGINT or
+ * SIGTERM with VMA_HANDLE_SIGINTR=1, whose application handler may _exit)
+ * must not leave the statistics file behind; stats_close later finds it
+ * gone, which is harmless. */
+static void vma_stats_unlink(void *arg)
+{
+	(void)arg;
+	if (!vma_stats_prefix[0] || !stats_block())
+		return;
+	char path[PATH_MAX + 16];
+	size_t len = 0;
+	while (vma_stats_prefix[len] && len < PATH_MAX) {
+		path[len] = vma_stats_prefix[len];
+		len++;
+	}
+	char digits[16];
+	int n = 0;
+	for (unsigned long pid = (unsigned long)getpid(); n == 0 || pid; pid /= 10)
+		digits[n++] = (char)('0' + pid % 10);
+	while (n)
+		path[len++] = digits[--n];
+	path[len] = '\0';
+	unlink(path);
 }
 
 static const char *vma_getenv(const char *name)
@@ -110,6 +178,11 @@ static void vma_init(void)
 		vlog_debug("fd table: %u entries", sock_fd_table_size());
 
 	vma_open_stats();
+	if (g_cfg.stats_shmem_dir[0] &&
+	    (size_t)snprintf(vma_stats_prefix, sizeof(vma_stats_prefix), "%.*s/%s", PATH_MAX - 32,
+			     g_cfg.stats_shmem_dir, STATS_FILE_PREFIX) >= sizeof(vma_stats_prefix))
+		vma_stats_prefix[0] = '\0';
+	engine_exit_hook_add(vma_stats_unlink, NULL, ENGINE_HOOK_SIGNAL_SAFE | ENGINE_HOOK_FORK_SAFE);
 	if (g_cfg.handle_sigintr)
 		vma_set_sigint_cleanup(engine_shutdown_from_signal);
 

@@ -23,7 +23,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: vma_stats [-p pid] [-k directory] [-v view] [-d details] [-i interval]\n\n"
-		"Defaults: find_pid=enabled, directory=\"/tmp/\", view=1, details=1, interval=1\n\n"
+		"Defaults: find_pid=enabled, directory=$VMA_STATS_SHMEM_DIR or \"/tmp/\", view=1, details=1, interval=1\n\n"
 		"Options:\n"
 		"  -p, --pid=<pid>              show VMA statistics for process <pid>\n"
 		"  -k, --directory=<directory>  shared memory directory (VMA_STATS_SHMEM_DIR)\n"
@@ -233,6 +233,10 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	struct options o = { .dir = "/tmp/", .interval = 1, .view = 1, .details = 1, .dump_level = 3 };
+	/* The same variable that tells libvma where to write; -k overrides it. */
+	const char *env_dir = getenv("VMA_STATS_SHMEM_DIR");
+	if (env_dir && env_dir[0])
+		o.dir = env_dir;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "p:k:n:fFi:c:v:d:S:zl:D:s:Vh", longopts, NULL)) != -1) {
 		switch (opt) {

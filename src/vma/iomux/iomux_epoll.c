@@ -271,11 +271,17 @@ void iomux_epoll_mark_exposed(struct sock_obj *obj)
 	iomux_unlock(&ep->lock);
 }
 
-/* What the kernel side of an offloaded fd is registered with. */
-static struct epoll_event kernel_event(int fd, const struct epoll_event *app)
+/* What the kernel side of fd is registered with. For an edge-triggered
+ * offloaded fd the write bits stay with user space: the kernel socket,
+ * writable too, would otherwise report a second EPOLLOUT edge of its own
+ * one call after ours (two reports for one edge). Level-triggered bits of
+ * both halves merge into one event per call, so they keep both. */
+static struct epoll_event kernel_event(int fd, const struct epoll_event *app, bool offloaded)
 {
-	struct epoll_event ev = { .events = app ? app->events : 0,
-				  .data.u64 = IOMUX_DATA(IOMUX_TAG_APP, fd) };
+	uint32_t events = app ? app->events : 0;
+	if (offloaded && (events & EPOLLET))
+		events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	struct epoll_event ev = { .events = events, .data.u64 = IOMUX_DATA(IOMUX_TAG_APP, fd) };
 	return ev;
 }
 
@@ -318,7 +324,7 @@ static int ctl_add(struct iomux_epoll *ep, int fd, struct epoll_event *event)
 		return errno = ENOMEM, -1;
 	}
 	/* The kernel decides EEXIST/EBADF/EINVAL/ELOOP/EPERM for us. */
-	struct epoll_event kev = kernel_event(fd, event);
+	struct epoll_event kev = kernel_event(fd, event, obj != NULL);
 	if (kernel_ctl(ep->base.fd, EPOLL_CTL_ADD, fd, &kev) != 0) {
 		free(it);
 		return -1;
@@ -362,7 +368,11 @@ int iomux_epoll_ctl(struct sock_obj *obj, int op, int fd, struct epoll_event *ev
 	if (op == EPOLL_CTL_ADD)
 		return ctl_add(ep, fd, event);
 	if (op == EPOLL_CTL_MOD) {
-		struct epoll_event kev = kernel_event(fd, event);
+		iomux_lock(&ep->lock);
+		struct iomux_item *cur = item_get(ep, fd);
+		bool offloaded = cur && cur->obj;
+		iomux_unlock(&ep->lock);
+		struct epoll_event kev = kernel_event(fd, event, offloaded);
 		if (kernel_ctl(ep->base.fd, EPOLL_CTL_MOD, fd, &kev) != 0)
 			return -1;
 		iomux_lock(&ep->lock);

@@ -1,8 +1,8 @@
-/* sigaction and signal. Pass-through, except SIGINT when
+/* sigaction and signal. Pass-through, except SIGINT and SIGTERM when
  * VMA_HANDLE_SIGINTR=1: then our handler stays installed in the kernel, runs
  * libvma's cleanup hook, then the application's handler (or its default
  * action). What the application installs is kept here and reported back by
- * sigaction(SIGINT, NULL, &old), so it never sees our handler. */
+ * sigaction(sig, NULL, &old), so it never sees our handler. */
 #undef _FORTIFY_SOURCE
 #include <pthread.h>
 #include <string.h>
@@ -11,56 +11,76 @@
 #include "redirect/redirect.h"
 #include "vma_main.h"
 
-/* The application's SIGINT disposition, and whether ours is in force. Read
- * by the handler; written with SIGINT blocked in the writing thread. */
-static struct sigaction redirect_app_sigint;
-static bool redirect_sigint_managed;
+/* The signals that end a process by default and that a user sends to stop
+ * it cleanly (^C, kill, systemd stop). */
+static const int redirect_managed_signals[] = { SIGINT, SIGTERM };
+#define REDIRECT_MANAGED_COUNT (sizeof(redirect_managed_signals) / sizeof(redirect_managed_signals[0]))
 
-static void redirect_sigint_handler(int sig, siginfo_t *info, void *context)
+/* The application's disposition per managed signal, and whether ours is in
+ * force. Read by the handler; written with the signal blocked in the
+ * writing thread. */
+static struct sigaction redirect_app_action[REDIRECT_MANAGED_COUNT];
+static bool redirect_sig_managed;
+
+static int redirect_managed_slot(int sig)
+{
+	for (size_t i = 0; i < REDIRECT_MANAGED_COUNT; i++)
+		if (redirect_managed_signals[i] == sig)
+			return (int)i;
+	return -1;
+}
+
+static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 {
 	int saved = errno;
-	vlog_debug("SIGINT: running libvma's cleanup, then the application's action");
+	int slot = redirect_managed_slot(sig);
+	if (slot < 0)
+		return;
+	vlog_debug("signal %d: running libvma's cleanup, then the application's action", sig);
 	vma_run_sigint_cleanup();
-	struct sigaction app = redirect_app_sigint;
+	struct sigaction app = redirect_app_action[slot];
 	if (app.sa_flags & SA_RESETHAND) {
-		redirect_app_sigint.sa_handler = SIG_DFL;
-		redirect_app_sigint.sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+		redirect_app_action[slot].sa_handler = SIG_DFL;
+		redirect_app_action[slot].sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
 	}
 	errno = saved;
 	if (app.sa_flags & SA_SIGINFO) {
 		app.sa_sigaction(sig, info, context);
 	} else if (app.sa_handler == SIG_DFL) {
-		/* The default action of SIGINT is to terminate: restore it and
-		 * re-raise; the signal stays pending until we return (it is
-		 * blocked during its handler), then ends the process with the
-		 * status a plain SIGINT would give. */
+		/* The default action of SIGINT/SIGTERM is to terminate:
+		 * restore it and re-raise; the signal stays pending until we
+		 * return (it is blocked during its handler), then ends the
+		 * process with the status the plain signal would give. */
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof(dfl));
 		dfl.sa_handler = SIG_DFL;
 		__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 		if (orig)
-			orig(SIGINT, &dfl, NULL);
-		raise(SIGINT);
+			orig(sig, &dfl, NULL);
+		raise(sig);
 	} else if (app.sa_handler != SIG_IGN) {
 		app.sa_handler(sig);
 	}
 }
 
-/* Puts the kernel's SIGINT disposition in line with redirect_app_sigint:
+/* Puts the kernel's disposition of a managed signal in line with the
+ * application's:
  * SIG_IGN is given to the kernel as is (a ^C must then do nothing, not
  * tear libvma down); anything else gets our handler with the
  * application's mask and flags, so blocking and SA_RESTART behave as asked. */
-static int redirect_sigint_apply(void)
+static int redirect_sig_apply(int slot)
 {
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	if (!orig)
 		return redirect_enosys();
-	if (!(redirect_app_sigint.sa_flags & SA_SIGINFO) && redirect_app_sigint.sa_handler == SIG_IGN)
-		return orig(SIGINT, &redirect_app_sigint, NULL);
-	struct sigaction ours = redirect_app_sigint;
-	ours.sa_sigaction = redirect_sigint_handler;
-	ours.sa_flags = (redirect_app_sigint.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
-	return orig(SIGINT, &ours, NULL);
+	int sig = redirect_managed_signals[slot];
+	const struct sigaction *app = &redirect_app_action[slot];
+	if (!(app->sa_flags & SA_SIGINFO) && app->sa_handler == SIG_IGN)
+		return orig(sig, app, NULL);
+	struct sigaction ours = *app;
+	ours.sa_sigaction = redirect_sig_handler;
+	ours.sa_flags = (app->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	return orig(sig, &ours, NULL);
 }
 
 void redirect_signal_init(void)
@@ -69,29 +89,36 @@ void redirect_signal_init(void)
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	if (!g_cfg.handle_sigintr || !orig)
 		return;
-	if (orig(SIGINT, NULL, &redirect_app_sigint) != 0 || redirect_sigint_apply() != 0) {
-		vlog_warn("VMA_HANDLE_SIGINTR=1: cannot install the SIGINT handler (%s); SIGINT left to the application",
-			  strerror(errno));
-		return;
+	for (size_t i = 0; i < REDIRECT_MANAGED_COUNT; i++) {
+		int sig = redirect_managed_signals[i];
+		if (orig(sig, NULL, &redirect_app_action[i]) != 0 || redirect_sig_apply((int)i) != 0) {
+			vlog_warn("VMA_HANDLE_SIGINTR=1: cannot install the handler of signal %d (%s); SIGINT and "
+				  "SIGTERM left to the application", sig, strerror(errno));
+			/* All or nothing: put back what was installed already. */
+			for (size_t j = 0; j < i; j++)
+				orig(redirect_managed_signals[j], &redirect_app_action[j], NULL);
+			return;
+		}
 	}
-	__atomic_store_n(&redirect_sigint_managed, true, __ATOMIC_RELEASE);
-	vlog_debug("SIGINT handled by libvma (VMA_HANDLE_SIGINTR=1)");
+	__atomic_store_n(&redirect_sig_managed, true, __ATOMIC_RELEASE);
+	vlog_debug("SIGINT and SIGTERM handled by libvma (VMA_HANDLE_SIGINTR=1)");
 }
 
-/* Swaps the application's SIGINT action while ours stays installed. */
-static int redirect_sigint_swap(const struct sigaction *act, struct sigaction *oldact)
+/* Swaps the application's action of a managed signal while ours stays
+ * installed. */
+static int redirect_sig_swap(int slot, const struct sigaction *act, struct sigaction *oldact)
 {
 	sigset_t block, saved_mask;
 	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
+	sigaddset(&block, redirect_managed_signals[slot]);
 	pthread_sigmask(SIG_BLOCK, &block, &saved_mask);
-	struct sigaction previous = redirect_app_sigint;
+	struct sigaction previous = redirect_app_action[slot];
 	int ret = 0;
 	if (act) {
-		redirect_app_sigint = *act;
-		ret = redirect_sigint_apply();
+		redirect_app_action[slot] = *act;
+		ret = redirect_sig_apply(slot);
 		if (ret != 0)
-			redirect_app_sigint = previous;
+			redirect_app_action[slot] = previous;
 	}
 	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
 	if (ret == 0 && oldact)
@@ -99,23 +126,29 @@ static int redirect_sigint_swap(const struct sigaction *act, struct sigaction *o
 	return ret;
 }
 
-static bool redirect_sigint_is_ours(int sig)
+/* The slot of sig when libvma manages it, else -1. */
+static int redirect_sig_ours(int sig)
 {
-	return sig == SIGINT && vma_init_once() && __atomic_load_n(&redirect_sigint_managed, __ATOMIC_ACQUIRE);
+	int slot = redirect_managed_slot(sig);
+	if (slot < 0 || !vma_init_once() || !__atomic_load_n(&redirect_sig_managed, __ATOMIC_ACQUIRE))
+		return -1;
+	return slot;
 }
 
 REDIRECT_EXPORT int sigaction(int sig, const struct sigaction *__restrict act, struct sigaction *__restrict oldact)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	if (redirect_sigint_is_ours(sig))
-		return redirect_sigint_swap(act, oldact);
+	int slot = redirect_sig_ours(sig);
+	if (slot >= 0)
+		return redirect_sig_swap(slot, act, oldact);
 	REDIRECT_PASS(sigaction, sig, act, oldact);
 }
 
 REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	if (redirect_sigint_is_ours(sig)) {
+	int slot = redirect_sig_ours(sig);
+	if (slot >= 0) {
 		/* glibc's signal() semantics: BSD, restartable, the signal
 		 * blocked while its handler runs. */
 		if (handler == SIG_ERR) {
@@ -128,7 +161,7 @@ REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 		act.sa_flags = SA_RESTART;
 		sigemptyset(&act.sa_mask);
 		sigaddset(&act.sa_mask, sig);
-		if (redirect_sigint_swap(&act, &old) != 0)
+		if (redirect_sig_swap(slot, &act, &old) != 0)
 			return SIG_ERR;
 		/* sa_handler and sa_sigaction share storage: this is the old
 		 * handler whichever way it was installed. */

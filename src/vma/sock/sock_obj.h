@@ -79,6 +79,11 @@ struct sock_ops {
 	void (*release)(struct sock_obj *obj);
 	/* Frees the memory; called after the retirement grace (sock_obj_retire). */
 	void (*destroy)(struct sock_obj *obj);
+
+	/* vma_stats -S: logs the socket's state at log_level through vlog.
+	 * Runs on the internal thread while the application keeps using the
+	 * socket, so it only reads. NULL: the generic dump (kind + counters). */
+	void (*dump)(struct sock_obj *obj, int log_level);
 };
 
 struct iomux_watch;

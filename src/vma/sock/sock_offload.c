@@ -12,6 +12,7 @@
 #include "log/vlog.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
+#include "stats/stats.h"
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
 #define SOCK_OFFLOAD_TICK_MS 100
@@ -28,6 +29,18 @@ static bool sock_offload_forked;
 static __thread bool sock_offload_building;
 
 static void sock_offload_unlock_raw(struct sock_offload *ctx);
+
+/* vma_stats' view of one offloaded interface: its ring and the ring's two
+ * buffer pools. The ring keeps its own totals on its fast path; the tick
+ * copies them here, less the totals seen at the last -z. */
+struct sock_offload_if_stats {
+	struct stats_ring *ring;
+	struct stats_pool *rx_pool, *tx_pool;
+	uint32_t zero_epoch;
+	struct ring_counters base;
+	uint64_t rx_empty_base, tx_empty_base;
+};
+static struct sock_offload_if_stats sock_offload_if_stats[SOCK_OFFLOAD_MAX_IFS];
 
 struct sock_offload_candidate {
 	int ifindex;
@@ -102,13 +115,66 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	return done;
 }
 
+static void sock_offload_stats_attach(unsigned slot, const struct sock_offload_if *ifc)
+{
+	struct sock_offload_if_stats *st = &sock_offload_if_stats[slot];
+	uint32_t id = (uint32_t)ifc->nif.ifindex;
+	st->ring = stats_ring_slot_get(id, ifc->name);
+	st->rx_pool = stats_pool_slot_get(id, STATS_POOL_RX);
+	st->tx_pool = stats_pool_slot_get(id, STATS_POOL_TX);
+	st->zero_epoch = stats_zero_epoch();
+}
+
+static void sock_offload_stats_pool(struct stats_pool *slot, const struct ring_buf_pool *pool,
+				    uint64_t *empty_base, bool rebase)
+{
+	struct ring_buf_pool_counters pc;
+	ring_buf_pool_read_counters(pool, &pc);
+	if (rebase)
+		*empty_base = pc.empty;
+	slot->size = pc.free_now;
+	slot->no_buffer_errors = pc.empty - *empty_base;
+}
+
+/* Called with the lock held: reading an XDP ring's counters also settles
+ * its RX pool's count of missed frames. */
+static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
+{
+	uint32_t epoch = stats_zero_epoch();
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		struct sock_offload_if_stats *st = &sock_offload_if_stats[i];
+		struct ring *ring = ctx->ifs[i].ring;
+		struct ring_counters rc;
+		ring_read_counters(ring, &rc);
+		bool rebase = st->zero_epoch != epoch;
+		if (rebase) {
+			st->base = rc;
+			st->zero_epoch = epoch;
+		}
+		struct stats_ring_counters *out = &st->ring->c;
+		out->rx_packets = rc.rx_packets - st->base.rx_packets;
+		out->rx_bytes = rc.rx_bytes - st->base.rx_bytes;
+		out->tx_packets = rc.tx_packets - st->base.tx_packets;
+		out->tx_bytes = rc.tx_bytes - st->base.tx_bytes;
+		out->cq_packets_dropped = rc.rx_dropped - st->base.rx_dropped;
+		out->interrupts_requested = rc.rx_wakeups - st->base.rx_wakeups;
+		struct ring_buf_pool_counters pc;
+		ring_buf_pool_read_counters(ring_rx_pool(ring), &pc);
+		st->ring->cq_buffer_pool_size = pc.size;
+		sock_offload_stats_pool(st->rx_pool, ring_rx_pool(ring), &st->rx_empty_base, rebase);
+		sock_offload_stats_pool(st->tx_pool, ring_tx_pool(ring), &st->tx_empty_base, rebase);
+	}
+}
+
 static void sock_offload_tick(void *arg)
 {
 	struct sock_offload *ctx = arg;
 	if (pthread_spin_trylock(&ctx->lock) != 0)
 		return;   /* the next tick will do; reassembly timeouts are coarse */
-	if (!ctx->dead)
+	if (!ctx->dead) {
 		stack_timer_tick(ctx->stack, engine_now_ms());
+		sock_offload_stats_refresh_locked(ctx);
+	}
 	pthread_spin_unlock(&ctx->lock);
 }
 
@@ -190,8 +256,10 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		net_close(ctx->net);
 		return false;
 	}
-	for (unsigned i = 0; i < ctx->nifs; i++)
+	for (unsigned i = 0; i < ctx->nifs; i++) {
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
+		sock_offload_stats_attach(i, &ctx->ifs[i]);
+	}
 	engine_timer_init(&ctx->tick);
 	engine_timer_add(&ctx->tick, SOCK_OFFLOAD_TICK_MS, SOCK_OFFLOAD_TICK_MS, sock_offload_tick, ctx);
 	engine_exit_hook_add(sock_offload_exit, ctx, 0);

@@ -67,13 +67,27 @@ static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_gro
 	g->active = true;
 }
 
+/* The flow steered on one interface. A socket bound to INADDR_ANY is
+ * steered for the interface's own address only: the stack accepts nothing
+ * else, so datagrams to another address of the interface (a secondary one,
+ * or one added later) must stay with the kernel socket. */
+static struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, unsigned slot)
+{
+	struct ring_flow flow = s->flow;
+	if (flow.local_ip == INADDR_ANY)
+		flow.local_ip = s->ctx->ifs[slot].nif.ip;
+	return flow;
+}
+
 static void sock_udp_rx_teardown_locked(struct sock_udp *s)
 {
 	for (unsigned i = 0; i < s->ngroups; i++)
 		sock_udp_group_detach_locked(s, &s->groups[i]);
 	for (unsigned slot = 0; slot < s->ctx->nifs; slot++)
-		if (s->flow_slots & (1u << slot))
-			sock_offload_flow_put_locked(s->ctx, (int)slot, &s->flow);
+		if (s->flow_slots & (1u << slot)) {
+			struct ring_flow flow = sock_udp_slot_flow(s, slot);
+			sock_offload_flow_put_locked(s->ctx, (int)slot, &flow);
+		}
 	s->flow_slots = 0;
 	if (s->pcb) {
 		stack_udp_pcb_free(s->pcb);
@@ -112,7 +126,8 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
 		if (!(slots & (1u << slot)))
 			continue;
-		int err = sock_offload_flow_get_locked(ctx, (int)slot, &s->flow);
+		struct ring_flow flow = sock_udp_slot_flow(s, slot);
+		int err = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
 		if (err < 0)
 			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
 				   ctx->ifs[slot].name, strerror(-err));
@@ -406,8 +421,10 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
 {
 	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
-	if (ret != -1 && cmd == F_SETFL)
+	if (ret != -1 && cmd == F_SETFL) {
 		sock_udp_of(obj)->nonblocking = ((long)arg & O_NONBLOCK) != 0;
+		sock_udp_of(obj)->stats->blocking = !sock_udp_of(obj)->nonblocking;
+	}
 	return ret;
 }
 
@@ -428,8 +445,10 @@ static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 		}
 	}
 	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
-	if (ret == 0 && req == FIONBIO && arg)
+	if (ret == 0 && req == FIONBIO && arg) {
 		s->nonblocking = *(int *)arg != 0;
+		s->stats->blocking = !s->nonblocking;
+	}
 	return ret;
 }
 
@@ -528,6 +547,7 @@ const struct sock_ops sock_udp_ops = {
 	.wait_prepare = sock_udp_wait_prepare,
 	.close = sock_udp_close,
 	.release = sock_udp_release,
+	.dump = sock_udp_op_dump,
 	.destroy = sock_udp_destroy,
 };
 

@@ -103,6 +103,8 @@ extern const struct sock_ops sock_udp_ops;
 
 /* The data-path ops, sock_udp_io.c. */
 ssize_t sock_udp_op_read(struct sock_obj *obj, void *buf, size_t len);
+/* vma_stats -S: logs the socket's state and counters (sock_udp_dump.c). */
+void sock_udp_op_dump(struct sock_obj *obj, int log_level);
 ssize_t sock_udp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
 ssize_t sock_udp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags);
 ssize_t sock_udp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,

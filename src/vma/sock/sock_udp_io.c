@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -107,17 +108,45 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 	if (msg->msg_control || msg->msg_controllen)
 		sock_udp_fill_cmsgs(s, e, msg);
 	ssize_t ret = (flags & MSG_TRUNC) ? (ssize_t)e->len : (ssize_t)copied;
-	s->stats->c.rx_packets++;
-	s->stats->c.rx_bytes += copied;
 	if (!(flags & MSG_PEEK)) {
+		/* A peek is not a received packet: it is counted when read. */
+		s->stats->c.rx_packets++;
+		s->stats->c.rx_bytes += copied;
 		stats_socket_ready_remove(s->stats, e->len);
 		sock_udp_queue_pop(&s->queue);
 	}
 	return ret;
 }
 
+/* After a handler interrupted our sleep: whether Linux would restart the
+ * recv. It restarts when the handler has SA_RESTART and no SO_RCVTIMEO is
+ * set. poll() does not say which signal ran, so the recv restarts only when
+ * every signal with a handler has SA_RESTART (any handler without it may
+ * have been the one, and then the application expects EINTR). Fault
+ * signals are left out: they come from the faulting instruction, never
+ * into a sleep, and runtimes (sanitizers, JVMs) install them without
+ * SA_RESTART. */
+static bool sock_udp_signal_restarts(void)
+{
+	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
+	if (!get)
+		return false;
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || get(sig, NULL, &sa) != 0)
+			continue;
+		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
+							 : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+		if (handled && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
- * Returns 0 after a wake-up, -1 with EAGAIN (SO_RCVTIMEO) or EINTR. */
+ * Returns 0 after a wake-up or a restartable signal, -1 with EAGAIN
+ * (SO_RCVTIMEO) or EINTR. */
 static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t deadline_ms)
 {
 	if (s->wake_fd < 0)
@@ -159,6 +188,8 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 		return -1;
 	}
 	if (r < 0) {
+		if (saved == EINTR && !deadline_ms && sock_udp_signal_restarts())
+			return 0;
 		errno = saved;
 		return saved == EINTR ? -1 : 0;
 	}
@@ -175,6 +206,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	int rx_poll = g_cfg.rx_poll;
 	uint64_t deadline = s->rcvtimeo_ms ? sock_udp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	long spins = 0;
+	bool slept = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
 			s->os_poll_count = 0;
@@ -188,7 +220,9 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 		if (s->queue.count) {
 			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
 			sock_offload_unlock(ctx);
-			s->stats->c.rx_poll_hit++;
+			/* A hit is data found by polling, not after sleeping. */
+			if (!slept)
+				s->stats->c.rx_poll_hit++;
 			return r;
 		}
 		sock_offload_unlock(ctx);
@@ -196,8 +230,8 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			errno = EBADF;
 			return -1;
 		}
-		s->stats->c.rx_poll_miss++;
 		if (nonblock) {
+			s->stats->c.rx_poll_miss++;
 			ssize_t r = sock_udp_os_try(s, msg, flags);
 			if (r != SOCK_UDP_OS_EMPTY)
 				return r;
@@ -212,11 +246,14 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			}
 			continue;
 		}
+		/* Polling ran out: one miss per call that goes to sleep. */
+		s->stats->c.rx_poll_miss++;
 		ssize_t r = sock_udp_os_try(s, msg, flags);
 		if (r != SOCK_UDP_OS_EMPTY)
 			return r;
 		if (sock_udp_sleep(s, ctx, deadline) < 0)
 			return -1;
+		slept = true;
 		spins = 0;
 		s->os_poll_count = ratio > 0 ? (unsigned)ratio - 1 : 0;   /* look at the kernel first */
 	}

@@ -1,5 +1,6 @@
 /* Life cycle of a stack, its settings, timers and buffer-chain helpers. */
 #include "stack/stack_internal.h"
+#include "stack/tcp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ void stack_destroy(struct stack *st)
 {
 	if (!st)
 		return;
+	tcp_ctx_destroy(st->tcp);
 	stack_reass_fini(st);
 	stack_udp_free_all(st);
 	free(st->bind_table);
@@ -69,6 +71,8 @@ void stack_timer_tick(struct stack *st, uint64_t now_ms)
 {
 	st->now_ms = now_ms;
 	stack_reass_expire(st);
+	if (st->tcp)
+		tcp_timer_tick(st->tcp, now_ms);
 }
 
 void stack_buf_chain_fix_tot_len(struct ring_buf *buf)

@@ -36,6 +36,7 @@ struct stack_udp_pcb {
 };
 
 struct stack_reass;                     /* stack_ip4_reass.c */
+struct tcp_ctx;                         /* tcp_pcb.c */
 
 struct stack {
 	struct stack_settings set;
@@ -48,6 +49,7 @@ struct stack {
 	struct stack_udp_pcb **port_table;  /* key: local port (multicast/broadcast fan-out) */
 	struct stack_udp_pcb *all_pcbs;
 	struct stack_reass *reass;
+	struct tcp_ctx *tcp;                /* attached by tcp_ctx_create, or NULL */
 };
 
 /* IPv4 packet (data at its first payload byte, tot_len = payload length;

@@ -2,6 +2,7 @@
  * whether the packet is ours, then hand it to reassembly or to UDP. */
 #include "stack/stack_internal.h"
 #include "stack/stack_csum.h"
+#include "stack/tcp_priv.h"
 
 #include <netinet/in.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #define IP4_MF          0x2000
 #define IP4_OFFSET_MASK 0x1fff
 #define IP4_PROTO_UDP   17
+#define IP4_PROTO_TCP   6
 
 static uint32_t subnet_broadcast(const struct stack_netif *nif)
 {
@@ -60,7 +62,7 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 		ip.dst_is_multi = false;
 	else
 		return drop(pkt, &st->cnt.rx_drop_ip_not_for_us);
-	if (ip.proto != IP4_PROTO_UDP)
+	if (ip.proto != IP4_PROTO_UDP && (ip.proto != IP4_PROTO_TCP || !st->tcp))
 		return drop(pkt, &st->cnt.rx_drop_ip_proto);
 
 	/* From here on the packet is the IP payload only; Ethernet padding and
@@ -70,6 +72,12 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 	pkt->tot_len = pkt->len;
 
 	uint16_t frag = (uint16_t)(h[6] << 8 | h[7]);
+	if (ip.proto == IP4_PROTO_TCP) {
+		/* TCP sends DF segments; fragments are dropped and counted there. The
+		 * source MAC (Ethernet header just before h) answers a SYN. */
+		tcp_input(st, nif, pkt, &ip, (frag & (IP4_MF | IP4_OFFSET_MASK)) ? NULL : h - 8);
+		return;
+	}
 	if (frag & (IP4_MF | IP4_OFFSET_MASK)) {
 		uint16_t id = (uint16_t)(h[4] << 8 | h[5]);
 		stack_reass_input(st, pkt, &ip, id, (uint32_t)(frag & IP4_OFFSET_MASK) * 8,

@@ -387,9 +387,17 @@ void stats_mc_group_unref(int fd, uint32_t group)
 	pthread_mutex_unlock(&stats_lock);
 }
 
+static uint32_t stats_zero_count;
+
+uint32_t stats_zero_epoch(void)
+{
+	return __atomic_load_n(&stats_zero_count, __ATOMIC_ACQUIRE);
+}
+
 void stats_zero_all(void)
 {
 	pthread_mutex_lock(&stats_lock);
+	__atomic_add_fetch(&stats_zero_count, 1, __ATOMIC_ACQ_REL);
 	struct stats_header *h = stats_g.block;
 	if (h) {
 		struct stats_socket *s = (struct stats_socket *)((char *)h + h->socket_off);

@@ -92,6 +92,10 @@ enum {
 int stats_service_control(const struct stats_control_ops *ops);
 /* Clears every counter (gauges stay); what -z asks for. */
 void stats_zero_all(void);
+/* How many times stats_zero_all ran. Slots refreshed by copying totals kept
+ * elsewhere (rings, pools) take a new baseline when it changes, so -z
+ * clears them too. */
+uint32_t stats_zero_epoch(void);
 /* Logs the counters of one socket slot at log_level through vlog. */
 void stats_socket_dump(const struct stats_socket *s, int log_level);
 

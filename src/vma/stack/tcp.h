@@ -1,0 +1,149 @@
+/* The TCP engine: pcbs with callbacks to a socket layer, over the stack's
+ * IPv4 (see stack.h). One struct tcp_ctx per struct stack, attached with
+ * tcp_ctx_create; the stack hands it every IPv4 protocol-6 packet, and
+ * stack_timer_tick drives its timers. Everything runs on the caller's thread
+ * and the caller's clock (the now_ms given to stack_timer_tick), so the engine
+ * is fully deterministic under a test clock.
+ *
+ * Byte order: addresses and ports in network order (as in sockaddr_in).
+ * Errors: negative errno. See docs/tcp.md for the RFC feature list. */
+#ifndef VMA_STACK_TCP_H
+#define VMA_STACK_TCP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stack/stack.h"
+
+enum tcp_state {
+	TCP_CLOSED, TCP_LISTEN, TCP_SYN_SENT, TCP_SYN_RCVD, TCP_ESTABLISHED,
+	TCP_FIN_WAIT_1, TCP_FIN_WAIT_2, TCP_CLOSE_WAIT, TCP_CLOSING, TCP_LAST_ACK,
+	TCP_TIME_WAIT
+};
+
+enum tcp_cc_algo { TCP_CC_NEWRENO = 0, TCP_CC_CUBIC = 1, TCP_CC_NONE = 2 }; /* VMA_TCP_CC_ALGO */
+/* VMA_TCP_TIMESTAMP_OPTION: 2 ("follow the OS") is resolved by the socket
+ * layer from net.ipv4.tcp_timestamps; the engine treats it as on. */
+enum tcp_ts_mode { TCP_TS_OFF = 0, TCP_TS_ON = 1, TCP_TS_OS = 2 };
+
+struct tcp_settings {
+	bool nodelay;                  /* VMA_TCP_NODELAY: Nagle off for new pcbs */
+	bool quickack;                 /* VMA_TCP_QUICKACK: no delayed ACKs */
+	enum tcp_ts_mode timestamps;   /* RFC 7323 timestamps (RTTM + PAWS) */
+	bool window_scaling;           /* RFC 7323 window scale option */
+	bool sack;                     /* RFC 2018 SACK-permitted / SACK blocks */
+	enum tcp_cc_algo cc_algo;
+	uint32_t mss;                  /* VMA_MSS; 0 = mtu - 40 */
+	uint32_t mtu;                  /* VMA_MTU; 0 = the netif's */
+	uint32_t timer_resolution_ms;  /* VMA_TCP_TIMER_RESOLUTION_MSEC (fast timer) */
+	uint32_t max_syn_rate;         /* VMA_TCP_MAX_SYN_RATE per listener per second; 0 = unlimited */
+	uint32_t rcv_buf, snd_buf;     /* bytes per pcb */
+	uint32_t ooo_max_bytes;        /* buffer memory (ring_buf.size) held out of order per pcb */
+	uint32_t delack_ms;            /* delayed-ACK timeout */
+	uint32_t rto_initial_ms, rto_min_ms, rto_max_ms;
+	uint32_t max_retries;          /* RTO expiries in a row before ETIMEDOUT */
+	uint32_t syn_retries;
+	uint32_t time_wait_ms;         /* 2 MSL */
+	uint32_t keepalive_idle_ms, keepalive_intvl_ms, keepalive_probes;
+	uint32_t challenge_ack_per_sec; /* RFC 5961 section 7 limit */
+	uint32_t none_cwnd_segments;   /* cwnd of the "none" algorithm, in segments */
+	uint64_t isn_secret[2];        /* RFC 6528 key; all zero = random at create */
+};
+
+struct tcp_counters {
+	uint64_t rx_segments, rx_bad_checksum, rx_bad_header, rx_no_pcb, rx_fragmented;
+	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
+	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
+	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
+	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
+};
+
+struct tcp_ctx;
+struct tcp_pcb;
+
+/* Callbacks; arg is what tcp_set_callbacks was given. None runs after
+ * tcp_close / tcp_abort returns. */
+struct tcp_callbacks {
+	/* In-order payload as a chain of RX buffers (data = first byte, tot_len
+	 * = bytes); the callee owns one reference. buf NULL: the peer's FIN.
+	 * The window reopens only when the app calls tcp_recved. */
+	void (*recv)(void *arg, struct tcp_pcb *pcb, struct ring_buf *buf);
+	/* Bytes of written data acknowledged (send buffer space freed). */
+	void (*sent)(void *arg, struct tcp_pcb *pcb, uint32_t acked);
+	/* Fatal: ECONNRESET, ECONNREFUSED, ETIMEDOUT. The pcb is already gone. */
+	void (*err)(void *arg, int err);
+	/* Active open completed (ESTABLISHED). */
+	void (*connected)(void *arg, struct tcp_pcb *pcb);
+	/* On a listener: child reached ESTABLISHED. Return 0 to keep it (set its
+	 * callbacks here), negative to reset it. */
+	int (*accept)(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
+	/* Every slow-timer period while the pcb lives. */
+	void (*poll)(void *arg, struct tcp_pcb *pcb);
+};
+
+/* tcp_write flags */
+#define TCP_WRITE_MORE 0x1   /* more follows: hold a partial segment (MSG_MORE) */
+#define TCP_WRITE_PUSH 0x2   /* send now even if Nagle would wait */
+
+struct tcp_pcb_info {
+	enum tcp_state state;
+	uint32_t mss, cwnd, ssthresh, snd_wnd, rcv_wnd, flight;
+	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;
+	uint8_t snd_wscale, rcv_wscale;
+	bool ts_ok, sack_ok, in_recovery;
+	uint32_t snd_una, snd_nxt, rcv_nxt;
+	uint32_t ooo_segments, ooo_bytes_held;
+	uint64_t retransmits;
+};
+
+void tcp_settings_default(struct tcp_settings *out);
+
+/* Attaches a TCP engine to st, sending on nif (kept by pointer). NULL on
+ * allocation failure or when st already has one. */
+struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
+			       const struct tcp_settings *set);
+/* Frees every pcb (no callbacks, nothing sent) and detaches from the stack. */
+void tcp_ctx_destroy(struct tcp_ctx *ctx);
+const struct tcp_counters *tcp_ctx_counters(const struct tcp_ctx *ctx);
+/* Pcbs alive, including ones closing in the background (TIME_WAIT...). */
+unsigned tcp_ctx_pcb_count(const struct tcp_ctx *ctx);
+
+struct tcp_pcb *tcp_pcb_new(struct tcp_ctx *ctx);
+void tcp_set_callbacks(struct tcp_pcb *pcb, const struct tcp_callbacks *cb, void *arg);
+/* port must be non-zero; -EADDRINUSE if another pcb has ip:port bound. */
+int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port);
+/* Bound pcb only. Children count against backlog until accepted. */
+int tcp_listen(struct tcp_pcb *pcb, unsigned backlog);
+/* Bound pcb (the socket layer picks the port); local_ip replaces a bound
+ * INADDR_ANY; dst_mac is the next hop. Sends the SYN. */
+int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_ip,
+		const uint8_t dst_mac[6]);
+/* Copies up to len bytes into the send buffer: returns bytes taken (maybe
+ * fewer), -EAGAIN when full, -ENOTCONN / -EPIPE by state. Sends per Nagle
+ * unless TCP_WRITE_MORE. */
+int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flags);
+/* Sends whatever window, cwnd and Nagle allow (and a pending ACK). */
+int tcp_output(struct tcp_pcb *pcb);
+/* The app consumed len bytes given by recv: reopens the window. */
+void tcp_recved(struct tcp_pcb *pcb, uint32_t len);
+/* wr: sends FIN after the queued data. rd: further data is dropped. */
+int tcp_shutdown(struct tcp_pcb *pcb, bool rd, bool wr);
+/* Graceful close; the engine finishes the handshake and frees the pcb. */
+int tcp_close(struct tcp_pcb *pcb);
+/* Sends RST (when synchronized) and frees the pcb now. */
+void tcp_abort(struct tcp_pcb *pcb);
+
+void tcp_set_nodelay(struct tcp_pcb *pcb, bool on);
+void tcp_set_quickack(struct tcp_pcb *pcb, bool on);
+void tcp_set_keepalive(struct tcp_pcb *pcb, bool on);
+enum tcp_state tcp_pcb_state(const struct tcp_pcb *pcb);
+uint32_t tcp_sndbuf_free(const struct tcp_pcb *pcb);
+void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *out);
+void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
+		      uint32_t *remote_ip, uint16_t *remote_port);
+const char *tcp_state_name(enum tcp_state s);
+
+/* Called by stack_timer_tick; exposed for callers that drive TCP alone. */
+void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms);
+
+#endif

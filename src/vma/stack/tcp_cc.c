@@ -1,0 +1,130 @@
+/* Congestion control: NewReno (RFC 5681/6582), Cubic (RFC 9438) and "none"
+ * (a fixed cwnd, for links the operator knows are uncongested), chosen by
+ * VMA_TCP_CC_ALGO. Windows are in bytes; Cubic reasons in segments. */
+#include "stack/tcp_priv.h"
+
+#define CUBIC_C    0.4
+#define CUBIC_BETA 0.7
+
+static double cube_root(double x)
+{
+	if (x <= 0)
+		return 0;
+	double r = x > 1 ? x / 3 : 1;
+	for (int i = 0; i < 60; i++)
+		r = r - (r * r * r - x) / (3 * r * r);
+	return r;
+}
+
+static uint32_t initial_window(uint32_t mss)
+{
+	/* RFC 5681 3.1 */
+	if (mss > 2190)
+		return 2 * mss;
+	if (mss > 1095)
+		return 3 * mss;
+	return 4 * mss;
+}
+
+void tcp_cc_init(struct tcp_pcb *pcb)
+{
+	pcb->ssthresh = 0x7fffffffu;
+	pcb->bytes_acked_ca = 0;
+	pcb->cc.epoch_start_ms = 0;
+	pcb->cc.w_max = 0;
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		pcb->cwnd = pcb->ctx->set.none_cwnd_segments * pcb->mss;
+	else
+		pcb->cwnd = initial_window(pcb->mss);
+}
+
+static void cubic_on_ack(struct tcp_pcb *pcb, uint32_t acked)
+{
+	struct tcp_cc_state *c = &pcb->cc;
+	double mss = pcb->mss, cwnd = pcb->cwnd / mss;
+	uint64_t now = pcb->ctx->now_ms;
+
+	if (!c->epoch_start_ms) {
+		c->epoch_start_ms = now ? now : 1;
+		c->cwnd_at_epoch = cwnd;
+		if (c->w_max < cwnd) {
+			c->w_max = cwnd;
+			c->k = 0;
+		} else {
+			c->k = cube_root((c->w_max - cwnd) / CUBIC_C);
+		}
+		c->w_est = cwnd;
+	}
+	double rtt = (pcb->srtt_ms ? pcb->srtt_ms : 1) / 1000.0;
+	double t = (double)(now - c->epoch_start_ms) / 1000.0 + rtt;
+	double target = CUBIC_C * (t - c->k) * (t - c->k) * (t - c->k) + c->w_max;
+	/* Reno-friendly region (RFC 9438 4.3) */
+	double alpha = 3.0 * (1 - CUBIC_BETA) / (1 + CUBIC_BETA);
+	c->w_est += alpha * ((double)acked / mss) / cwnd;
+	if (c->w_est > target)
+		target = c->w_est;
+	if (target > 1.5 * cwnd)
+		target = 1.5 * cwnd;
+	if (target > cwnd) {
+		pcb->bytes_acked_ca += (uint32_t)((target - cwnd) / cwnd * acked);
+		if (pcb->bytes_acked_ca >= pcb->mss) {
+			pcb->cwnd += pcb->bytes_acked_ca;
+			pcb->bytes_acked_ca = 0;
+		}
+	}
+}
+
+void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
+{
+	enum tcp_cc_algo algo = pcb->ctx->set.cc_algo;
+
+	if (algo == TCP_CC_NONE || !acked)
+		return;
+	if (pcb->cwnd < pcb->ssthresh) {
+		pcb->cwnd += tcp_min32(acked, pcb->mss);   /* slow start, L = 1 SMSS */
+		return;
+	}
+	if (algo == TCP_CC_CUBIC) {
+		cubic_on_ack(pcb, acked);
+		return;
+	}
+	pcb->bytes_acked_ca += acked;
+	if (pcb->bytes_acked_ca >= pcb->cwnd) {
+		pcb->bytes_acked_ca -= pcb->cwnd;
+		pcb->cwnd += pcb->mss;
+	}
+}
+
+static uint32_t reduced_ssthresh(struct tcp_pcb *pcb)
+{
+	if (pcb->ctx->set.cc_algo == TCP_CC_CUBIC) {
+		double cwnd = (double)pcb->cwnd / pcb->mss;
+		/* fast convergence (RFC 9438 4.7) */
+		if (cwnd < pcb->cc.w_max)
+			pcb->cc.w_max = cwnd * (1 + CUBIC_BETA) / 2;
+		else
+			pcb->cc.w_max = cwnd;
+		pcb->cc.epoch_start_ms = 0;
+		return tcp_max32((uint32_t)(pcb->cwnd * CUBIC_BETA), 2 * pcb->mss);
+	}
+	return tcp_max32((pcb->snd_max - pcb->snd_una) / 2, 2 * pcb->mss);   /* RFC 5681 (4) */
+}
+
+void tcp_cc_on_loss(struct tcp_pcb *pcb)
+{
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		return;
+	pcb->ssthresh = reduced_ssthresh(pcb);
+	pcb->cwnd = pcb->ssthresh;
+	pcb->bytes_acked_ca = 0;
+}
+
+void tcp_cc_on_rto(struct tcp_pcb *pcb)
+{
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		return;
+	if (!pcb->backoff)   /* RFC 5681: ssthresh from the first expiry only */
+		pcb->ssthresh = reduced_ssthresh(pcb);
+	pcb->cwnd = pcb->mss;
+	pcb->bytes_acked_ca = 0;
+}

@@ -1,0 +1,603 @@
+/* TCP receive: header checks, demux, and segment arrival per RFC 9293
+ * 3.10.7 with RFC 5961 (RST/SYN/ACK validation), RFC 7323 (PAWS) and the
+ * ACK side of loss recovery (RFC 5681/6582/6675). */
+#include "stack/tcp_priv.h"
+#include "stack/stack_csum.h"
+
+#include <errno.h>
+#include <string.h>
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint8_t wscale_for(uint32_t rcv_buf)
+{
+	uint8_t ws = 0;
+	while (ws < TCP_MAX_WSCALE && (65535u << ws) < rcv_buf)
+		ws++;
+	return ws;
+}
+
+static bool callback_killed(struct tcp_pcb *pcb)
+{
+	return pcb->dead;
+}
+
+/* RFC 5961 section 7: challenge ACKs are rate limited per context. */
+static void challenge_ack(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (ctx->now_ms - ctx->challenge_window_ms >= 1000) {
+		ctx->challenge_window_ms = ctx->now_ms;
+		ctx->challenge_in_window = 0;
+	}
+	if (ctx->set.challenge_ack_per_sec && ctx->challenge_in_window >= ctx->set.challenge_ack_per_sec)
+		return;
+	ctx->challenge_in_window++;
+	ctx->cnt.tx_challenge_acks++;
+	tcp_send_ack(pcb);
+}
+
+static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_offered)
+{
+	const struct tcp_settings *s = &pcb->ctx->set;
+	uint32_t peer_mss = seg->opt.has_mss && seg->opt.mss ? seg->opt.mss : 536;
+	pcb->peer_mss = peer_mss;
+	pcb->mss = tcp_min32(tcp_effective_mss(pcb->ctx), peer_mss);
+	if (pcb->mss < 64)
+		pcb->mss = 64;
+	pcb->ws_ok = s->window_scaling && seg->opt.has_ws;
+	pcb->snd_wscale = pcb->ws_ok ? seg->opt.ws : 0;
+	if (!we_offered)   /* passive: our shift is chosen now */
+		pcb->rcv_wscale = pcb->ws_ok ? wscale_for(pcb->rcv_buf) : 0;
+	else if (!pcb->ws_ok)
+		pcb->rcv_wscale = 0;
+	pcb->sack_ok = s->sack && seg->opt.sack_perm;
+	pcb->ts_ok = s->timestamps != TCP_TS_OFF && seg->opt.has_ts;
+	if (pcb->ts_ok)
+		pcb->ts_recent = seg->opt.ts_val;
+	pcb->irs = seg->seq;
+	pcb->rcv_nxt = seg->seq + 1;
+	pcb->rcv_adv = pcb->rcv_nxt;
+	pcb->snd_wnd = seg->wnd;    /* never scaled in a SYN (RFC 7323 2.2) */
+	pcb->max_snd_wnd = pcb->snd_wnd;
+	pcb->snd_wl1 = seg->seq;
+	pcb->snd_wl2 = seg->ack;
+	tcp_cc_init(pcb);
+}
+
+static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_ip4_info *ip,
+			 const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+{
+	struct tcp_ctx *ctx = lis->ctx;
+
+	if (seg->flags & TCP_RST)
+		return;
+	if (seg->flags & TCP_ACK) {
+		tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, seg);
+		return;
+	}
+	if (!(seg->flags & TCP_SYN))
+		return;
+	if (ctx->set.max_syn_rate) {
+		if (ctx->now_ms - lis->syn_window_start_ms >= 1000 || !lis->syn_window_start_ms) {
+			lis->syn_window_start_ms = ctx->now_ms ? ctx->now_ms : 1;
+			lis->syn_in_window = 0;
+		}
+		if (lis->syn_in_window >= ctx->set.max_syn_rate) {
+			ctx->cnt.rx_syn_rate_limited++;
+			return;
+		}
+		lis->syn_in_window++;
+	}
+	if (lis->pending_children >= lis->backlog) {
+		ctx->cnt.rx_backlog_full++;
+		return;
+	}
+	struct tcp_pcb *c = tcp_pcb_alloc(ctx);
+	if (!c)
+		return;
+	c->state = TCP_SYN_RCVD;
+	c->local_ip = ip->dst;
+	c->local_port = dport;
+	c->remote_ip = ip->src;
+	c->remote_port = sport;
+	c->bound = true;
+	memcpy(c->dst_mac, src_mac, 6);
+	c->parent = lis;
+	lis->pending_children++;
+	c->nodelay = lis->nodelay;
+	c->quickack = lis->quickack;
+	c->keepalive = lis->keepalive;
+	negotiate(c, seg, false);
+	c->iss = tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
+	c->snd_una = c->iss;
+	c->sbuf_seq = c->iss + 1;
+	tcp_send_segment(c, c->iss, 0, TCP_SYN);
+	c->snd_nxt = c->snd_max = c->iss + 1;
+	c->rtt_timing = !c->ts_ok;
+	c->rtt_seq = c->iss + 1;
+	c->rtt_start_ms = ctx->now_ms;
+	tcp_arm_rto(c);
+}
+
+static void established(struct tcp_pcb *pcb)
+{
+	pcb->state = TCP_ESTABLISHED;
+	pcb->syn_acked = true;
+	pcb->backoff = 0;
+	pcb->rto_at = 0;
+	pcb->recover = pcb->snd_una;
+	if (pcb->keepalive)
+		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ctx->set.keepalive_idle_ms;
+}
+
+static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struct stack_ip4_info *ip,
+			   const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+{
+	bool ack_ok = false;
+
+	if (seg->flags & TCP_ACK) {
+		if (SEQ_LEQ(seg->ack, pcb->iss) || SEQ_GT(seg->ack, pcb->snd_max)) {
+			tcp_send_rst_reply(pcb->ctx, ip, src_mac, sport, dport, seg);
+			return;
+		}
+		ack_ok = true;
+	}
+	if (seg->flags & TCP_RST) {
+		if (ack_ok) {
+			pcb->ctx->cnt.rx_rst_accepted++;
+			tcp_pcb_fail(pcb, ECONNREFUSED);
+		}
+		return;
+	}
+	if (!(seg->flags & TCP_SYN))
+		return;
+	negotiate(pcb, seg, true);
+	if (ack_ok) {
+		if (pcb->ts_ok && seg->opt.ts_ecr)
+			tcp_rtt_sample(pcb, (uint32_t)pcb->ctx->now_ms - seg->opt.ts_ecr);
+		else if (!pcb->backoff)
+			tcp_rtt_sample(pcb, (uint32_t)(pcb->ctx->now_ms - pcb->rtt_start_ms));
+		pcb->snd_una = seg->ack;
+		established(pcb);
+		tcp_send_ack(pcb);
+		if (pcb->cb.connected) {
+			pcb->cb.connected(pcb->cb_arg, pcb);
+			if (callback_killed(pcb))
+				return;
+		}
+		tcp_output(pcb);
+		return;
+	}
+	/* Simultaneous open (RFC 9293 figure 7). */
+	pcb->state = TCP_SYN_RCVD;
+	tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
+	tcp_arm_rto(pcb);
+}
+
+/* RFC 9293 3.10.7.4 first check, the four acceptance cases. */
+static bool seq_acceptable(const struct tcp_pcb *pcb, uint32_t seq, uint32_t len)
+{
+	uint32_t wnd = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : 0;
+	uint32_t end = pcb->rcv_nxt + wnd;
+
+	if (!len)
+		return wnd ? SEQ_LEQ(pcb->rcv_nxt, seq) && SEQ_LT(seq, end) : seq == pcb->rcv_nxt;
+	if (!wnd)
+		return false;
+	return (SEQ_LEQ(pcb->rcv_nxt, seq) && SEQ_LT(seq, end)) ||
+	       (SEQ_LEQ(pcb->rcv_nxt, seq + len - 1) && SEQ_LT(seq + len - 1, end));
+}
+
+static void fin_acked_transitions(struct tcp_pcb *pcb)
+{
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	if (!pcb->fin_sent || !SEQ_GT(pcb->snd_una, data_end))
+		return;
+	pcb->rto_at = 0;
+	if (pcb->state == TCP_FIN_WAIT_1)
+		pcb->state = TCP_FIN_WAIT_2;
+	else if (pcb->state == TCP_CLOSING)
+		tcp_enter_time_wait(pcb);
+	else if (pcb->state == TCP_LAST_ACK)
+		tcp_pcb_release(pcb);
+}
+
+static void enter_recovery(struct tcp_pcb *pcb)
+{
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	pcb->ctx->cnt.tx_fast_retransmits++;
+	pcb->in_recovery = true;
+	pcb->recover = pcb->snd_max;
+	tcp_cc_on_loss(pcb);
+	pcb->rtt_timing = false;
+	uint32_t len = tcp_min32(pcb->mss, SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
+	uint32_t run_end;
+	if (pcb->nsacked && !tcp_sack_is_sacked(pcb, pcb->snd_una, &run_end))
+		len = tcp_min32(len, run_end - pcb->snd_una);
+	if (len)
+		tcp_send_segment(pcb, pcb->snd_una, len, 0);
+	else if (pcb->fin_sent)
+		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
+	pcb->rexmit_next = pcb->snd_una + len;
+	tcp_arm_rto(pcb);
+}
+
+/* ACK processing (step five). false: the segment is done with. */
+static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+
+	if (SEQ_GT(seg->ack, pcb->snd_max)) {
+		tcp_send_ack(pcb);
+		return false;
+	}
+	if (SEQ_LT(seg->ack, pcb->snd_una - pcb->max_snd_wnd)) {
+		challenge_ack(pcb);   /* RFC 5961 5.2 */
+		return false;
+	}
+	uint32_t new_wnd = seg->wnd << pcb->snd_wscale;
+	bool sack_news = false;
+	if (pcb->sack_ok && seg->opt.nsack) {
+		uint32_t before = tcp_sack_bytes(pcb);
+		tcp_sack_update(pcb, &seg->opt);
+		sack_news = tcp_sack_bytes(pcb) != before;
+	}
+	if (SEQ_GT(seg->ack, pcb->snd_una)) {
+		uint32_t acked = seg->ack - pcb->snd_una;
+		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
+			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
+		else if (pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq)) {
+			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+			pcb->rtt_timing = false;
+		}
+		pcb->backoff = 0;
+		pcb->snd_una = seg->ack;
+		if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
+			pcb->snd_nxt = pcb->snd_una;
+		tcp_sack_trim(pcb);
+		uint32_t data_acked = 0;
+		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
+			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
+		tcp_sbuf_drop(pcb, data_acked);
+		if (pcb->in_recovery) {
+			if (SEQ_GEQ(seg->ack, pcb->recover)) {
+				/* full ACK (RFC 6582 3.2 step 3) */
+				pcb->in_recovery = false;
+				pcb->dupacks = 0;
+				pcb->cwnd = tcp_min32(pcb->ssthresh,
+						      tcp_max32(pcb->snd_max - pcb->snd_una, pcb->mss) + pcb->mss);
+				if (ctx->set.cc_algo == TCP_CC_NONE)
+					tcp_cc_init(pcb);
+			} else if (!pcb->sack_ok || !pcb->nsacked) {
+				/* partial ACK: the next hole is lost too */
+				uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+				uint32_t len = tcp_min32(pcb->mss, SEQ_LT(pcb->snd_una, data_end) ?
+							 data_end - pcb->snd_una : 0);
+				if (len)
+					tcp_send_segment(pcb, pcb->snd_una, len, 0);
+				pcb->dupacks = 0;
+			}
+		} else {
+			pcb->dupacks = 0;
+			tcp_cc_on_ack(pcb, acked);
+		}
+		if (pcb->snd_una == pcb->snd_max)
+			pcb->rto_at = 0;
+		else
+			tcp_arm_rto(pcb);
+		if (data_acked && pcb->cb.sent) {
+			pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
+			if (callback_killed(pcb))
+				return false;
+		}
+	} else if (seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
+		   ((!seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd) ||
+		    sack_news)) {
+		/* duplicate ACK (RFC 5681 section 2), or one bringing SACK news */
+		pcb->dupacks++;
+		bool lost = pcb->dupacks >= 3 ||
+			    (pcb->sack_ok && tcp_sack_bytes(pcb) >= 3 * pcb->mss);
+		if (!pcb->in_recovery && lost && SEQ_GT(seg->ack, pcb->recover - 1))
+			enter_recovery(pcb);
+	}
+	/* send window update (RFC 9293 3.10.7.4, fifth check) */
+	if (SEQ_LT(pcb->snd_wl1, seg->seq) ||
+	    (pcb->snd_wl1 == seg->seq && SEQ_LEQ(pcb->snd_wl2, seg->ack))) {
+		bool opened = !pcb->snd_wnd && new_wnd;
+		pcb->snd_wnd = new_wnd;
+		pcb->snd_wl1 = seg->seq;
+		pcb->snd_wl2 = seg->ack;
+		if (new_wnd > pcb->max_snd_wnd)
+			pcb->max_snd_wnd = new_wnd;
+		if (opened) {
+			pcb->persist_at = 0;
+			pcb->persist_backoff = 0;
+		}
+	}
+	fin_acked_transitions(pcb);
+	return !pcb->dead;
+}
+
+static void deliver(struct tcp_pcb *pcb, struct ring_buf *chain)
+{
+	uint32_t bytes = chain->tot_len;
+	if (pcb->rd_shut || !pcb->cb.recv) {
+		ring_buf_free(chain);   /* nobody will read it: the window stays open */
+		return;
+	}
+	pcb->rcv_unread += bytes;
+	pcb->cb.recv(pcb->cb_arg, pcb, chain);
+}
+
+/* Steps six to eight: payload and FIN. Takes seg->buf when it keeps it. */
+static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	bool fin = seg->flags & TCP_FIN;
+	bool data_state = pcb->state == TCP_ESTABLISHED || pcb->state == TCP_FIN_WAIT_1 ||
+			  pcb->state == TCP_FIN_WAIT_2;
+
+	if (seg->len && data_state) {
+		if (pcb->detached) {
+			/* closed by the app: nobody can read this (RFC 9293 3.10.7.4 note; as Linux) */
+			tcp_send_rst(pcb);
+			tcp_pcb_release(pcb);
+			return;
+		}
+		struct ring_buf *b = seg->buf;
+		if (SEQ_LT(seg->seq, pcb->rcv_nxt)) {
+			uint32_t skip = pcb->rcv_nxt - seg->seq;
+			ctx->cnt.rx_duplicate_bytes += skip;
+			b->data += skip;
+			b->len -= skip;
+			seg->seq = pcb->rcv_nxt;
+			seg->len -= skip;
+		}
+		uint32_t edge = pcb->rcv_adv;
+		if (SEQ_GT(seg->seq + seg->len, edge)) {
+			seg->len = edge - seg->seq;   /* over the window edge: trimmed */
+			b->len = seg->len;
+			fin = false;
+		}
+		b->tot_len = b->len;
+		if (!seg->len) {
+			/* nothing left */
+		} else if (seg->seq == pcb->rcv_nxt) {
+			seg->buf = NULL;
+			pcb->rcv_nxt += seg->len;
+			bool filled_hole = pcb->ooo != NULL;
+			struct ring_buf *more = tcp_ooo_take_ready(pcb);
+			if (more) {
+				struct ring_buf *t = b;
+				t->next = more;
+				stack_buf_chain_fix_tot_len(b);
+			}
+			pcb->segs_unacked++;
+			if (pcb->quickack || filled_hole || pcb->segs_unacked >= 2 || (seg->flags & TCP_PSH && pcb->quickack))
+				pcb->ack_now = true;
+			else if (!pcb->delack_at)
+				pcb->delack_at = ctx->now_ms + ctx->set.delack_ms;
+			deliver(pcb, b);
+			if (callback_killed(pcb))
+				return;
+		} else {
+			if (tcp_ooo_insert(pcb, b, seg->seq)) {
+				seg->buf = NULL;
+				tcp_rcv_sack_note(pcb, seg->seq, seg->seq + seg->len);
+			}
+			pcb->ack_now = true;   /* a duplicate ACK tells the sender */
+			fin = false;
+		}
+	} else if (seg->len) {
+		pcb->ack_now = true;
+		fin = false;
+	}
+	if (fin && seg->seq + seg->len == pcb->rcv_nxt) {
+		switch (pcb->state) {
+		case TCP_ESTABLISHED: case TCP_FIN_WAIT_1: case TCP_FIN_WAIT_2: case TCP_SYN_RCVD:
+			break;
+		case TCP_TIME_WAIT:
+			tcp_enter_time_wait(pcb);   /* restart 2 MSL */
+			pcb->ack_now = true;
+			return;
+		default:
+			pcb->ack_now = true;        /* a retransmitted FIN */
+			return;
+		}
+		pcb->rcv_nxt++;
+		pcb->fin_rcvd = true;
+		pcb->ack_now = true;
+		if (pcb->state == TCP_ESTABLISHED || pcb->state == TCP_SYN_RCVD)
+			pcb->state = TCP_CLOSE_WAIT;
+		else if (pcb->state == TCP_FIN_WAIT_1)
+			pcb->state = TCP_CLOSING;
+		else
+			tcp_enter_time_wait(pcb);
+		tcp_send_ack(pcb);
+		if (pcb->cb.recv && !pcb->rd_shut)
+			pcb->cb.recv(pcb->cb_arg, pcb, NULL);
+	}
+}
+
+static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
+			       const struct stack_ip4_info *ip, const uint8_t *src_mac,
+			       uint16_t sport, uint16_t dport)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	bool rst = seg->flags & TCP_RST;
+	uint32_t seg_space = seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+
+	if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs) {
+		if (!(seg->flags & TCP_ACK) || rst) {
+			if (!rst)
+				tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);   /* SYN retransmitted */
+			return;
+		}
+		/* Simultaneous open: the peer's SYN-ACK; its SYN is already counted. */
+		seg->flags &= (uint8_t)~TCP_SYN;
+		seg->seq++;
+		seg_space--;
+	}
+	/* PAWS (RFC 7323 5.3) */
+	if (pcb->ts_ok && seg->opt.has_ts && !rst && SEQ_LT(seg->opt.ts_val, pcb->ts_recent)) {
+		ctx->cnt.rx_paws_rejected++;
+		tcp_send_ack(pcb);
+		return;
+	}
+	if (!seq_acceptable(pcb, seg->seq, seg_space)) {
+		ctx->cnt.rx_out_of_window++;
+		if (SEQ_LT(seg->seq, pcb->rcv_nxt))
+			ctx->cnt.rx_duplicate_bytes += seg->len;
+		if (!rst) {
+			if (pcb->state == TCP_TIME_WAIT && (seg->flags & TCP_FIN))
+				tcp_enter_time_wait(pcb);
+			if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs)
+				tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);   /* SYN retransmitted */
+			else
+				tcp_send_ack(pcb);
+		}
+		return;
+	}
+	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LEQ(seg->seq, pcb->last_ack_sent) &&
+	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
+		pcb->ts_recent = seg->opt.ts_val;
+	if (pcb->keepalive) {
+		pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_idle_ms;
+		pcb->keepalive_sent = 0;
+	}
+	if (rst) {
+		/* RFC 5961 3.2: only the exact next sequence number resets. */
+		if (seg->seq != pcb->rcv_nxt) {
+			ctx->cnt.rx_rst_ignored++;
+			challenge_ack(pcb);
+			return;
+		}
+		ctx->cnt.rx_rst_accepted++;
+		if (pcb->state == TCP_SYN_RCVD && pcb->parent) {
+			tcp_pcb_release(pcb);   /* back to LISTEN (the listener stays) */
+			return;
+		}
+		if (pcb->state == TCP_CLOSING || pcb->state == TCP_LAST_ACK || pcb->state == TCP_TIME_WAIT) {
+			tcp_pcb_release(pcb);
+			return;
+		}
+		tcp_pcb_fail(pcb, pcb->state == TCP_SYN_RCVD ? ECONNREFUSED : ECONNRESET);
+		return;
+	}
+	if (seg->flags & TCP_SYN) {
+		/* RFC 5961 4.2: a SYN in a synchronized state only earns a challenge. */
+		challenge_ack(pcb);
+		return;
+	}
+	if (!(seg->flags & TCP_ACK))
+		return;
+	if (pcb->state == TCP_SYN_RCVD) {
+		if (!SEQ_GT(seg->ack, pcb->snd_una) || SEQ_GT(seg->ack, pcb->snd_max)) {
+			tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, seg);
+			return;
+		}
+		if (!pcb->ts_ok && pcb->rtt_timing && !pcb->backoff)
+			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+		pcb->rtt_timing = false;
+		pcb->snd_una = seg->ack;
+		pcb->snd_wnd = seg->wnd << pcb->snd_wscale;
+		pcb->max_snd_wnd = pcb->snd_wnd;
+		pcb->snd_wl1 = seg->seq;
+		pcb->snd_wl2 = seg->ack;
+		bool fin_pending = pcb->fin_queued;
+		established(pcb);
+		if (fin_pending)
+			pcb->state = TCP_FIN_WAIT_1;
+		struct tcp_pcb *lis = pcb->parent;
+		if (lis) {
+			lis->pending_children--;
+			pcb->parent = NULL;
+			int rc = lis->cb.accept ? lis->cb.accept(lis->cb_arg, lis, pcb) : -ECONNREFUSED;
+			if (callback_killed(pcb))
+				return;
+			if (rc < 0) {
+				tcp_send_rst(pcb);
+				tcp_pcb_release(pcb);
+				return;
+			}
+		} else if (pcb->cb.connected) {
+			pcb->cb.connected(pcb->cb_arg, pcb);
+			if (callback_killed(pcb))
+				return;
+		}
+	}
+	if (!process_ack(pcb, seg))
+		return;
+	if (pcb->state == TCP_TIME_WAIT && !(seg->flags & TCP_FIN))
+		return;
+	process_data(pcb, seg);
+	if (!pcb->dead)
+		tcp_output(pcb);
+}
+
+void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
+	       const struct stack_ip4_info *ip, const uint8_t *src_mac)
+{
+	struct tcp_ctx *ctx = st->tcp;
+	(void)nif;
+
+	ctx->cnt.rx_segments++;
+	if (!src_mac) {
+		ctx->cnt.rx_fragmented++;
+		ring_buf_free(pkt);
+		return;
+	}
+	const uint8_t *h = pkt->data;
+	uint32_t len = pkt->len;
+	uint32_t hlen = len >= TCP_HLEN ? (uint32_t)(h[12] >> 4) * 4 : 0;
+	if (ip->dst_is_multi || len < TCP_HLEN || hlen < TCP_HLEN || hlen > len) {
+		ctx->cnt.rx_bad_header++;
+		ring_buf_free(pkt);
+		return;
+	}
+	uint64_t sum = stack_csum_pseudo(ip->src, ip->dst, 6, (uint16_t)len);
+	if (stack_csum_fold(stack_csum_add(sum, h, len)) != 0xffff) {
+		ctx->cnt.rx_bad_checksum++;
+		ring_buf_free(pkt);
+		return;
+	}
+	struct tcp_seg seg;
+	uint16_t sport, dport;
+	memcpy(&sport, h, 2);
+	memcpy(&dport, h + 2, 2);
+	seg.seq = get32(h + 4);
+	seg.ack = get32(h + 8);
+	seg.flags = h[13] & 0x3f;
+	seg.wnd = (uint32_t)(h[14] << 8 | h[15]);
+	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg.opt);
+	pkt->data += hlen;
+	pkt->len = pkt->tot_len = len - hlen;
+	seg.len = pkt->len;
+	seg.buf = pkt;
+
+	if (!sport || !dport) {
+		ctx->cnt.rx_bad_header++;
+		ring_buf_free(pkt);
+		return;
+	}
+	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+	ctx->depth++;
+	if (!pcb || pcb->state == TCP_CLOSED) {
+		ctx->cnt.rx_no_pcb++;
+		tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, &seg);
+	} else if (pcb->state == TCP_LISTEN) {
+		listen_input(pcb, &seg, ip, src_mac, sport, dport);
+	} else if (pcb->state == TCP_SYN_SENT) {
+		syn_sent_input(pcb, &seg, ip, src_mac, sport, dport);
+	} else {
+		synchronized_input(pcb, &seg, ip, src_mac, sport, dport);
+	}
+	ctx->depth--;
+	if (!ctx->depth)
+		tcp_reap(ctx);
+	ring_buf_free(seg.buf);
+}

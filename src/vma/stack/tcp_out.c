@@ -1,0 +1,438 @@
+/* TCP transmit: the send buffer, segment building straight into TX frames,
+ * and tcp_output, which decides what the windows, cwnd, Nagle and loss
+ * recovery allow to leave now. */
+#include "stack/tcp_priv.h"
+#include "stack/stack_csum.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define IP4_DF        0x4000
+#define IP4_PROTO_TCP 6
+
+struct tcp_emit {
+	uint32_t src_ip, dst_ip;
+	uint16_t src_port, dst_port;
+	const uint8_t *dst_mac;
+	uint32_t seq, ack;
+	uint8_t flags;
+	uint16_t wnd;
+	uint8_t opts[TCP_MAX_OPT_LEN];
+	uint32_t optlen;
+};
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+static void sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst, uint32_t len)
+{
+	uint32_t idx = (pcb->sbuf_off + (seq - pcb->sbuf_seq)) % pcb->sbuf_size;
+	uint32_t first = tcp_min32(len, pcb->sbuf_size - idx);
+	memcpy(dst, pcb->sbuf + idx, first);
+	memcpy(dst + first, pcb->sbuf, len - first);
+}
+
+/* One frame: Ethernet + IPv4 (DF) + TCP + options + payload from the pcb's send buffer. */
+static int emit(struct tcp_ctx *ctx, const struct tcp_emit *e, const struct tcp_pcb *data_pcb,
+		uint32_t data_len)
+{
+	const struct stack_netif *nif = ctx->nif;
+	uint32_t thlen = TCP_HLEN + e->optlen;
+	uint32_t total = STACK_ETH_HLEN + STACK_IP4_HLEN + thlen + data_len;
+	struct ring_buf *b = nif->tx_alloc(nif->ctx);
+
+	if (!b) {
+		ctx->cnt.tx_no_buf++;
+		return -ENOBUFS;
+	}
+	if (b->size - (uint32_t)(b->data - b->head) < total) {
+		ring_buf_free(b);
+		ctx->cnt.tx_no_buf++;
+		return -EMSGSIZE;
+	}
+	uint8_t *eth = b->data, *ip = eth + STACK_ETH_HLEN, *th = ip + STACK_IP4_HLEN;
+	memcpy(eth, e->dst_mac, 6);
+	memcpy(eth + 6, nif->mac, 6);
+	eth[12] = 0x08;
+	eth[13] = 0x00;
+	ip[0] = 0x45;
+	ip[1] = 0;
+	put16(ip + 2, (uint16_t)(STACK_IP4_HLEN + thlen + data_len));
+	put16(ip + 4, ctx->st->next_ip_id++);
+	put16(ip + 6, IP4_DF);
+	ip[8] = ctx->st->set.default_ttl ? ctx->st->set.default_ttl : 64;
+	ip[9] = IP4_PROTO_TCP;
+	ip[10] = ip[11] = 0;
+	memcpy(ip + 12, &e->src_ip, 4);
+	memcpy(ip + 16, &e->dst_ip, 4);
+	if (ctx->st->set.tx_ip_checksum) {
+		uint16_t c = stack_csum_finish(stack_csum_add(0, ip, STACK_IP4_HLEN));
+		memcpy(ip + 10, &c, 2);
+	}
+	memcpy(th, &e->src_port, 2);
+	memcpy(th + 2, &e->dst_port, 2);
+	put32(th + 4, e->seq);
+	put32(th + 8, e->ack);
+	th[12] = (uint8_t)((thlen / 4) << 4);
+	th[13] = e->flags;
+	put16(th + 14, e->wnd);
+	th[16] = th[17] = th[18] = th[19] = 0;
+	memcpy(th + TCP_HLEN, e->opts, e->optlen);
+	if (data_len)
+		sbuf_copy_out(data_pcb, e->seq, th + thlen, data_len);
+	uint64_t sum = stack_csum_pseudo(e->src_ip, e->dst_ip, IP4_PROTO_TCP,
+					 (uint16_t)(thlen + data_len));
+	uint16_t c = stack_csum_finish(stack_csum_add(sum, th, thlen + data_len));
+	memcpy(th + 16, &c, 2);
+	b->len = b->tot_len = total;
+	ctx->cnt.tx_segments++;
+	ctx->st->cnt.tx_frames++;
+	return nif->tx_send(nif->ctx, b);
+}
+
+uint32_t tcp_rcv_window(struct tcp_pcb *pcb)
+{
+	uint32_t avail = pcb->rcv_buf > pcb->rcv_unread ? pcb->rcv_buf - pcb->rcv_unread : 0;
+	avail = tcp_min32(avail, 65535u << pcb->rcv_wscale);
+	avail &= ~((1u << pcb->rcv_wscale) - 1);
+	uint32_t cur = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : 0;
+	/* Receiver silly-window avoidance (RFC 9293 3.8.6.2.2): move the right
+	 * edge only by a useful amount; never move it left. */
+	if (avail > cur && (avail - cur >= tcp_min32(pcb->rcv_buf / 2, pcb->mss) || !cur))
+		pcb->rcv_adv = pcb->rcv_nxt + avail;
+	if (SEQ_LT(pcb->rcv_adv, pcb->rcv_nxt))
+		pcb->rcv_adv = pcb->rcv_nxt;
+	return pcb->rcv_adv - pcb->rcv_nxt;
+}
+
+static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint8_t *o)
+{
+	uint32_t n = 0;
+
+	if (flags & TCP_SYN) {
+		bool synack = flags & TCP_ACK;
+		const struct tcp_settings *s = &pcb->ctx->set;
+		o[n++] = 2; o[n++] = 4;
+		put16(o + n, (uint16_t)pcb->mss);
+		n += 2;
+		if (synack ? pcb->ws_ok : s->window_scaling) {
+			o[n++] = 1; o[n++] = 3; o[n++] = 3; o[n++] = pcb->rcv_wscale;
+		}
+		bool sack = synack ? pcb->sack_ok : s->sack;
+		bool ts = synack ? pcb->ts_ok : s->timestamps != TCP_TS_OFF;
+		if (sack && !ts) {
+			o[n++] = 1; o[n++] = 1; o[n++] = 4; o[n++] = 2;
+		}
+		if (ts) {
+			if (sack) {
+				o[n++] = 4; o[n++] = 2;
+			} else {
+				o[n++] = 1; o[n++] = 1;
+			}
+			o[n++] = 8; o[n++] = 10;
+			put32(o + n, (uint32_t)pcb->ctx->now_ms);
+			put32(o + n + 4, synack ? pcb->ts_recent : 0);
+			n += 8;
+		}
+		return n;
+	}
+	if (pcb->ts_ok) {
+		o[n++] = 1; o[n++] = 1; o[n++] = 8; o[n++] = 10;
+		put32(o + n, (uint32_t)pcb->ctx->now_ms);
+		put32(o + n + 4, pcb->ts_recent);
+		n += 8;
+	}
+	if (pcb->sack_ok && pcb->ooo && !(flags & TCP_RST)) {
+		struct tcp_range r[TCP_SACK_MAX_BLOCKS];
+		unsigned nb = tcp_rcv_sack_blocks(pcb, r, pcb->ts_ok ? 3 : 4);
+		if (nb) {
+			o[n++] = 1; o[n++] = 1; o[n++] = 5; o[n++] = (uint8_t)(2 + 8 * nb);
+			for (unsigned i = 0; i < nb; i++) {
+				put32(o + n, r[i].start);
+				put32(o + n + 4, r[i].end);
+				n += 8;
+			}
+		}
+	}
+	return n;
+}
+
+static void emit_init(struct tcp_emit *e, const struct tcp_pcb *pcb)
+{
+	e->src_ip = pcb->local_ip;
+	e->dst_ip = pcb->remote_ip;
+	e->src_port = pcb->local_port;
+	e->dst_port = pcb->remote_port;
+	e->dst_mac = pcb->dst_mac;
+}
+
+int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags)
+{
+	struct tcp_emit e;
+
+	emit_init(&e, pcb);
+	if (pcb->state != TCP_SYN_SENT || !(flags & TCP_SYN))
+		flags |= TCP_ACK;
+	e.seq = seq;
+	e.ack = (flags & TCP_ACK) ? pcb->rcv_nxt : 0;
+	e.flags = flags;
+	uint32_t win = tcp_rcv_window(pcb);
+	e.wnd = (flags & TCP_SYN) ? (uint16_t)tcp_min32(win, 65535) : (uint16_t)(win >> pcb->rcv_wscale);
+	e.optlen = build_opts(pcb, flags, e.opts);
+	if (flags & TCP_ACK) {
+		pcb->last_ack_sent = pcb->rcv_nxt;
+		pcb->ack_now = pcb->ack_delayed = false;
+		pcb->delack_at = 0;
+		pcb->segs_unacked = 0;
+	}
+	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max))
+		pcb->retransmits++, pcb->ctx->cnt.tx_retransmits++;
+	return emit(pcb->ctx, &e, pcb, len);
+}
+
+void tcp_send_ack(struct tcp_pcb *pcb)
+{
+	tcp_send_segment(pcb, pcb->snd_nxt, 0, 0);
+}
+
+void tcp_send_rst(struct tcp_pcb *pcb)
+{
+	struct tcp_emit e;
+
+	emit_init(&e, pcb);
+	e.seq = pcb->snd_nxt;
+	e.ack = pcb->rcv_nxt;
+	e.flags = TCP_RST | TCP_ACK;
+	e.wnd = 0;
+	e.optlen = 0;
+	pcb->ctx->cnt.tx_rsts++;
+	emit(pcb->ctx, &e, NULL, 0);
+}
+
+/* RFC 9293 3.5.2: the reset for a segment that belongs to no connection. */
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_ip4_info *ip,
+			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
+			const struct tcp_seg *seg)
+{
+	struct tcp_emit e;
+
+	if (!src_mac || (seg->flags & TCP_RST))
+		return;
+	e.src_ip = ip->dst;
+	e.dst_ip = ip->src;
+	e.src_port = dport;
+	e.dst_port = sport;
+	e.dst_mac = src_mac;
+	if (seg->flags & TCP_ACK) {
+		e.seq = seg->ack;
+		e.ack = 0;
+		e.flags = TCP_RST;
+	} else {
+		e.seq = 0;
+		e.ack = seg->seq + seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+		e.flags = TCP_RST | TCP_ACK;
+	}
+	e.wnd = 0;
+	e.optlen = 0;
+	ctx->cnt.tx_rsts++;
+	emit(ctx, &e, NULL, 0);
+}
+
+void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
+{
+	pcb->sbuf_len -= n;
+	pcb->sbuf_off = (pcb->sbuf_off + n) % pcb->sbuf_size;
+	pcb->sbuf_seq += n;
+}
+
+uint32_t tcp_flight(const struct tcp_pcb *pcb)
+{
+	return pcb->snd_nxt - pcb->snd_una;
+}
+
+void tcp_arm_rto(struct tcp_pcb *pcb)
+{
+	uint64_t rto = (uint64_t)pcb->rto_ms << pcb->backoff;
+	if (rto > pcb->ctx->set.rto_max_ms)
+		rto = pcb->ctx->set.rto_max_ms;
+	pcb->rto_at = pcb->ctx->now_ms + rto;
+}
+
+int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flags)
+{
+	switch (pcb->state) {
+	case TCP_SYN_SENT: case TCP_SYN_RCVD: case TCP_ESTABLISHED: case TCP_CLOSE_WAIT:
+		break;
+	case TCP_CLOSED: case TCP_LISTEN:
+		return -ENOTCONN;
+	default:
+		return -EPIPE;
+	}
+	if (pcb->wr_shut)
+		return -EPIPE;
+	uint32_t room = pcb->sbuf_size - pcb->sbuf_len;
+	if (!room)
+		return -EAGAIN;
+	uint32_t n = tcp_min32(room, len);
+	uint32_t idx = (pcb->sbuf_off + pcb->sbuf_len) % pcb->sbuf_size;
+	uint32_t first = tcp_min32(n, pcb->sbuf_size - idx);
+	memcpy(pcb->sbuf + idx, data, first);
+	memcpy(pcb->sbuf, (const uint8_t *)data + first, n - first);
+	pcb->sbuf_len += n;
+	if (flags & TCP_WRITE_MORE)
+		return (int)n;
+	if (flags & TCP_WRITE_PUSH) {
+		bool nd = pcb->nodelay;
+		pcb->nodelay = true;
+		tcp_output(pcb);
+		pcb->nodelay = nd;
+	} else {
+		tcp_output(pcb);
+	}
+	return (int)n;
+}
+
+/* RFC 6675 "pipe", simplified: sent and not yet acknowledged, minus what the
+ * peer SACKed, minus holes below the highest SACK not yet resent (lost). */
+static uint32_t recovery_pipe(const struct tcp_pcb *pcb)
+{
+	uint32_t flight = pcb->snd_max - pcb->snd_una;
+	uint32_t out = tcp_sack_bytes(pcb);
+	if (pcb->sack_ok && pcb->nsacked) {
+		uint32_t high = tcp_sack_highest(pcb);
+		uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
+		while (SEQ_LT(seq, high)) {
+			uint32_t run_end;
+			if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
+				seq = run_end;
+				continue;
+			}
+			uint32_t hole_end = run_end;   /* next sacked start, or high */
+			out += hole_end - seq;
+			seq = hole_end;
+		}
+	} else {
+		out = tcp_min32(flight, pcb->dupacks * pcb->mss);
+	}
+	return flight > out ? flight - out : 0;
+}
+
+/* Resends holes (not SACKed, below the highest SACK) while the pipe allows. */
+static void resend_holes(struct tcp_pcb *pcb, uint32_t *pipe)
+{
+	uint32_t high = tcp_sack_highest(pcb);
+	uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+
+	while (SEQ_LT(seq, high) && *pipe < pcb->cwnd) {
+		uint32_t run_end;
+		if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
+			seq = run_end;
+			continue;
+		}
+		uint32_t len = tcp_min32(tcp_min32(run_end - seq, pcb->mss), data_end - seq);
+		if (!len || SEQ_GEQ(seq, data_end))
+			break;
+		if (tcp_send_segment(pcb, seq, len, 0) != 0)
+			break;
+		pcb->rtt_timing = false;
+		*pipe += len;
+		seq += len;
+		pcb->rexmit_next = seq;
+	}
+}
+
+int tcp_output(struct tcp_pcb *pcb)
+{
+	switch (pcb->state) {
+	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING:
+	case TCP_LAST_ACK:
+		break;
+	case TCP_FIN_WAIT_2: case TCP_TIME_WAIT: case TCP_SYN_RCVD:
+		if (pcb->ack_now)
+			tcp_send_ack(pcb);
+		return 0;
+	default:
+		return 0;
+	}
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	uint32_t pipe = pcb->in_recovery ? recovery_pipe(pcb) : tcp_flight(pcb);
+	bool sent_any = false;
+
+	if (pcb->in_recovery && pcb->sack_ok && pcb->nsacked)
+		resend_holes(pcb, &pipe);
+	for (;;) {
+		uint32_t seq = pcb->snd_nxt;
+		uint32_t run_end;
+		while (pcb->nsacked && SEQ_LT(seq, data_end) && tcp_sack_is_sacked(pcb, seq, &run_end))
+			seq = pcb->snd_nxt = run_end;
+		if (SEQ_GEQ(seq, data_end))
+			break;
+		uint32_t avail = data_end - seq;
+		uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
+		uint32_t by_wnd = SEQ_GT(wnd_edge, seq) ? wnd_edge - seq : 0;
+		uint32_t by_cwnd = pcb->cwnd > pipe ? pcb->cwnd - pipe : 0;
+		uint32_t len = tcp_min32(tcp_min32(avail, pcb->mss), tcp_min32(by_wnd, by_cwnd));
+		if (pcb->nsacked && SEQ_LT(seq, tcp_sack_highest(pcb)))
+			len = tcp_min32(len, run_end - seq);   /* stop at the next SACKed run */
+		if (!len)
+			break;
+		/* Nagle (RFC 9293 3.7.4): one small segment in flight at most;
+		 * a FIN waiting behind the data or the last bytes before it may go. */
+		if (len < pcb->mss && len == avail && !pcb->nodelay && tcp_flight(pcb) &&
+		    !pcb->fin_queued)
+			break;
+		if (len < pcb->mss && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
+			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
+		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
+			break;
+		if (!pcb->ts_ok && !pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
+			pcb->rtt_timing = true;
+			pcb->rtt_seq = seq + len;
+			pcb->rtt_start_ms = pcb->ctx->now_ms;
+		}
+		pcb->snd_nxt = seq + len;
+		if (SEQ_GT(pcb->snd_nxt, pcb->snd_max))
+			pcb->snd_max = pcb->snd_nxt;
+		pipe += len;
+		sent_any = true;
+		if (!pcb->rto_at)
+			tcp_arm_rto(pcb);
+	}
+	if (pcb->fin_queued && pcb->snd_nxt == data_end &&
+	    tcp_send_segment(pcb, data_end, 0, TCP_FIN) == 0) {
+		pcb->fin_sent = true;
+		pcb->snd_nxt = data_end + 1;
+		if (SEQ_GT(pcb->snd_nxt, pcb->snd_max))
+			pcb->snd_max = pcb->snd_nxt;
+		sent_any = true;
+		if (!pcb->rto_at)
+			tcp_arm_rto(pcb);
+	}
+	/* Persist (RFC 9293 3.8.6.1): data waits on a zero window and nothing
+	 * is in flight to bring a window update back. */
+	if (!pcb->snd_wnd && SEQ_LT(pcb->snd_nxt, data_end) && pcb->snd_nxt == pcb->snd_una) {
+		if (!pcb->persist_at)
+			pcb->persist_at = pcb->ctx->now_ms + tcp_max32(pcb->rto_ms, pcb->ctx->set.rto_min_ms);
+		pcb->rto_at = 0;
+	}
+	if (!sent_any && pcb->ack_now)
+		tcp_send_ack(pcb);
+	return 0;
+}
+
+void tcp_recved(struct tcp_pcb *pcb, uint32_t len)
+{
+	pcb->rcv_unread -= tcp_min32(len, pcb->rcv_unread);
+	if (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_FIN_WAIT_1 &&
+	    pcb->state != TCP_FIN_WAIT_2)
+		return;
+	uint32_t old_edge = pcb->rcv_adv;
+	tcp_rcv_window(pcb);
+	/* The edge moved by a useful amount (SWS rule inside): tell the peer. */
+	if (pcb->rcv_adv != old_edge)
+		tcp_send_ack(pcb);
+}

@@ -1,0 +1,172 @@
+/* Shared between the tcp_*.c files only. */
+#ifndef VMA_STACK_TCP_PRIV_H
+#define VMA_STACK_TCP_PRIV_H
+
+#include "stack/stack_internal.h"
+#include "stack/tcp.h"
+
+#define TCP_HLEN          20u
+#define TCP_MAX_OPT_LEN   40u
+#define TCP_SACK_MAX_BLOCKS 4u   /* we generate at most 3 (with timestamps) */
+#define TCP_SCOREBOARD_MAX 32u
+#define TCP_MAX_WSCALE    14u
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_PSH 0x08
+#define TCP_ACK 0x10
+#define TCP_URG 0x20
+
+#define SEQ_LT(a, b)  ((int32_t)((uint32_t)(a) - (uint32_t)(b)) < 0)
+#define SEQ_LEQ(a, b) ((int32_t)((uint32_t)(a) - (uint32_t)(b)) <= 0)
+#define SEQ_GT(a, b)  SEQ_LT(b, a)
+#define SEQ_GEQ(a, b) SEQ_LEQ(b, a)
+
+/* Parsed options of one segment. */
+struct tcp_opts {
+	bool has_mss, has_ws, sack_perm, has_ts;
+	uint16_t mss;
+	uint8_t ws;
+	uint32_t ts_val, ts_ecr;
+	uint8_t nsack;
+	uint32_t sack[TCP_SACK_MAX_BLOCKS][2];
+};
+
+/* A received segment after header parsing. */
+struct tcp_seg {
+	uint32_t seq, ack, len;          /* len: payload bytes */
+	uint8_t flags;
+	uint32_t wnd;                    /* unscaled header value */
+	struct tcp_opts opt;
+	struct ring_buf *buf;            /* data at payload, len = payload (or NULL) */
+};
+
+struct tcp_range { uint32_t start, end; };
+
+struct tcp_cc_state {
+	/* Cubic (RFC 9438) */
+	uint64_t epoch_start_ms;         /* 0 = no epoch */
+	double w_max, k, w_est, cwnd_at_epoch;
+};
+
+struct tcp_pcb {
+	struct tcp_ctx *ctx;
+	enum tcp_state state;
+	uint32_t local_ip, remote_ip;
+	uint16_t local_port, remote_port;
+	uint8_t dst_mac[6];
+	bool bound, detached, dead, rd_shut, wr_shut, fin_rcvd, nodelay, quickack, keepalive;
+	struct tcp_callbacks cb;
+	void *cb_arg;
+	struct tcp_pcb *next;            /* ctx->pcbs */
+	struct tcp_pcb *parent;          /* listener of a child not yet accepted */
+	unsigned backlog, pending_children;
+	uint64_t syn_window_start_ms;
+	uint32_t syn_in_window;
+
+	/* send side */
+	uint32_t iss, snd_una, snd_nxt, snd_max, snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
+	uint8_t *sbuf;                   /* circular; byte at seq s is at (s - sbuf_seq + sbuf_off) */
+	uint32_t sbuf_size, sbuf_len, sbuf_off, sbuf_seq; /* sbuf_seq: seq of the oldest byte */
+	bool fin_queued, fin_sent, syn_acked;
+	uint32_t mss, peer_mss;
+	uint8_t snd_wscale, rcv_wscale;
+	bool ws_ok, ts_ok, sack_ok;
+	uint32_t ts_recent, last_ack_sent;
+	/* congestion control and recovery */
+	uint32_t cwnd, ssthresh, dupacks, recover, bytes_acked_ca;
+	bool in_recovery;
+	uint32_t rexmit_next;            /* SACK recovery: holes below this were resent */
+	struct tcp_range sacked[TCP_SCOREBOARD_MAX];
+	unsigned nsacked;
+	struct tcp_cc_state cc;
+	/* RTT (RFC 6298) */
+	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;
+	bool rtt_timing;
+	uint32_t rtt_seq;
+	uint64_t rtt_start_ms;
+	uint64_t retransmits;
+
+	/* receive side */
+	uint32_t irs, rcv_nxt, rcv_adv, rcv_buf, rcv_unread;
+	struct ring_buf *ooo;            /* sorted by scratch[0] (seq), via link */
+	uint32_t ooo_count, ooo_mem;
+	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
+	bool ack_now, ack_delayed;
+	uint32_t segs_unacked;
+
+	/* timers: absolute ms, 0 = off */
+	uint64_t rto_at, delack_at, persist_at, keepalive_at, timewait_at, idle_since;
+	uint32_t persist_backoff, keepalive_sent;
+};
+
+struct tcp_ctx {
+	struct stack *st;
+	const struct stack_netif *nif;
+	struct tcp_settings set;
+	struct tcp_counters cnt;
+	uint64_t now_ms, next_fast_ms, next_slow_ms;
+	struct tcp_pcb *pcbs;
+	unsigned npcbs;
+	unsigned depth;                  /* >0 inside input/timers: frees are deferred */
+	uint64_t challenge_window_ms;
+	uint32_t challenge_in_window;
+	uint64_t isn_key[2];
+};
+
+/* stack_ip4.c hands every unfragmented protocol-6 packet here. */
+void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
+	       const struct stack_ip4_info *ip, const uint8_t *src_mac);
+
+/* tcp_pcb.c */
+struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport,
+			       uint32_t rip, uint16_t rport);
+void tcp_pcb_release(struct tcp_pcb *pcb);            /* frees, or defers inside callbacks */
+void tcp_pcb_fail(struct tcp_pcb *pcb, int err);       /* err callback + release */
+void tcp_enter_time_wait(struct tcp_pcb *pcb);
+void tcp_reap(struct tcp_ctx *ctx);
+struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx);
+uint32_t tcp_effective_mss(const struct tcp_ctx *ctx);
+
+/* tcp_opt.c */
+bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
+uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+
+/* tcp_out.c */
+int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
+void tcp_send_ack(struct tcp_pcb *pcb);
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_ip4_info *ip,
+			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
+			const struct tcp_seg *seg);
+void tcp_send_rst(struct tcp_pcb *pcb);
+uint32_t tcp_rcv_window(struct tcp_pcb *pcb);
+uint32_t tcp_flight(const struct tcp_pcb *pcb);
+void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n);
+void tcp_arm_rto(struct tcp_pcb *pcb);
+
+/* tcp_sack.c */
+void tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o);
+void tcp_sack_trim(struct tcp_pcb *pcb);               /* drop blocks below snd_una */
+uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb);
+uint32_t tcp_sack_highest(const struct tcp_pcb *pcb);
+bool tcp_sack_is_sacked(const struct tcp_pcb *pcb, uint32_t seq, uint32_t *run_end);
+bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq);
+struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
+void tcp_ooo_free(struct tcp_pcb *pcb);
+void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
+unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, struct tcp_range *out, unsigned max);
+
+/* tcp_cc.c */
+void tcp_cc_init(struct tcp_pcb *pcb);
+void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
+void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* fast retransmit: sets ssthresh, cwnd */
+void tcp_cc_on_rto(struct tcp_pcb *pcb);
+
+/* tcp_timer.c */
+void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);
+
+static inline uint32_t tcp_min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint32_t tcp_max32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+#endif

@@ -1,0 +1,130 @@
+/* TCP timers, driven by stack_timer_tick at VMA_TCP_TIMER_RESOLUTION_MSEC:
+ * delayed ACK, retransmission (RFC 6298, exponential backoff to rto_max),
+ * persist (zero-window probes), keepalive and TIME_WAIT. Every deadline is
+ * an absolute time on the caller's clock, so tests are deterministic. */
+#include "stack/tcp_priv.h"
+
+#include <errno.h>
+
+void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t r)
+{
+	const struct tcp_settings *s = &pcb->ctx->set;
+
+	if (!pcb->srtt_ms && !pcb->rttvar_ms) {
+		pcb->srtt_ms = r ? r : 1;
+		pcb->rttvar_ms = r / 2;
+	} else {
+		uint32_t diff = pcb->srtt_ms > r ? pcb->srtt_ms - r : r - pcb->srtt_ms;
+		pcb->rttvar_ms = (3 * pcb->rttvar_ms + diff) / 4;
+		pcb->srtt_ms = (7 * pcb->srtt_ms + r) / 8;
+	}
+	uint32_t rto = pcb->srtt_ms + tcp_max32(1, 4 * pcb->rttvar_ms);
+	pcb->rto_ms = tcp_min32(tcp_max32(rto, s->rto_min_ms), s->rto_max_ms);
+}
+
+static void on_rto(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+
+	pcb->rto_at = 0;
+	ctx->cnt.tx_rto_expiries++;
+	uint32_t limit = (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD) ?
+			 ctx->set.syn_retries : ctx->set.max_retries;
+	if (pcb->backoff >= limit) {
+		if (pcb->state != TCP_SYN_SENT && pcb->state != TCP_SYN_RCVD)
+			tcp_send_rst(pcb);
+		tcp_pcb_fail(pcb, ETIMEDOUT);
+		return;
+	}
+	if (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD) {
+		pcb->backoff++;
+		tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
+		pcb->retransmits++;
+		ctx->cnt.tx_retransmits++;
+		tcp_arm_rto(pcb);
+		return;
+	}
+	if (pcb->snd_una == pcb->snd_max)
+		return;
+	tcp_cc_on_rto(pcb);
+	pcb->backoff++;
+	pcb->snd_nxt = pcb->snd_una;
+	pcb->nsacked = 0;          /* the peer may renege: resend everything */
+	pcb->in_recovery = false;
+	pcb->dupacks = 0;
+	pcb->rtt_timing = false;   /* Karn */
+	pcb->recover = pcb->snd_max;
+	tcp_output(pcb);
+	tcp_arm_rto(pcb);
+}
+
+static void on_persist(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+
+	pcb->persist_at = 0;
+	if (pcb->snd_wnd || !SEQ_LT(pcb->snd_nxt, data_end))
+		return;
+	/* An already-acknowledged sequence number: the peer must answer with an
+	 * ACK carrying its current window (RFC 9293 3.10.7.4). */
+	tcp_send_segment(pcb, pcb->snd_una - 1, 0, 0);
+	ctx->cnt.tx_persist_probes++;
+	if (pcb->persist_backoff < 16)
+		pcb->persist_backoff++;
+	uint64_t wait = (uint64_t)tcp_max32(pcb->rto_ms, ctx->set.rto_min_ms) << pcb->persist_backoff;
+	pcb->persist_at = ctx->now_ms + (wait > ctx->set.rto_max_ms ? ctx->set.rto_max_ms : wait);
+}
+
+static void on_keepalive(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+
+	if (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_CLOSE_WAIT) {
+		pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_intvl_ms;
+		return;
+	}
+	if (pcb->keepalive_sent >= ctx->set.keepalive_probes) {
+		tcp_send_rst(pcb);
+		tcp_pcb_fail(pcb, ETIMEDOUT);
+		return;
+	}
+	tcp_send_segment(pcb, pcb->snd_nxt - 1, 0, 0);
+	ctx->cnt.tx_keepalives++;
+	pcb->keepalive_sent++;
+	pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_intvl_ms;
+}
+
+void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
+{
+	ctx->now_ms = now_ms;
+	if (now_ms < ctx->next_fast_ms)
+		return;
+	ctx->next_fast_ms = now_ms + ctx->set.timer_resolution_ms;
+	bool slow = now_ms >= ctx->next_slow_ms;
+	if (slow)
+		ctx->next_slow_ms = now_ms + 500;
+
+	ctx->depth++;
+	for (struct tcp_pcb *pcb = ctx->pcbs; pcb; pcb = pcb->next) {
+		if (pcb->dead)
+			continue;
+		if (pcb->timewait_at && now_ms >= pcb->timewait_at) {
+			tcp_pcb_release(pcb);
+			continue;
+		}
+		if (pcb->delack_at && now_ms >= pcb->delack_at)
+			tcp_send_ack(pcb);
+		if (pcb->rto_at && now_ms >= pcb->rto_at)
+			on_rto(pcb);
+		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)
+			on_persist(pcb);
+		if (!pcb->dead && pcb->keepalive && pcb->keepalive_at && now_ms >= pcb->keepalive_at)
+			on_keepalive(pcb);
+		if (!pcb->dead && slow && pcb->cb.poll)
+			pcb->cb.poll(pcb->cb_arg, pcb);
+	}
+	ctx->depth--;
+	if (!ctx->depth)
+		tcp_reap(ctx);
+}

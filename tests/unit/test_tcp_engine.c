@@ -1,0 +1,364 @@
+/* TCP engine over the in-memory wire: handshakes, closes, streams under
+ * loss, timers and congestion control. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "test_tcp_harness.h"
+
+static struct th_wire *w;
+static struct tcp_settings sa, sb;
+
+static void setup(void)
+{
+	w = calloc(1, sizeof(*w));
+	tcp_settings_default(&sa);
+	sa.timer_resolution_ms = 10;
+	sa.time_wait_ms = 2000;
+	sb = sa;
+}
+
+static void teardown(void)
+{
+	th_fini(w);
+	free(w);
+}
+
+static bool both_connected(struct th_wire *x)
+{
+	return x->side[0].connected && x->side[1].connected;
+}
+
+static bool b_got_all_and_fin(struct th_wire *x)
+{
+	return x->side[1].rx_bytes == x->side[0].tx_goal && x->side[1].fin;
+}
+
+static bool no_pcbs(struct th_wire *x)
+{
+	return !tcp_ctx_pcb_count(x->side[0].tcp) && !tcp_ctx_pcb_count(x->side[1].tcp);
+}
+
+static void open_pair(void)
+{
+	th_init(w, &sa, &sb, 42);
+	th_listen(&w->side[1], 80);
+	th_connect(w, 0, 4000, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_int_eq(tcp_pcb_state(w->side[0].pcb), TCP_ESTABLISHED);
+	ck_assert_int_eq(tcp_pcb_state(w->side[1].pcb), TCP_ESTABLISHED);
+}
+
+START_TEST(handshake_transfer_close_client_first)
+{
+	open_pair();
+	w->side[0].tx_goal = 100000;
+	w->side[1].tx_goal = 50000;
+	th_run(w, 200);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 100000);
+	ck_assert_uint_eq(w->side[0].rx_bytes, 50000);
+	ck_assert_uint_eq(w->side[0].rx_bad + w->side[1].rx_bad, 0);
+	struct tcp_pcb *a = w->side[0].pcb, *b = w->side[1].pcb;
+	ck_assert_int_eq(tcp_close(a), 0);
+	th_run(w, 20);
+	ck_assert(w->side[1].fin);
+	ck_assert_int_eq(tcp_pcb_state(b), TCP_CLOSE_WAIT);
+	ck_assert_int_eq(tcp_close(b), 0);
+	th_run(w, 20);
+	/* A sits in TIME_WAIT (pcb still counted), B is gone; listener remains. */
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 1);
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_TIME_WAIT);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[1].tcp), 1);
+	th_run(w, 2100);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 0);
+}
+END_TEST
+
+START_TEST(close_server_first)
+{
+	open_pair();
+	struct tcp_pcb *a = w->side[0].pcb;
+	tcp_close(w->side[1].pcb);
+	th_run(w, 20);
+	ck_assert(w->side[0].fin);
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_CLOSE_WAIT);
+	tcp_close(a);
+	th_run(w, 20);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 0);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[1].tcp), 2); /* listener + TIME_WAIT */
+	th_run(w, 2100);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[1].tcp), 1);
+}
+END_TEST
+
+START_TEST(simultaneous_open_and_close)
+{
+	th_init(w, &sa, &sb, 7);
+	struct tcp_pcb *a = th_connect(w, 0, 5000, 6000);
+	struct tcp_pcb *b = th_connect(w, 1, 6000, 5000);
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_ESTABLISHED);
+	ck_assert_int_eq(tcp_pcb_state(b), TCP_ESTABLISHED);
+	w->side[0].tx_goal = 3000;
+	th_run(w, 50);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 3000);
+	tcp_close(a);
+	tcp_close(b);
+	th_run(w, 2);   /* both FINs cross on the wire */
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_CLOSING);
+	th_run(w, 20);
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_TIME_WAIT);
+	ck_assert_int_eq(tcp_pcb_state(b), TCP_TIME_WAIT);
+	ck_assert(th_run_until(w, no_pcbs, 2500));
+}
+END_TEST
+
+static void stream(unsigned loss_ppm, unsigned dup_ppm, unsigned reorder_ppm, uint64_t ms)
+{
+	open_pair();
+	w->drop_ppm = loss_ppm;
+	w->dup_ppm = dup_ppm;
+	w->reorder_ppm = reorder_ppm;
+	w->side[0].tx_goal = 8u << 20;
+	w->side[0].close_when_sent = true;
+	ck_assert_msg(th_run_until(w, b_got_all_and_fin, ms), "got %llu of %llu",
+		      (unsigned long long)w->side[1].rx_bytes, (unsigned long long)w->side[0].tx_goal);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 8u << 20);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	tcp_close(w->side[1].pcb);
+	w->drop_ppm = w->dup_ppm = w->reorder_ppm = 0;
+	th_run(w, 3000);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 0);
+}
+
+START_TEST(stream_clean) { stream(0, 0, 0, 60000); }
+END_TEST
+START_TEST(stream_loss_dup_reorder) { stream(10000, 10000, 20000, 600000); }
+END_TEST
+START_TEST(stream_loss_5pct) { stream(50000, 0, 0, 1200000); }
+END_TEST
+START_TEST(stream_cubic_lossy)
+{
+	sa.cc_algo = sb.cc_algo = TCP_CC_CUBIC;
+	stream(10000, 10000, 20000, 600000);
+}
+END_TEST
+
+START_TEST(rto_backoff_doubles_to_cap_and_resets)
+{
+	sa.rto_max_ms = 1600;
+	open_pair();
+	struct tcp_pcb *a = w->side[0].pcb;
+	struct tcp_pcb_info in;
+	w->drop_all = true;
+	w->side[0].tx_goal = 1000;
+	th_run(w, 1);
+	tcp_pcb_get_info(a, &in);
+	uint32_t rto = in.rto_ms;
+	ck_assert_uint_eq(rto, 200);   /* rto_min with a ~2 ms RTT */
+	uint64_t expect[] = { 200, 400, 800, 1600, 1600 };
+	uint64_t last = w->side[0].frames_sent, t0 = w->now;
+	for (unsigned i = 0; i < 5; i++) {
+		uint64_t start = w->now;
+		while (w->side[0].frames_sent == last)
+			th_step(w);
+		last = w->side[0].frames_sent;
+		uint64_t gap = w->now - start;
+		ck_assert_msg(gap >= expect[i] - 10 && gap <= expect[i] + 11, "retry %u after %llu ms",
+			      i, (unsigned long long)gap);
+		tcp_pcb_get_info(a, &in);
+		ck_assert_uint_eq(in.backoff, i + 1);
+	}
+	(void)t0;
+	w->drop_all = false;
+	th_run(w, 2000);
+	tcp_pcb_get_info(a, &in);
+	ck_assert_uint_eq(in.backoff, 0);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 1000);
+}
+END_TEST
+
+START_TEST(fast_retransmit_after_three_dupacks)
+{
+	sa.sack = sb.sack = false;
+	open_pair();
+	w->drop_nth_data[0][0] = 30;
+	w->side[0].tx_goal = 400000;
+	th_run(w, 3000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 400000);
+	ck_assert_uint_eq(c->tx_fast_retransmits, 1);
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+	ck_assert_uint_eq(c->tx_retransmits, 1);
+}
+END_TEST
+
+START_TEST(sack_resends_only_holes)
+{
+	open_pair();
+	w->drop_nth_data[0][0] = 40;
+	w->drop_nth_data[0][1] = 44;
+	w->drop_nth_data[0][2] = 47;
+	w->side[0].tx_goal = 400000;
+	th_run(w, 3000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 400000);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+	ck_assert_uint_eq(c->tx_retransmits, 3);
+	ck_assert_uint_eq(c->tx_fast_retransmits, 1);
+}
+END_TEST
+
+static void loss_reduces_cwnd(enum tcp_cc_algo algo, double factor_lo, double factor_hi)
+{
+	sa.cc_algo = sb.cc_algo = algo;
+	open_pair();
+	struct tcp_pcb *a = w->side[0].pcb;
+	struct tcp_pcb_info in;
+	w->side[0].tx_goal = 64u << 20;
+	th_run(w, 30);
+	tcp_pcb_get_info(a, &in);
+	uint32_t before = in.cwnd;
+	ck_assert_uint_gt(before, 10 * in.mss);
+	long next = (long)w->data_frames[0] + 1;
+	w->drop_nth_data[0][0] = next;
+	struct tcp_pcb_info prev = in;
+	while (!in.in_recovery && w->now < 100000) {
+		prev = in;
+		th_step(w);
+		tcp_pcb_get_info(a, &in);
+	}
+	ck_assert(in.in_recovery);
+	/* NewReno: half the flight size (RFC 5681 eq. 4); Cubic: beta * cwnd */
+	double base = algo == TCP_CC_CUBIC ? prev.cwnd : prev.flight;
+	double f = (double)in.ssthresh / base;
+	ck_assert_msg(f >= factor_lo && f <= factor_hi, "ssthresh/cwnd = %f", f);
+	th_run(w, 200);
+	tcp_pcb_get_info(a, &in);
+	ck_assert(!in.in_recovery);
+	uint32_t after_rec = in.cwnd;
+	th_run(w, 500);
+	tcp_pcb_get_info(a, &in);
+	ck_assert_uint_gt(in.cwnd, after_rec);   /* grows again */
+	w->side[0].tx_goal = w->side[0].tx_bytes;
+}
+
+START_TEST(newreno_halves) { loss_reduces_cwnd(TCP_CC_NEWRENO, 0.45, 0.55); }
+END_TEST
+START_TEST(cubic_reduces_to_0_7) { loss_reduces_cwnd(TCP_CC_CUBIC, 0.69, 0.71); }
+END_TEST
+
+START_TEST(none_keeps_cwnd_fixed)
+{
+	sa.cc_algo = sb.cc_algo = TCP_CC_NONE;
+	sa.none_cwnd_segments = 20;
+	open_pair();
+	struct tcp_pcb_info in;
+	w->drop_ppm = 20000;
+	w->side[0].tx_goal = 2u << 20;
+	for (int i = 0; i < 200; i++) {
+		th_run(w, 10);
+		tcp_pcb_get_info(w->side[0].pcb, &in);
+		if (!in.in_recovery)
+			ck_assert_uint_eq(in.cwnd, 20 * in.mss);
+	}
+	w->drop_ppm = 0;
+}
+END_TEST
+
+START_TEST(zero_window_persist)
+{
+	sb.rcv_buf = 20000;
+	sb.window_scaling = false;
+	open_pair();
+	w->side[1].hold_recved = true;
+	w->side[0].tx_goal = 100000;
+	th_run(w, 3000);
+	struct tcp_pcb_info dbg;
+	tcp_pcb_get_info(w->side[0].pcb, &dbg);
+	ck_assert_msg(dbg.snd_wnd == 0, "snd_wnd %u una %u nxt %u flight %u", dbg.snd_wnd, dbg.snd_una, dbg.snd_nxt, dbg.flight);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 20000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[0].tcp);
+	uint64_t probes = c->tx_persist_probes;
+	ck_assert_uint_ge(probes, 3);
+	ck_assert_uint_le(probes, 6);       /* backoff: 200+400+800+1600 in 3 s */
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+	w->side[1].hold_recved = false;
+	tcp_recved(w->side[1].pcb, (uint32_t)w->side[1].held);
+	th_run(w, 5000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 100000);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+}
+END_TEST
+
+START_TEST(options_negotiated)
+{
+	sa.timestamps = TCP_TS_ON;
+	sb.timestamps = TCP_TS_OFF;
+	sb.window_scaling = false;
+	open_pair();
+	struct tcp_pcb_info ia, ib;
+	tcp_pcb_get_info(w->side[0].pcb, &ia);
+	tcp_pcb_get_info(w->side[1].pcb, &ib);
+	ck_assert(!ia.ts_ok && !ib.ts_ok);
+	ck_assert_uint_eq(ia.snd_wscale + ia.rcv_wscale + ib.snd_wscale + ib.rcv_wscale, 0);
+	ck_assert(ia.sack_ok && ib.sack_ok);
+	ck_assert_uint_eq(ia.mss, 1460);
+}
+END_TEST
+
+START_TEST(options_both_on)
+{
+	sa.timestamps = sb.timestamps = TCP_TS_ON;
+	sa.rcv_buf = sb.rcv_buf = 1u << 20;
+	open_pair();
+	struct tcp_pcb_info ia, ib;
+	tcp_pcb_get_info(w->side[0].pcb, &ia);
+	tcp_pcb_get_info(w->side[1].pcb, &ib);
+	ck_assert(ia.ts_ok && ib.ts_ok);
+	ck_assert_uint_eq(ia.rcv_wscale, 5);
+	ck_assert_uint_eq(ib.snd_wscale, 5);
+	ck_assert_uint_eq(ib.rcv_wscale, 5);
+	w->side[0].tx_goal = 1u << 20;
+	th_run(w, 2000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 1u << 20);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("tcp_engine");
+	TCase *t = tcase_create("engine");
+	tcase_set_timeout(t, 600);
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, handshake_transfer_close_client_first);
+	tcase_add_test(t, close_server_first);
+	tcase_add_test(t, simultaneous_open_and_close);
+	tcase_add_test(t, stream_clean);
+	tcase_add_test(t, stream_loss_dup_reorder);
+	tcase_add_test(t, stream_loss_5pct);
+	tcase_add_test(t, stream_cubic_lossy);
+	tcase_add_test(t, rto_backoff_doubles_to_cap_and_resets);
+	tcase_add_test(t, fast_retransmit_after_three_dupacks);
+	tcase_add_test(t, sack_resends_only_holes);
+	tcase_add_test(t, newreno_halves);
+	tcase_add_test(t, cubic_reduces_to_0_7);
+	tcase_add_test(t, none_keeps_cwnd_fixed);
+	tcase_add_test(t, zero_window_persist);
+	tcase_add_test(t, options_negotiated);
+	tcase_add_test(t, options_both_on);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
