@@ -625,6 +625,7 @@ int main(int argc, char **argv)
 	test_send_errors();
 	test_blocking();
 	test_multicast(argv[2]);
+	close(ctl_fd);
 	printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);
 	return failures ? 1 : 0;
 }

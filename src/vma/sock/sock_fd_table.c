@@ -16,6 +16,13 @@ unsigned int sock_fd_slot_count;
 static unsigned int sock_fd_high_water;
 static unsigned int sock_fd_tracked;
 
+/* The table is mmap'ed, and LeakSanitizer scans no mapping it did not
+ * make: the objects of sockets still open at exit (reachable, by design:
+ * other destructors may still use them) would be reported as leaks. Weak,
+ * so only a sanitizer runtime in the process provides them. */
+extern void __lsan_register_root_region(const void *begin, size_t size) __attribute__((weak));
+extern void __lsan_unregister_root_region(const void *begin, size_t size) __attribute__((weak));
+
 unsigned int sock_fd_table_size_from_rlimit(void)
 {
 	struct rlimit limit;
@@ -41,6 +48,8 @@ int sock_fd_table_init(unsigned int size)
 	if (mem == MAP_FAILED)
 		return -1;
 	sock_fd_slots = mem;
+	if (__lsan_register_root_region)
+		__lsan_register_root_region(mem, (size_t)size * sizeof(*sock_fd_slots));
 	sock_fd_high_water = 0;
 	sock_fd_tracked = 0;
 	__atomic_store_n(&sock_fd_slot_count, size, __ATOMIC_RELEASE);
@@ -55,6 +64,8 @@ void sock_fd_table_fini(void)
 	for (unsigned int fd = 0; fd < size; fd++)
 		sock_obj_retire(sock_fd_slots[fd]);
 	sock_obj_flush_retired();
+	if (__lsan_unregister_root_region)
+		__lsan_unregister_root_region(sock_fd_slots, (size_t)size * sizeof(*sock_fd_slots));
 	munmap(sock_fd_slots, (size_t)size * sizeof(*sock_fd_slots));
 	sock_fd_slots = NULL;
 }
