@@ -193,7 +193,8 @@ static int rebuild_snapshot(struct net_ctx *ctx)
 	pthread_mutex_lock(&ctx->lock);
 	struct net_snapshot old = ctx->snap;
 	ctx->snap = fresh;
-	ctx->generation++;
+	/* Atomic: net_generation reads it on every send without the lock. */
+	__atomic_store_n(&ctx->generation, ctx->generation + 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&ctx->changed);
 	pthread_mutex_unlock(&ctx->lock);
 	net_snapshot_clear(&old);
@@ -246,10 +247,7 @@ int net_event_fd(struct net_ctx *ctx)
 
 uint64_t net_generation(struct net_ctx *ctx)
 {
-	pthread_mutex_lock(&ctx->lock);
-	uint64_t gen = ctx->generation;
-	pthread_mutex_unlock(&ctx->lock);
-	return gen;
+	return __atomic_load_n(&ctx->generation, __ATOMIC_ACQUIRE);
 }
 
 /* ---- open / close ---- */

@@ -37,6 +37,7 @@ struct ring_counters {
 	uint64_t tx_bytes;
 	uint64_t tx_no_buffer;    /* tx_alloc found no free frame / tx_send no TX slot */
 	uint64_t tx_doorbells;    /* syscalls / doorbell writes actually made */
+	uint64_t tx_held;         /* sends whose doorbell was deferred (a burst) */
 	uint64_t rx_wakeups;      /* kicks so the kernel refills our RX ring */
 	uint64_t rx_refills;      /* batches of freed frames handed back to the fill ring */
 	uint64_t tx_completions;  /* TX frames the kernel reported sent (freed) */
@@ -58,12 +59,19 @@ struct ring_ops {
 	struct ring_buf *(*tx_alloc)(struct ring *ring);
 	/* Queues buf (data/len; a chain is copied into its first buffer when it
 	 * fits). Ownership passes to the ring in every case: on error the buffer
-	 * is freed. Nothing leaves before tx_flush (or before tx_wre_batching
-	 * sends are queued). Returns 0, -ENOBUFS (TX ring full, counted),
+	 * is freed. Nothing leaves before tx_flush or tx_send_done (or before
+	 * tx_wre_batching sends are queued). Returns 0, -ENOBUFS (TX ring full, counted),
 	 * -EMSGSIZE or -EINVAL (not a TX buffer of this ring). */
 	int (*tx_send)(struct ring *ring, struct ring_buf *buf);
 	/* Rings the doorbell once for everything queued, reaps completions. */
 	void (*tx_flush)(struct ring *ring);
+	/* Ends one application send call: rings the doorbell now, or leaves
+	 * the frames queued while a burst is under way (the adaptive policy
+	 * in docs/ring.md). Whoever then polls, sleeps or ticks must call
+	 * tx_flush. NULL: tx_flush. */
+	void (*tx_send_done)(struct ring *ring);
+	/* Frames queued that the kernel has not been told about. NULL: 0. */
+	unsigned (*tx_pending)(const struct ring *ring);
 	/* Returns 0 or a negative errno (-EEXIST, -ENOSPC, -ENOENT, -EINVAL). */
 	int (*attach_flow)(struct ring *ring, const struct ring_flow *flow);
 	int (*detach_flow)(struct ring *ring, const struct ring_flow *flow);
@@ -157,6 +165,19 @@ static inline int ring_tx_send(struct ring *ring, struct ring_buf *buf)
 static inline void ring_tx_flush(struct ring *ring)
 {
 	ring->ops->tx_flush(ring);
+}
+
+static inline void ring_tx_send_done(struct ring *ring)
+{
+	if (ring->ops->tx_send_done)
+		ring->ops->tx_send_done(ring);
+	else
+		ring->ops->tx_flush(ring);
+}
+
+static inline unsigned ring_tx_pending(const struct ring *ring)
+{
+	return ring->ops->tx_pending ? ring->ops->tx_pending(ring) : 0;
 }
 
 static inline int ring_attach_flow(struct ring *ring, const struct ring_flow *flow)

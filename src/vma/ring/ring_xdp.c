@@ -9,7 +9,9 @@
  * list), being written by the application, or in flight until its
  * completion frees it. Neither side can starve the other.
  * need_wakeup is on: the RX and TX paths make a syscall only when the
- * kernel asks for one. */
+ * kernel asks for one. In copy mode (veth, generic XDP) the kernel always
+ * asks on TX and the syscall does the transmit, so sends are batched under
+ * the adaptive doorbell policy of tx_send_done (docs/ring.md). */
 #include "config.h"
 
 #include <errno.h>
@@ -39,6 +41,17 @@
  * RING_XDP_FRAME_SIZE is in ring_xdp_maps.h: the program knows it too. */
 #define RING_XDP_ALIGN_PAD RING_XDP_FRAME_HEADROOM
 
+/* Adaptive doorbell: a send that comes less than BURST_GAP after the
+ * previous one is part of a burst and may wait; no frame waits longer than
+ * HOLD_MAX for a doorbell once another send comes along (the pollers, the
+ * sleepers and the internal thread flush the rest). A ping-pong never waits:
+ * its next step is a receive, which flushes first. */
+#define RING_XDP_TX_BURST_GAP_NS 10000u
+#define RING_XDP_TX_HOLD_MAX_NS 50000u
+/* The kernel's copy-mode transmit handles at most 32 descriptors per call
+ * (then EAGAIN); one doorbell may need a few calls. */
+#define RING_XDP_TX_KERNEL_BUDGET 32u
+
 struct ring_xdp {
 	struct ring base;
 	struct ring_xdp_prog *prog;
@@ -53,8 +66,17 @@ struct ring_xdp {
 	struct ring_sizes sizes;
 	uint64_t *refill;        /* freed RX frames not yet back in the fill ring */
 	uint32_t refill_count;
-	uint32_t tx_unflushed;
+	/* Per RX frame: 1 while it is in the fill ring or the kernel. A
+	 * frame handed back twice would overrun the fill ring and `refill`;
+	 * the guards below count such events instead. */
+	uint8_t *rx_in_kernel;
+	uint64_t rx_double_returns; /* freed while the kernel had it: not refilled */
+	uint64_t rx_unknown;        /* delivered while we had it: dropped */
+	uint64_t fill_deferred;     /* refills that left frames for the next one */
+	uint32_t tx_unflushed;    /* queued, the kernel not yet kicked about them */
 	uint32_t tx_in_flight;
+	uint64_t tx_last_send_ns; /* CLOCK_MONOTONIC of the last tx_send_done */
+	uint64_t tx_held_since_ns; /* when the oldest held frame was held; 0 = none */
 	uint64_t fill_empty_seen; /* kernel's count at the last read_counters */
 	struct ring_flow *flows; /* attached by this ring, detached on close */
 	unsigned flow_count;
@@ -71,28 +93,47 @@ static void ring_xdp_rx_recycle(struct ring_buf_pool *pool, struct ring_buf *buf
 {
 	struct ring_xdp *r = ring_buf_pool_owner(pool);
 
-	if (r) /* NULL: the ring is closed, the frame just stays where it is */
-		r->refill[r->refill_count++] = buf->handle;
+	if (!r) /* the ring is closed, the frame just stays where it is */
+		return;
+	if (r->rx_in_kernel[buf - pool->bufs]) {
+		r->rx_double_returns++;
+		return;
+	}
+	r->refill[r->refill_count++] = buf->handle;
 }
 
 static const struct ring_buf_pool_ops ring_xdp_rx_pool_ops = {
 	.recycle = ring_xdp_rx_recycle,
 };
 
+static uint32_t ring_xdp_frame_of(uint64_t addr)
+{
+	return (uint32_t)(addr / RING_XDP_FRAME_SIZE);
+}
+
+/* The fill ring has a slot for every RX frame, yet it can look full: the
+ * kernel publishes its consumer index lazily (at its next flush), so a frame
+ * it took may reach us, be freed and come back here before the kernel says
+ * it took it. What does not fit waits in `refill` for the next call. */
 static void ring_xdp_refill(struct ring_xdp *r)
 {
-	uint32_t idx, n = r->refill_count;
+	uint32_t idx = 0, n = r->refill_count;
+	uint32_t room = xsk_prod_nb_free(&r->fill, n);
 
-	/* Cannot fail: the fill ring has a slot for every RX frame. */
-	if (xsk_ring_prod__reserve(&r->fill, n, &idx) != n) {
-		vlog_error("ring: %s: fill ring full, %u frames lost", r->base.ifname, n);
-		r->refill_count = 0;
-		return;
+	if (room < n) {
+		r->fill_deferred++;
+		n = room;
 	}
-	for (uint32_t i = 0; i < n; i++)
+	if (!n)
+		return;
+	xsk_ring_prod__reserve(&r->fill, n, &idx);
+	for (uint32_t i = 0; i < n; i++) {
 		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = r->refill[i];
+		r->rx_in_kernel[ring_xdp_frame_of(r->refill[i])] = 1;
+	}
 	xsk_ring_prod__submit(&r->fill, n);
-	r->refill_count = 0;
+	r->refill_count -= n;
+	memmove(r->refill, r->refill + n, r->refill_count * sizeof(*r->refill));
 	r->base.counters.rx_refills++;
 }
 
@@ -149,31 +190,44 @@ static int ring_xdp_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	uint32_t got = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct xdp_desc *desc = xsk_ring_cons__rx_desc(&r->rx, idx + i);
 		/* Aligned mode: addr is frame start + headroom; the shift in
 		 * by_handle drops the offset. */
 		struct ring_buf *buf = ring_buf_pool_by_handle_inline(pool, desc->addr);
+		uint32_t frame = ring_xdp_frame_of(desc->addr);
+		if (__builtin_expect(!r->rx_in_kernel[frame], 0)) {
+			/* Someone holds it: retaking it would corrupt them. */
+			r->rx_unknown++;
+			continue;
+		}
+		r->rx_in_kernel[frame] = 0;
 		ring_buf_pool_take_inline(pool, buf, RING_BUF_F_RX);
 		buf->data = (uint8_t *)r->area + desc->addr;
 		buf->len = desc->len;
 		buf->tot_len = desc->len;
 		buf->rx_time_ns = now_ns;
-		bufs[i] = buf;
+		bufs[got++] = buf;
 		ring->counters.rx_bytes += desc->len;
 	}
 	xsk_ring_cons__release(&r->rx, n);
-	ring->counters.rx_packets += n;
-	return (int)n;
+	ring->counters.rx_packets += got;
+	return (int)got;
 }
+
+static void ring_xdp_kick_tx(struct ring_xdp *r);
 
 static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 	struct ring_buf_pool *pool = ring->tx_pool;
 
-	if (!pool->counters.free_now)
+	if (!pool->counters.free_now) {
+		/* Held frames complete only once the kernel has them. */
+		ring_xdp_kick_tx(r);
 		ring_xdp_reap_completions(r);
+	}
 	if (!pool->counters.free_now) {
 		pool->counters.empty++;
 		ring->counters.tx_no_buffer++;
@@ -184,15 +238,42 @@ static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 	return buf;
 }
 
+/* Descriptors in the TX ring the kernel has not consumed yet. */
+static uint32_t ring_xdp_tx_unconsumed(struct ring_xdp *r)
+{
+	return r->sizes.tx_frames - xsk_prod_nb_free(&r->tx, r->sizes.tx_frames);
+}
+
 static void ring_xdp_kick_tx(struct ring_xdp *r)
 {
-	if (r->tx_unflushed && xsk_ring_prod__needs_wakeup(&r->tx)) {
-		/* EAGAIN/EBUSY/ENOBUFS: the kernel is still sending; the
-		 * descriptors stay queued and go with the next kick. */
-		sendto(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0);
-		r->base.counters.tx_doorbells++;
+	r->tx_held_since_ns = 0;
+	if (!r->tx_unflushed)
+		return;
+	if (!xsk_ring_prod__needs_wakeup(&r->tx)) {
+		r->tx_unflushed = 0;   /* the kernel is consuming on its own */
+		return;
 	}
-	r->tx_unflushed = 0;
+	/* EAGAIN: the per-call budget ran out (copy mode) or the device is
+	 * busy; call again while that makes progress. */
+	uint32_t tries = r->tx_unflushed / RING_XDP_TX_KERNEL_BUDGET + 2;
+	do {
+		r->base.counters.tx_doorbells++;
+		if (sendto(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+			break;
+	} while (--tries);
+	/* Whatever the kernel left stays counted, so the next flush (a
+	 * poller, a sleeper, the internal thread) kicks again: no frame
+	 * waits forever. */
+	r->tx_unflushed = ring_xdp_tx_unconsumed(r);
+}
+
+static uint64_t ring_xdp_now_ns(void)
+{
+	struct timespec ts;
+
+	/* vDSO, no syscall with a TSC clocksource. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Copies the rest of buf's chain behind its first part (AF_XDP sends one
@@ -253,6 +334,30 @@ static void ring_xdp_tx_flush(struct ring *ring)
 
 	ring_xdp_kick_tx(r);
 	ring_xdp_reap_completions(r);
+}
+
+static void ring_xdp_tx_send_done(struct ring *ring)
+{
+	struct ring_xdp *r = ring_xdp_of(ring);
+	uint64_t now = ring_xdp_now_ns();
+	uint64_t prev = r->tx_last_send_ns;
+
+	r->tx_last_send_ns = now;
+	if (!r->tx_unflushed)
+		return;   /* tx_send rang already (batch full) */
+	if (now - prev >= RING_XDP_TX_BURST_GAP_NS ||
+	    (r->tx_held_since_ns && now - r->tx_held_since_ns >= RING_XDP_TX_HOLD_MAX_NS)) {
+		ring_xdp_tx_flush(ring);
+		return;
+	}
+	if (!r->tx_held_since_ns)
+		r->tx_held_since_ns = now;
+	ring->counters.tx_held++;
+}
+
+static unsigned ring_xdp_tx_pending(const struct ring *ring)
+{
+	return ((const struct ring_xdp *)ring)->tx_unflushed;
 }
 
 static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
@@ -352,11 +457,19 @@ static void ring_xdp_destroy(struct ring_xdp *r)
 	if (r->xsk) {
 		__u32 key = r->base.queue;
 		bpf_map_delete_elem(ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_XSKS), &key);
+		ring_xdp_kick_tx(r);   /* held frames still leave */
 		ring_xdp_reap_completions(r);
 		xsk_socket__delete(r->xsk);
 	}
 	if (r->umem)
 		xsk_umem__delete(r->umem);
+	if (r->rx_double_returns || r->rx_unknown)
+		vlog_warn("ring: %s: queue %u: %llu RX frames freed twice and %llu delivered twice were ignored",
+			  r->base.ifname, r->base.queue, (unsigned long long)r->rx_double_returns,
+			  (unsigned long long)r->rx_unknown);
+	if (r->fill_deferred)
+		vlog_debug("ring: %s: queue %u: %llu refills waited for the kernel's fill consumer", r->base.ifname,
+			   r->base.queue, (unsigned long long)r->fill_deferred);
 	held = ring_xdp_held(r);
 	if (held) {
 		/* Freeing the memory under its holders would crash them later:
@@ -373,6 +486,7 @@ static void ring_xdp_destroy(struct ring_xdp *r)
 	}
 	ring_xdp_prog_put(r->prog);
 	free(r->refill);
+	free(r->rx_in_kernel);
 	free(r->flows);
 	free(r);
 }
@@ -394,6 +508,8 @@ static const struct ring_ops ring_xdp_ops = {
 	.tx_alloc = ring_xdp_tx_alloc,
 	.tx_send = ring_xdp_tx_send,
 	.tx_flush = ring_xdp_tx_flush,
+	.tx_send_done = ring_xdp_tx_send_done,
+	.tx_pending = ring_xdp_tx_pending,
 	.attach_flow = ring_xdp_attach_flow,
 	.detach_flow = ring_xdp_detach_flow,
 	.wait_arm = ring_xdp_wait_arm,
@@ -449,6 +565,7 @@ static int ring_xdp_socket(struct ring_xdp *r)
 		return -errno;
 	}
 	r->refill = calloc(sz->rx_frames, sizeof(*r->refill));
+	r->rx_in_kernel = calloc(sz->rx_frames, 1);
 	snprintf(name, sizeof(name), "%.15s:%u rx", r->base.ifname, r->base.queue);
 	r->base.rx_pool = ring_buf_pool_create_over(name, sz->rx_frames, r->area, RING_XDP_FRAME_SIZE, 0, 0,
 						    &ring_xdp_rx_pool_ops, r);
@@ -457,7 +574,7 @@ static int ring_xdp_socket(struct ring_xdp *r)
 						    (uint8_t *)r->area + (size_t)sz->rx_frames * RING_XDP_FRAME_SIZE,
 						    RING_XDP_FRAME_SIZE, RING_XDP_ALIGN_PAD,
 						    (uint64_t)sz->rx_frames * RING_XDP_FRAME_SIZE, NULL, r);
-	if (!r->refill || !r->base.rx_pool || !r->base.tx_pool)
+	if (!r->refill || !r->rx_in_kernel || !r->base.rx_pool || !r->base.tx_pool)
 		return -ENOMEM;
 	err = xsk_umem__create(&r->umem, r->area, r->area_size, &r->fill, &r->comp, &ucfg);
 	if (err) {
@@ -472,8 +589,10 @@ static int ring_xdp_socket(struct ring_xdp *r)
 	/* Every RX frame starts in the fill ring. */
 	if (xsk_ring_prod__reserve(&r->fill, sz->rx_frames, &idx) != sz->rx_frames)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < sz->rx_frames; i++)
+	for (uint32_t i = 0; i < sz->rx_frames; i++) {
 		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = (uint64_t)i * RING_XDP_FRAME_SIZE;
+		r->rx_in_kernel[i] = 1;
+	}
 	xsk_ring_prod__submit(&r->fill, sz->rx_frames);
 
 	int xsk_fd = xsk_socket__fd(r->xsk);

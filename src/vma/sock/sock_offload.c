@@ -173,6 +173,11 @@ static void sock_offload_tick(void *arg)
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
 		stack_timer_tick(ctx->stack, engine_now_ms());
+		/* Backstop for sends held in a burst when the progress engine is
+		 * off or keeps being skipped. */
+		for (unsigned i = 0; i < ctx->nifs; i++)
+			if (ring_tx_pending(ctx->ifs[i].ring))
+				ring_tx_flush(ctx->ifs[i].ring);
 		sock_offload_stats_refresh_locked(ctx);
 	}
 	pthread_spin_unlock(&ctx->lock);
@@ -291,6 +296,10 @@ struct sock_offload *sock_offload_get(void)
 static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if *ifc)
 {
 	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+	/* Sends held in a burst leave before we look for what they may
+	 * have provoked. */
+	if (ring_tx_pending(ifc->ring))
+		ring_tx_flush(ifc->ring);
 	int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
 	for (int i = 0; i < n; i++)
 		stack_input(ctx->stack, &ifc->nif, bufs[i]);
@@ -413,6 +422,10 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 	int count = 0;
 	if (ctx->dead)
 		return 0;
+	/* Never sleep on held sends. */
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (ring_tx_pending(ctx->ifs[i].ring))
+			ring_tx_flush(ctx->ifs[i].ring);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		int armed = ring_wait_arm(ctx->ifs[i].ring);
 		if (armed == 1)

@@ -422,7 +422,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		ring_tx_flush(ifc->ring);   /* rings the doorbell and reaps completions */
 	}
 	if (flush)
-		ring_tx_flush(ifc->ring);
+		ring_tx_send_done(ifc->ring);   /* now, or later in a burst (docs/ring.md) */
 	if (r >= 0 && rt->multicast && s->mc_loop)
 		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 	sock_offload_unlock(ctx);
@@ -508,10 +508,12 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 			break;
 		vec[sent].msg_len = (unsigned int)r;
 	}
-	/* One doorbell for the batch. */
+	/* One doorbell for the batch (deferred too when the calls come in a
+	 * burst). */
 	sock_offload_lock(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		ring_tx_flush(ctx->ifs[i].ring);
+		if (ring_tx_pending(ctx->ifs[i].ring))
+			ring_tx_send_done(ctx->ifs[i].ring);
 	sock_offload_unlock(ctx);
 	if (sent == 0 && vlen > 0)
 		return -1;

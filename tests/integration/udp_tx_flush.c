@@ -1,0 +1,154 @@
+/* Helper of udp_tx_flush.sh: sends that must all leave although libvma
+ * batches doorbells, and the receiver that counts them.
+ *
+ *   udp_tx_flush send DST PORT COUNT CHUNK SLEEP_MS
+ *     sends COUNT datagrams (4-byte sequence numbers) in back-to-back chunks
+ *     of CHUNK, alternately with sendmmsg and sendto, pausing 1 ms between
+ *     chunks, then sleeps SLEEP_MS in raw nanosleep: during that sleep the
+ *     process makes no libvma call, so whatever libvma still holds must be
+ *     sent by its internal thread.
+ *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS
+ *     waits FIRST_MS for the first datagram, then at most IDLE_MS after each
+ *     one for the next; exit 0 when sequence numbers 0..COUNT-1 all arrived
+ *     exactly once. With IDLE_MS below the sender's SLEEP_MS, frames held
+ *     until the sender exits count as lost.
+ * Exit 0 ok, 1 failure, 2 usage or setup error. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MMSG_MAX 64
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Straight to the kernel: not a libvma entry point, not even libc's. */
+static void raw_sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	while (syscall(SYS_nanosleep, &ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static int do_send(const char *dst, int port, unsigned count, unsigned chunk, long sleep_ms)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (fd < 0 || inet_pton(AF_INET, dst, &to.sin_addr) != 1 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+		perror("send: socket/connect");
+		return 2;
+	}
+	if (chunk == 0 || chunk > count)
+		chunk = count;
+	uint32_t seqs[MMSG_MAX];
+	struct iovec iov[MMSG_MAX];
+	struct mmsghdr vec[MMSG_MAX];
+	unsigned sent = 0, round = 0;
+	while (sent < count) {
+		unsigned end = sent + chunk < count ? sent + chunk : count;
+		bool batched = round++ % 2 == 0;   /* the last chunk by sendto */
+		while (sent < end) {
+			if (batched) {
+				unsigned n = end - sent < MMSG_MAX ? end - sent : MMSG_MAX;
+				memset(vec, 0, sizeof(vec));
+				for (unsigned i = 0; i < n; i++) {
+					seqs[i] = htonl(sent + i);
+					iov[i] = (struct iovec){ .iov_base = &seqs[i], .iov_len = sizeof(seqs[i]) };
+					vec[i].msg_hdr.msg_iov = &iov[i];
+					vec[i].msg_hdr.msg_iovlen = 1;
+				}
+				int r = sendmmsg(fd, vec, n, 0);
+				if (r <= 0) {
+					perror("sendmmsg");
+					return 1;
+				}
+				sent += (unsigned)r;
+			} else {
+				uint32_t seq = htonl(sent);
+				if (send(fd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+					perror("send");
+					return 1;
+				}
+				sent++;
+			}
+		}
+		if (sent < count)
+			raw_sleep_ms(1);
+	}
+	printf("sent %u datagrams in chunks of %u; sleeping %ld ms without libvma calls\n", sent, chunk, sleep_ms);
+	fflush(stdout);
+	raw_sleep_ms(sleep_ms);
+	close(fd);
+	return 0;
+}
+
+static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int rcvbuf = 64 << 20;
+	uint8_t *seen = calloc(count ? count : 1, 1);
+	if (fd < 0 || !seen || bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
+		perror("recv: socket/bind");
+		return 2;
+	}
+	/* Room for the whole burst: a drop here would be the receiver's. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	printf("ready\n");
+	fflush(stdout);
+	unsigned got = 0, dups = 0, bad = 0;
+	uint64_t deadline = now_ms() + (uint64_t)first_ms;
+	while (got < count) {
+		uint64_t now = now_ms();
+		if (now >= deadline)
+			break;
+		struct timeval tv = { .tv_sec = (time_t)((deadline - now) / 1000),
+				      .tv_usec = (suseconds_t)((deadline - now) % 1000) * 1000 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		uint32_t seq;
+		ssize_t r = recv(fd, &seq, sizeof(seq), 0);
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			perror("recv");
+			return 1;
+		}
+		deadline = now_ms() + (uint64_t)idle_ms;
+		seq = ntohl(seq);
+		if (r != (ssize_t)sizeof(seq) || seq >= count)
+			bad++;
+		else if (seen[seq]++)
+			dups++;
+		else
+			got++;
+	}
+	printf("received %u of %u distinct datagrams (%u duplicates, %u malformed)\n", got, count, dups, bad);
+	free(seen);
+	close(fd);
+	return got == count && !dups && !bad ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 7 && !strcmp(argv[1], "send"))
+		return do_send(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10),
+			       (unsigned)strtoul(argv[5], NULL, 10), atol(argv[6]));
+	if (argc == 6 && !strcmp(argv[1], "recv"))
+		return do_recv(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atol(argv[5]));
+	fprintf(stderr, "usage: %s send DST PORT COUNT CHUNK SLEEP_MS | recv PORT COUNT FIRST_MS IDLE_MS\n", argv[0]);
+	return 2;
+}

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Doorbell batching (docs/ring.md) never strands a send: a libvma sender in
+# one namespace, a kernel receiver in the other (root; TB_PREFIX=vmatxf).
+# Usage: udp_tx_flush.sh [BUILD_DIR | path/to/libvma.so]   exit 0/1/77.
+# The sender sleeps 1.5 s in raw nanosleep after its last send; the receiver
+# gives up 0.7 s after the last datagram it saw. So every case proves the
+# datagrams left while the sender made no libvma call (a frame held until
+# exit counts as lost):
+#   lone      one datagram
+#   tail      40 back-to-back (the tail is held as a burst: the internal
+#             thread must send it)
+#   burst     100000 in chunks of 1000, sendmmsg and sendto alternately,
+#             all arriving exactly once
+set -u
+ARG=${1:-$(dirname "$0")/../..}
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -d "$ARG" ]; then
+	BUILD=$ARG LIB=$ARG/src/vma/.libs/libvma.so
+else
+	LIB=$ARG BUILD=$(cd "$(dirname "$ARG")/../../.." && pwd)
+fi
+HELPER=$BUILD/tests/integration/udp_tx_flush
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+[ -f "$LIB" ] || { echo "SKIP: no $LIB"; exit 77; }
+[ -x "$HELPER" ] || make -C "$BUILD" tests/integration/udp_tx_flush >/dev/null 2>&1
+[ -x "$HELPER" ] || { echo "SKIP: no $HELPER (make check builds it)"; exit 77; }
+LIB=$(readlink -f "$LIB")
+export TB_PREFIX=vmatxf
+bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null || { echo "SKIP: testbed"; exit 77; }
+trap 'bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1' EXIT
+A="nsenter --net=/run/netns/vmatxf-a"
+B="nsenter --net=/run/netns/vmatxf-b"
+fail=0
+OUT=$(mktemp -d /tmp/udp_tx_flush.XXXXXX)
+trap 'rm -rf "$OUT"; bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1' EXIT
+
+# run_case NAME PORT COUNT CHUNK
+run_case() {
+	local name=$1 port=$2 count=$3 chunk=$4 rc src
+	$B "$HELPER" recv "$port" "$count" 15000 700 >"$OUT/$name.recv" 2>&1 &
+	local rpid=$!
+	for _ in $(seq 50); do grep -q ready "$OUT/$name.recv" && break; sleep 0.1; done
+	$A env LD_PRELOAD="$LIB" VMA_TRACELEVEL=2 timeout 60 "$HELPER" send 198.18.0.2 "$port" "$count" "$chunk" 1500 \
+		>"$OUT/$name.send" 2>&1
+	src=$?
+	wait $rpid
+	rc=$?
+	sed 's/^/    /' "$OUT/$name.send" "$OUT/$name.recv" | grep -v ready
+	if [ $src = 0 ] && [ $rc = 0 ]; then
+		echo "PASS: $name: $count datagrams arrived while the sender slept"
+	else
+		echo "FAIL: $name: sender exit $src, receiver exit $rc"
+		fail=1
+	fi
+}
+run_case lone 12201 1 1
+run_case tail 12202 40 40
+run_case burst 12203 100000 1000
+exit $fail
