@@ -2,6 +2,7 @@
 # select/pselect/poll/ppoll/epoll over offloaded UDP sockets mixed with
 # kernel fds, on a private two-namespace testbed (root, TB_PREFIX=vmaiomux).
 # Usage: iomux_udp.sh [build dir | path/to/libvma.so]  exit 0 pass, 1 fail, 77 skip.
+# VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
 # Runs tests/integration/iomux_udp (see its header) under libvma in the
 # server namespace against a kernel peer, once with the default
 # VMA_SELECT_POLL and once with VMA_SELECT_POLL=0, then a python3
@@ -23,7 +24,7 @@ PEER_PID=
 trap '[ -n "$PEER_PID" ] && kill $PEER_PID 2>/dev/null; bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1' EXIT
 A="nsenter --net=/run/netns/vmaiomux-a"
 B="nsenter --net=/run/netns/vmaiomux-b"
-VMA="env LD_PRELOAD=$LIB VMA_TRACELEVEL=2"
+VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB VMA_TRACELEVEL=2"   # VMA_TEST_PRELOAD: e.g. the ASan runtime
 fail=0
 udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
@@ -69,6 +70,7 @@ assert type(sel).__name__=="EpollSelector", type(sel).__name__
 s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.setblocking(False)
 s.bind(("198.18.0.2",int(sys.argv[1])))
 sel.register(s,selectors.EVENT_READ)
+open(sys.argv[2],"w").close()  # ready: slow starts (sanitizer builds) must not lose datagram 0
 n=0
 while True:
   ev=sel.select(10)
@@ -98,8 +100,10 @@ port=15100
 for env in "" "VMA_SELECT_POLL=0"; do
 	port=$((port + 1))
 	before=$(udp_in)
-	$B $VMA $env timeout 60 python3 -c "$ECHO_SRV" $port & srv=$!
-	sleep 1
+	ready=$(mktemp -u /tmp/vmaiomux-ready.XXXXXX)
+	$B $VMA $env timeout 60 python3 -c "$ECHO_SRV" $port "$ready" & srv=$!
+	for _ in $(seq 100); do [ -e "$ready" ] && break; sleep 0.1; done
+	rm -f "$ready"
 	$A timeout 60 python3 -c "$ECHO_CLI" $port; crc=$?
 	wait $srv; src=$?
 	check $((crc | src)) "python3 selectors (epoll) UDP echo under libvma, ${env:-default VMA_SELECT_POLL}: 2000 datagrams intact"

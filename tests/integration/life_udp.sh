@@ -1,6 +1,7 @@
 #!/bin/bash
 # Process and thread lifecycle with real offloaded sockets (root).
 # Usage: life_udp.sh [build dir | path/to/libvma.so]   exit 0 pass, 1 fail, 77 skip.
+# VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
 # The server (tests/integration/life_udp, commands on stdin) runs under
 # libvma in namespace vmalife-b; kernel peers in vmalife-a. Checks:
 #  1 fork: the child exits / execs /bin/true / uses a socket of its own;
@@ -77,7 +78,7 @@ while True:
 start() {
 	local name=$1 port=$2; shift 2
 	mkfifo "$WORK/$name.in" "$WORK/$name.out"
-	$B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=3 "$@" "$HELPER" "$port" \
+	$B env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=3 "$@" "$HELPER" "$port" \
 		<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err" &
 	local in out
 	exec {in}>"$WORK/$name.in" {out}<"$WORK/$name.out"

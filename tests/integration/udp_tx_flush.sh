@@ -2,6 +2,7 @@
 # Doorbell batching (docs/ring.md) never strands a send: a libvma sender in
 # one namespace, a kernel receiver in the other (root; TB_PREFIX=vmatxf).
 # Usage: udp_tx_flush.sh [BUILD_DIR | path/to/libvma.so]   exit 0/1/77.
+# VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
 # The sender sleeps 1.5 s in raw nanosleep after its last send; the receiver
 # gives up 0.7 s after the last datagram it saw. So every case proves the
 # datagrams left while the sender made no libvma call (a frame held until
@@ -40,7 +41,7 @@ run_case() {
 	$B "$HELPER" recv "$port" "$count" 15000 700 >"$OUT/$name.recv" 2>&1 &
 	local rpid=$!
 	for _ in $(seq 50); do grep -q ready "$OUT/$name.recv" && break; sleep 0.1; done
-	$A env LD_PRELOAD="$LIB" VMA_TRACELEVEL=2 timeout 60 "$HELPER" send 198.18.0.2 "$port" "$count" "$chunk" 1500 \
+	$A env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=2 timeout 60 "$HELPER" send 198.18.0.2 "$port" "$count" "$chunk" 1500 \
 		>"$OUT/$name.send" 2>&1
 	src=$?
 	wait $rpid

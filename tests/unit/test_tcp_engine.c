@@ -129,6 +129,12 @@ static void stream(unsigned loss_ppm, unsigned dup_ppm, unsigned reorder_ppm, ui
 	tcp_close(w->side[1].pcb);
 	w->drop_ppm = w->dup_ppm = w->reorder_ppm = 0;
 	th_run(w, 3000);
+	/* side 0 only shut down its writing side: after TIME_WAIT its pcb stays
+	 * CLOSED (unfindable) until the app closes it, as a Linux socket does */
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 1);
+	ck_assert_int_eq(tcp_pcb_state(w->side[0].pcb), TCP_CLOSED);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[1].tcp), 1);   /* the listener */
+	tcp_close(w->side[0].pcb);
 	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 0);
 }
 

@@ -108,6 +108,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	memcpy(c->dst_mac, src_mac, 6);
 	c->parent = lis;
 	lis->pending_children++;
+	tcp_pcb_hash_conn(c);
 	c->nodelay = lis->nodelay;
 	c->quickack = lis->quickack;
 	c->keepalive = lis->keepalive;
@@ -203,7 +204,7 @@ static void fin_acked_transitions(struct tcp_pcb *pcb)
 	else if (pcb->state == TCP_CLOSING)
 		tcp_enter_time_wait(pcb);
 	else if (pcb->state == TCP_LAST_ACK)
-		tcp_pcb_release(pcb);
+		tcp_pcb_done(pcb);
 }
 
 static void enter_recovery(struct tcp_pcb *pcb)
@@ -481,7 +482,11 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 			tcp_pcb_release(pcb);   /* back to LISTEN (the listener stays) */
 			return;
 		}
-		if (pcb->state == TCP_CLOSING || pcb->state == TCP_LAST_ACK || pcb->state == TCP_TIME_WAIT) {
+		if (pcb->state == TCP_TIME_WAIT) {
+			tcp_pcb_done(pcb);   /* the app's side is already over */
+			return;
+		}
+		if ((pcb->state == TCP_CLOSING || pcb->state == TCP_LAST_ACK) && pcb->detached) {
 			tcp_pcb_release(pcb);
 			return;
 		}

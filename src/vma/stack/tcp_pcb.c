@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 void tcp_settings_default(struct tcp_settings *out)
 {
@@ -76,21 +77,135 @@ struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
 		ctx->set.none_cwnd_segments = 64;
 	ctx->isn_key[0] = set->isn_secret[0];
 	ctx->isn_key[1] = set->isn_secret[1];
+	/* Not the ISN key itself (that one may be drawn lazily), but as secret. */
+	if (getrandom(ctx->hash_key, sizeof(ctx->hash_key), GRND_NONBLOCK) != sizeof(ctx->hash_key)) {
+		ctx->hash_key[0] = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)ctx;
+		ctx->hash_key[1] = 0xbf58476d1ce4e5b9ull ^ st->now_ms;
+	}
 	ctx->now_ms = st->now_ms;
 	st->tcp = ctx;
 	return ctx;
+}
+
+/* ---- demux tables ----
+ * Connections are keyed by the 4-tuple, bound-but-unconnected pcbs (and so
+ * listeners) by local port alone, so a listener on INADDR_ANY and one on a
+ * given address share a chain. The hash is keyed by a random secret so a peer
+ * cannot aim many tuples at one chain. */
+#define TCP_HASH_MIN_BUCKETS 64u
+#define TCP_HASH_MAX_BUCKETS (1u << 20)
+
+static uint32_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return (uint32_t)x;
+}
+
+static uint32_t conn_hash(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport,
+			  uint32_t rip, uint16_t rport)
+{
+	uint64_t a = ((uint64_t)lip << 32 | rip) ^ ctx->hash_key[0];
+	uint64_t b = ((uint64_t)lport << 16 | rport) ^ ctx->hash_key[1];
+	return mix64(a ^ mix64(b));
+}
+
+static uint32_t port_hash(const struct tcp_ctx *ctx, uint16_t lport)
+{
+	return mix64(lport ^ ctx->hash_key[1]);
+}
+
+static uint32_t pcb_hash(const struct tcp_pcb *p, uint8_t table)
+{
+	return table == TCP_HASH_CONN ?
+	       conn_hash(p->ctx, p->local_ip, p->local_port, p->remote_ip, p->remote_port) :
+	       port_hash(p->ctx, p->local_port);
+}
+
+static struct tcp_hash *table_of(struct tcp_ctx *ctx, uint8_t table)
+{
+	return table == TCP_HASH_CONN ? &ctx->conns : &ctx->ports;
+}
+
+/* Doubles the bucket array; on allocation failure chains just get longer. */
+static void hash_grow(struct tcp_ctx *ctx, uint8_t table)
+{
+	struct tcp_hash *h = table_of(ctx, table);
+	uint32_t n = h->bucket ? (h->mask + 1) * 2 : TCP_HASH_MIN_BUCKETS;
+	if (n > TCP_HASH_MAX_BUCKETS)
+		return;
+	struct tcp_pcb **nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (uint32_t i = 0; h->bucket && i <= h->mask; i++) {
+		struct tcp_pcb *p = h->bucket[i];
+		while (p) {
+			struct tcp_pcb *next = p->hnext;
+			uint32_t k = pcb_hash(p, table) & (n - 1);
+			p->hnext = nb[k];
+			nb[k] = p;
+			p = next;
+		}
+	}
+	free(h->bucket);
+	h->bucket = nb;
+	h->mask = n - 1;
+}
+
+static void pcb_unhash(struct tcp_pcb *pcb)
+{
+	if (pcb->hashed == TCP_HASH_NONE)
+		return;
+	struct tcp_hash *h = table_of(pcb->ctx, pcb->hashed);
+	for (struct tcp_pcb **pp = &h->bucket[pcb_hash(pcb, pcb->hashed) & h->mask]; *pp;
+	     pp = &(*pp)->hnext) {
+		if (*pp == pcb) {
+			*pp = pcb->hnext;
+			break;
+		}
+	}
+	pcb->hnext = NULL;
+	pcb->hashed = TCP_HASH_NONE;
+	h->count--;
+}
+
+static void pcb_hash_into(struct tcp_pcb *pcb, uint8_t table)
+{
+	pcb_unhash(pcb);
+	struct tcp_hash *h = table_of(pcb->ctx, table);
+	if (!h->bucket || h->count >= 2 * (h->mask + 1))
+		hash_grow(pcb->ctx, table);
+	if (!h->bucket) {
+		/* no memory for even the first table: the pcb cannot be found, so
+		 * its peer will see RSTs; better than crashing */
+		return;
+	}
+	uint32_t k = pcb_hash(pcb, table) & h->mask;
+	pcb->hnext = h->bucket[k];
+	h->bucket[k] = pcb;
+	pcb->hashed = table;
+	h->count++;
+}
+
+void tcp_pcb_hash_conn(struct tcp_pcb *pcb)
+{
+	pcb_hash_into(pcb, TCP_HASH_CONN);
 }
 
 static void pcb_free_now(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
 
-	for (struct tcp_pcb **pp = &ctx->pcbs; *pp; pp = &(*pp)->next) {
-		if (*pp == pcb) {
-			*pp = pcb->next;
-			break;
-		}
-	}
+	pcb_unhash(pcb);
+	if (pcb->prev)
+		pcb->prev->next = pcb->next;
+	else
+		ctx->pcbs = pcb->next;
+	if (pcb->next)
+		pcb->next->prev = pcb->prev;
 	ctx->npcbs--;
 	tcp_ooo_free(pcb);
 	free(pcb->sbuf);
@@ -103,6 +218,8 @@ void tcp_ctx_destroy(struct tcp_ctx *ctx)
 		return;
 	while (ctx->pcbs)
 		pcb_free_now(ctx->pcbs);
+	free(ctx->conns.bucket);
+	free(ctx->ports.bucket);
 	if (ctx->st->tcp == ctx)
 		ctx->st->tcp = NULL;
 	free(ctx);
@@ -136,6 +253,8 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx)
 	pcb->mss = tcp_effective_mss(ctx);
 	pcb->rto_ms = ctx->set.rto_initial_ms ? ctx->set.rto_initial_ms : 1000;
 	pcb->next = ctx->pcbs;
+	if (ctx->pcbs)
+		ctx->pcbs->prev = pcb;
 	ctx->pcbs = pcb;
 	ctx->npcbs++;
 	return pcb;
@@ -160,34 +279,52 @@ struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport
 			       uint32_t rip, uint16_t rport)
 {
 	struct tcp_pcb *listener = NULL;
+	uint64_t steps = 0;
 
-	for (struct tcp_pcb *p = ctx->pcbs; p; p = p->next) {
-		if (p->dead || p->local_port != lport)
-			continue;
-		if (p->state == TCP_LISTEN) {
+	ctx->cnt.lookups++;
+	if (ctx->conns.bucket) {
+		struct tcp_pcb *p = ctx->conns.bucket[conn_hash(ctx, lip, lport, rip, rport) & ctx->conns.mask];
+		for (; p; p = p->hnext) {
+			steps++;
+			if (p->remote_port == rport && p->local_port == lport && p->remote_ip == rip &&
+			    p->local_ip == lip && !p->dead && p->state != TCP_CLOSED) {
+				ctx->cnt.lookup_steps += steps;
+				return p;
+			}
+		}
+	}
+	if (ctx->ports.bucket) {
+		struct tcp_pcb *p = ctx->ports.bucket[port_hash(ctx, lport) & ctx->ports.mask];
+		for (; p; p = p->hnext) {
+			steps++;
+			if (p->dead || p->local_port != lport || p->state != TCP_LISTEN)
+				continue;
 			if (p->local_ip == lip || (!p->local_ip && !listener))
 				listener = p;
-			continue;
 		}
-		if (p->state != TCP_CLOSED && p->remote_port == rport && p->remote_ip == rip &&
-		    p->local_ip == lip)
-			return p;
 	}
+	ctx->cnt.lookup_steps += steps;
 	return listener;
 }
 
 int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port)
 {
+	struct tcp_ctx *ctx = pcb->ctx;
+
 	if (pcb->bound || !port || pcb->state != TCP_CLOSED)
 		return -EINVAL;
-	for (struct tcp_pcb *p = pcb->ctx->pcbs; p; p = p->next) {
-		if (p != pcb && !p->dead && p->bound && p->local_port == port && !p->remote_port &&
-		    (p->local_ip == ip || !p->local_ip || !ip))
-			return -EADDRINUSE;
+	if (ctx->ports.bucket) {
+		struct tcp_pcb *p = ctx->ports.bucket[port_hash(ctx, port) & ctx->ports.mask];
+		for (; p; p = p->hnext) {
+			if (p != pcb && !p->dead && p->local_port == port &&
+			    (p->local_ip == ip || !p->local_ip || !ip))
+				return -EADDRINUSE;
+		}
 	}
 	pcb->local_ip = ip;
 	pcb->local_port = port;
 	pcb->bound = true;
+	pcb_hash_into(pcb, TCP_HASH_PORT);
 	return 0;
 }
 
@@ -203,16 +340,18 @@ int tcp_listen(struct tcp_pcb *pcb, unsigned backlog)
 int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_ip,
 		const uint8_t dst_mac[6])
 {
-	if (!pcb->bound || pcb->state != TCP_CLOSED)
+	if (!pcb->bound || pcb->state != TCP_CLOSED || pcb->remote_port)
 		return pcb->state == TCP_SYN_SENT ? -EALREADY : (pcb->bound ? -EISCONN : -EINVAL);
 	if (!ip || !port)
 		return -EINVAL;
-	if (local_ip)
-		pcb->local_ip = local_ip;
-	if (!pcb->local_ip)
-		pcb->local_ip = pcb->ctx->nif->ip;
+	uint32_t lip = local_ip ? local_ip : (pcb->local_ip ? pcb->local_ip : pcb->ctx->nif->ip);
+	struct tcp_pcb *same = tcp_pcb_lookup(pcb->ctx, lip, pcb->local_port, ip, port);
+	if (same && same->state != TCP_LISTEN)
+		return -EADDRNOTAVAIL;   /* the 4-tuple is taken (as Linux connect) */
+	pcb->local_ip = lip;
 	pcb->remote_ip = ip;
 	pcb->remote_port = port;
+	tcp_pcb_hash_conn(pcb);
 	memcpy(pcb->dst_mac, dst_mac, 6);
 	pcb->iss = tcp_isn(pcb->ctx, pcb->local_ip, pcb->local_port, ip, port);
 	pcb->snd_una = pcb->snd_nxt = pcb->snd_max = pcb->iss;
@@ -256,7 +395,8 @@ int tcp_shutdown(struct tcp_pcb *pcb, bool rd, bool wr)
 
 static void abort_children(struct tcp_pcb *listener)
 {
-	for (struct tcp_pcb *p = listener->ctx->pcbs; p; p = p->next) {
+	for (struct tcp_pcb *p = listener->ctx->pcbs, *next; p; p = next) {
+		next = p->next;   /* p may be freed below */
 		if (p->parent == listener && !p->dead) {
 			p->parent = NULL;
 			tcp_send_rst(p);
@@ -308,11 +448,26 @@ void tcp_pcb_release(struct tcp_pcb *pcb)
 	}
 	pcb->state = TCP_CLOSED;
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
+	pcb_unhash(pcb);
 	if (pcb->ctx->depth) {
 		pcb->dead = true; /* freed by tcp_reap when the engine unwinds */
+		pcb->ctx->ndead++;
 		return;
 	}
 	pcb_free_now(pcb);
+}
+
+void tcp_pcb_done(struct tcp_pcb *pcb)
+{
+	if (pcb->detached || pcb->parent) {
+		tcp_pcb_release(pcb);
+		return;
+	}
+	pcb_unhash(pcb);
+	pcb->state = TCP_CLOSED;
+	pcb->rto_at = pcb->delack_at = pcb->persist_at = pcb->keepalive_at = pcb->timewait_at = 0;
+	pcb->keepalive = false;
+	tcp_ooo_free(pcb);
 }
 
 void tcp_pcb_fail(struct tcp_pcb *pcb, int err)
@@ -327,21 +482,15 @@ void tcp_pcb_fail(struct tcp_pcb *pcb, int err)
 
 void tcp_reap(struct tcp_ctx *ctx)
 {
-	struct tcp_pcb **pp = &ctx->pcbs;
-
-	while (*pp) {
-		struct tcp_pcb *p = *pp;
-		if (p->dead) {
-			*pp = p->next;
-			p->next = NULL;
-			ctx->npcbs--;
-			tcp_ooo_free(p);
-			free(p->sbuf);
-			free(p);
-		} else {
-			pp = &p->next;
-		}
+	/* Dead pcbs are rare (closes); skip the walk on the per-segment path. */
+	if (!ctx->ndead)
+		return;
+	for (struct tcp_pcb *p = ctx->pcbs, *next; p; p = next) {
+		next = p->next;
+		if (p->dead)
+			pcb_free_now(p);
 	}
+	ctx->ndead = 0;
 }
 
 void tcp_enter_time_wait(struct tcp_pcb *pcb)

@@ -59,7 +59,9 @@ struct tcp_pcb {
 	bool bound, detached, dead, rd_shut, wr_shut, fin_rcvd, nodelay, quickack, keepalive;
 	struct tcp_callbacks cb;
 	void *cb_arg;
-	struct tcp_pcb *next;            /* ctx->pcbs */
+	struct tcp_pcb *next, *prev;     /* ctx->pcbs (every pcb, dead ones until reaped) */
+	struct tcp_pcb *hnext;           /* chain in ctx->conns or ctx->ports */
+	uint8_t hashed;                  /* TCP_HASH_NONE / _CONN / _PORT */
 	struct tcp_pcb *parent;          /* listener of a child not yet accepted */
 	unsigned backlog, pending_children;
 	uint64_t syn_window_start_ms;
@@ -101,6 +103,14 @@ struct tcp_pcb {
 	uint32_t persist_backoff, keepalive_sent;
 };
 
+enum { TCP_HASH_NONE, TCP_HASH_CONN, TCP_HASH_PORT };
+
+/* Chained hash table; grows by doubling so chains stay short. */
+struct tcp_hash {
+	struct tcp_pcb **bucket;
+	uint32_t mask, count;
+};
+
 struct tcp_ctx {
 	struct stack *st;
 	const struct stack_netif *nif;
@@ -108,11 +118,14 @@ struct tcp_ctx {
 	struct tcp_counters cnt;
 	uint64_t now_ms, next_fast_ms, next_slow_ms;
 	struct tcp_pcb *pcbs;
-	unsigned npcbs;
+	unsigned npcbs, ndead;
+	struct tcp_hash conns;           /* synchronized/SYN pcbs by 4-tuple */
+	struct tcp_hash ports;           /* bound, unconnected pcbs (listeners) by local port */
 	unsigned depth;                  /* >0 inside input/timers: frees are deferred */
 	uint64_t challenge_window_ms;
 	uint32_t challenge_in_window;
 	uint64_t isn_key[2];
+	uint64_t hash_key[2];            /* demux hash key, fixed at create */
 };
 
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
@@ -122,7 +135,11 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 /* tcp_pcb.c */
 struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport,
 			       uint32_t rip, uint16_t rport);
+void tcp_pcb_hash_conn(struct tcp_pcb *pcb);          /* 4-tuple set: make it findable */
 void tcp_pcb_release(struct tcp_pcb *pcb);            /* frees, or defers inside callbacks */
+/* The connection is over: frees a pcb the app closed, or leaves one the app
+ * still holds in CLOSED (unfindable, timers off) until tcp_close/tcp_abort. */
+void tcp_pcb_done(struct tcp_pcb *pcb);
 void tcp_pcb_fail(struct tcp_pcb *pcb, int err);       /* err callback + release */
 void tcp_enter_time_wait(struct tcp_pcb *pcb);
 void tcp_reap(struct tcp_ctx *ctx);

@@ -110,7 +110,7 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 		if (pcb->dead)
 			continue;
 		if (pcb->timewait_at && now_ms >= pcb->timewait_at) {
-			tcp_pcb_release(pcb);
+			tcp_pcb_done(pcb);
 			continue;
 		}
 		if (pcb->delack_at && now_ms >= pcb->delack_at)
