@@ -82,7 +82,9 @@ int iomux_ms_left(int64_t deadline);
 /* Whether the spin phase (VMA_SELECT_POLL) is still on. */
 bool iomux_spinning(int64_t start, int64_t now);
 
-void iomux_stats_time(struct stats_iomux *st, int64_t start, int64_t sleep_ns);
+/* End of one wait call: counts an error (n < 0) or a timeout (n == 0) and,
+ * with VMA_CPU_USAGE_STATS, the time spent polling rather than sleeping. */
+void iomux_stats_finish(struct stats_iomux *st, int n, int64_t start, int64_t sleep_ns);
 
 /* Ready-list plumbing used by notify and wait (ep lock held). */
 void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it);

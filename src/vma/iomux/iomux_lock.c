@@ -110,8 +110,12 @@ bool iomux_spinning(int64_t start, int64_t now)
 	return now - start < (int64_t)usec * 1000;
 }
 
-void iomux_stats_time(struct stats_iomux *st, int64_t start, int64_t sleep_ns)
+void iomux_stats_finish(struct stats_iomux *st, int n, int64_t start, int64_t sleep_ns)
 {
+	if (n < 0)
+		st->c.errors++;
+	else if (n == 0)
+		st->c.timeouts++;
 	if (!g_cfg.cpu_usage_stats)
 		return;
 	int64_t total = iomux_now_ns() - start;

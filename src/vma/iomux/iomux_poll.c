@@ -58,21 +58,28 @@ static struct stats_iomux *stats_for(bool is_select)
 	return s;
 }
 
+/* Whether fd has user-space readiness (an offloaded socket). An epoll fd
+ * met on the way is marked exposed: it is now watched by a kernel poll. */
+static bool fd_is_offloaded(int fd)
+{
+	struct sock_obj *obj = sock_fd_get(fd);
+	if (!obj)
+		return false;
+	if (obj->ops->poll_ready)
+		return true;
+	if (obj->ops == &iomux_epoll_ops)
+		iomux_epoll_mark_exposed(obj);
+	return false;
+}
+
 bool iomux_poll_wanted(const struct pollfd *fds, nfds_t nfds)
 {
 	/* A bad array or count is the kernel's to refuse (EFAULT, EINVAL). */
 	if (!fds || nfds > sock_fd_table_size())
 		return false;
 	bool wanted = false;
-	for (nfds_t i = 0; i < nfds; i++) {
-		struct sock_obj *obj = sock_fd_get(fds[i].fd);
-		if (!obj)
-			continue;
-		if (obj->ops->poll_ready)
-			wanted = true;
-		else if (obj->ops == &iomux_epoll_ops)
-			iomux_epoll_mark_exposed(obj);
-	}
+	for (nfds_t i = 0; i < nfds; i++)
+		wanted |= fd_is_offloaded(fds[i].fd);
 	return wanted;
 }
 
@@ -86,13 +93,7 @@ bool iomux_select_wanted(int nfds, const fd_set *r, const fd_set *w, const fd_se
 	for (int fd = 0; fd < nfds; fd++) {
 		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
 			continue;
-		struct sock_obj *obj = sock_fd_get(fd);
-		if (!obj)
-			continue;
-		if (obj->ops->poll_ready)
-			wanted = true;
-		else if (obj->ops == &iomux_epoll_ops)
-			iomux_epoll_mark_exposed(obj);
+		wanted |= fd_is_offloaded(fd);
 	}
 	return wanted;
 }
@@ -236,11 +237,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		/* Only a ring woke us: poll it. */
 	}
 out:
-	if (n < 0)
-		st->c.errors++;
-	else if (n == 0)
-		st->c.timeouts++;
-	iomux_stats_time(st, start, slept);
+	iomux_stats_finish(st, n, start, slept);
 	return n;
 }
 

@@ -194,12 +194,7 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 
 static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept)
 {
-	struct stats_iomux *st = ep->stats;
-	if (n < 0)
-		st->c.errors++;
-	else if (n == 0)
-		st->c.timeouts++;
-	iomux_stats_time(st, start, slept);
+	iomux_stats_finish(ep->stats, n, start, slept);
 	return n;
 }
 
