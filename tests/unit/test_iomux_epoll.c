@@ -44,6 +44,78 @@ static void teardown(void)
 	sock_obj_flush_retired();
 }
 
+/* Added while still a kernel fd, offloaded afterwards (epoll_ctl before
+ * connect): user-space readiness must reach the set, level and edge, in
+ * two sets; a plain kernel fd added alongside is unaffected. */
+START_TEST(fd_added_before_offload_is_promoted)
+{
+	int ep1 = ep_new(), ep2 = ep_new();
+	struct fake_sock *f = fake_new();
+	f->base.ops = &fake_kernel_ops;
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep1, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	ck_assert_int_eq(ctl(ep2, EPOLL_CTL_ADD, f->base.fd, EPOLLIN | EPOLLOUT | EPOLLET, 2), 0);
+	ck_assert_int_eq(ctl(ep1, EPOLL_CTL_ADD, p[0], EPOLLIN, 3), 0);
+	/* As a kernel fd: the kernel socket's own readiness (writable). */
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLOUT);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 0);
+	/* Notifications before the promotion are the kernel's business. */
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 0);
+
+	__atomic_store_n(&f->ready, 0, __ATOMIC_RELEASE);
+	fake_promote(f);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 0);
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 0);
+	fake_set_ready(f, EPOLLIN | EPOLLOUT);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN);
+	ck_assert_uint_eq(evs[0].data.u64, 1);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 1);   /* level: stays */
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].events, EPOLLIN | EPOLLOUT);
+	ck_assert_uint_eq(evs[0].data.u64, 2);
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 0);   /* edge: once */
+	/* A packet found by progress reaches it too (it is on the offl list). */
+	fake_ring_packet(f);
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 1);
+	/* The plain kernel fd in the same set still reports (f quiet, so
+	 * VMA_SELECT_SKIP_OS does not defer the kernel check). */
+	__atomic_store_n(&f->ready, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 3);
+	fake_close(f);
+	ck_assert_int_eq(wait_ev(ep1, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 3);
+	ck_assert_int_eq(wait_ev(ep2, evs, 4, 0), 0);
+	close(p[0]);
+	close(p[1]);
+	ep_close(ep1);
+	ep_close(ep2);
+}
+END_TEST
+
+/* An undecided socket in a set that is closed first: the watch goes with
+ * the set; a later promotion finds nobody. */
+START_TEST(set_closed_before_promotion)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	f->base.ops = &fake_kernel_ops;
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	ck_assert_ptr_nonnull(f->base.watchers);
+	ep_close(ep);
+	ck_assert_ptr_null(f->base.watchers);
+	fake_promote(f);
+	fake_set_ready(f, EPOLLIN);
+	fake_close(f);
+}
+END_TEST
+
 START_TEST(level_triggered_stays_until_not_ready)
 {
 	int ep = ep_new();
@@ -437,6 +509,8 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, level_triggered_stays_until_not_ready);
+	tcase_add_test(tc, fd_added_before_offload_is_promoted);
+	tcase_add_test(tc, set_closed_before_promotion);
 	tcase_add_test(tc, edge_triggered_fires_once_per_rise);
 	tcase_add_test(tc, oneshot_disarms_until_mod);
 	tcase_add_test(tc, mix_of_pipe_and_offloaded_with_maxevents);

@@ -70,6 +70,22 @@ static const struct sock_ops fake_ops = {
 	.destroy = fake_destroy,
 };
 
+/* The same socket before it is offloaded: a kernel fd that may become
+ * offloaded (a TCP socket before connect/listen). */
+static const struct sock_ops fake_kernel_ops __attribute__((unused)) = {
+	.kind = "fake-undecided",
+	.flags = SOCK_OPS_F_MAY_OFFLOAD,
+	.release = fake_release,
+	.destroy = fake_destroy,
+};
+
+/* connect()/listen() offloaded it: switch the ops, then tell iomux. */
+static inline void fake_promote(struct fake_sock *f)
+{
+	__atomic_store_n(&f->base.ops, &fake_ops, __ATOMIC_RELEASE);
+	iomux_promote(&f->base);
+}
+
 static struct fake_sock *fake_new(void)
 {
 	struct fake_sock *f = calloc(1, sizeof(*f));

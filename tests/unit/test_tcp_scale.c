@@ -137,11 +137,12 @@ START_TEST(thousand_connections)
 	}
 	/* a live 4-tuple cannot be connected twice (binds only conflict with
 	 * unconnected pcbs: port choice is the socket layer's job) */
+	ck_assert_int_eq(tcp_pcb_state(cli[NCONN - 1].pcb), TCP_SYN_SENT);
 	struct tcp_pcb *dup = tcp_pcb_new(a->tcp);
-	ck_assert_int_eq(tcp_bind(dup, a->nif.ip, htons(CLIENT_PORT0 + 5)), 0);
+	ck_assert_int_eq(tcp_bind(dup, a->nif.ip, htons(CLIENT_PORT0 + NCONN - 1)), 0);
 	ck_assert_int_eq(tcp_connect(dup, b->nif.ip, htons(SRV_PORT), 0, b->nif.mac), -EADDRNOTAVAIL);
 	struct tcp_pcb *dup2 = tcp_pcb_new(a->tcp);
-	ck_assert_int_eq(tcp_bind(dup2, 0, htons(CLIENT_PORT0 + 5)), -EADDRINUSE);
+	ck_assert_int_eq(tcp_bind(dup2, 0, htons(CLIENT_PORT0 + NCONN - 1)), -EADDRINUSE);
 	tcp_abort(dup2);
 	tcp_abort(dup);
 	ck_assert(th_run_until(w, all_done, 5000));

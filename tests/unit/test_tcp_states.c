@@ -197,9 +197,83 @@ START_TEST(syn_in_window_challenged)
 	enum tcp_state s = synchronized[_i];
 	drive_to(s);
 	inject(peer_nxt + 10, 0, 0x02, NULL, 0);
+	if (s == TCP_TIME_WAIT) {
+		/* above RCV.NXT: a new incarnation (RFC 6191, as Linux); the
+		 * listener answers with a sequence space above the old one */
+		struct th_tcp t = only_reply();
+		ck_assert_uint_eq(t.flags, 0x12);
+		ck_assert_uint_eq(t.ack, peer_nxt + 11);
+		ck_assert_uint_eq(t.seq, srv_max + 65535 + 2);
+		ck_assert_int_eq(tcp_pcb_state(w->side[1].pcb), TCP_CLOSED);   /* old one, app holds it */
+		ck_assert_uint_eq(pcbs(), 3);
+		ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->tx_challenge_acks, 0);
+		return;
+	}
 	assert_plain_ack();
 	assert_unchanged(s);
 	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->tx_challenge_acks, 1);
+}
+END_TEST
+
+/* A SYN at exactly RCV.NXT in TIME_WAIT could be an old duplicate: challenged. */
+START_TEST(syn_at_rcv_nxt_in_time_wait_challenged)
+{
+	drive_to(TCP_TIME_WAIT);
+	/* the send buffer is released in TIME_WAIT; writes are refused */
+	ck_assert_uint_eq(tcp_sndbuf_free(w->side[1].pcb), 0);
+	ck_assert_int_eq(tcp_write(w->side[1].pcb, "x", 1, 0), -EPIPE);
+	tcp_set_bufsizes(w->side[1].pcb, 0, 9000);   /* harmless */
+	inject(peer_nxt, 0, 0x02, NULL, 0);
+	assert_plain_ack();
+	assert_unchanged(TCP_TIME_WAIT);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->tx_challenge_acks, 1);
+}
+END_TEST
+
+/* The kernel picks our ports without knowing our TIME_WAIT: connecting on a
+ * tuple in TIME_WAIT reuses it (as tcp_tw_reuse) with a larger ISN. */
+static bool both_connected(struct th_wire *x)
+{
+	return x->side[0].connected && x->side[1].connected;
+}
+
+START_TEST(connect_reuses_time_wait_tuple)
+{
+	th_init(w, &sa, &sb, 3);
+	th_listen(&w->side[1], SRV);
+	th_connect(w, 0, 4000, SRV);
+	ck_assert(th_run_until(w, both_connected, 100));
+	struct tcp_pcb *old = w->side[0].pcb;
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(old, &in);
+	uint32_t old_fin_end = in.snd_nxt + 1;
+	tcp_close(old);
+	th_run(w, 10);
+	ck_assert(w->side[1].fin);
+	tcp_close(w->side[1].pcb);
+	th_run(w, 10);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 1);   /* TIME_WAIT */
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[1].tcp), 1);   /* the listener */
+	w->side[0].connected = w->side[1].connected = false;
+	w->side[0].pcb = w->side[1].pcb = NULL;
+	w->capture = true;
+	struct tcp_pcb *p = tcp_pcb_new(w->side[0].tcp);
+	tcp_set_callbacks(p, &th_callbacks, &w->side[0]);
+	ck_assert_int_eq(tcp_bind(p, w->side[0].nif.ip, htons(4000)), 0);
+	ck_assert_int_eq(tcp_connect(p, w->side[1].nif.ip, htons(SRV), 0, w->side[1].nif.mac), 0);
+	struct th_tcp t = only_reply();
+	ck_assert_uint_eq(t.flags, 0x02);
+	ck_assert_uint_eq(t.seq, old_fin_end + 65535 + 2);
+	ck_assert_uint_eq(tcp_ctx_pcb_count(w->side[0].tcp), 1);   /* TIME_WAIT pcb gone */
+	struct ring_buf *syn = w->captured[0];
+	w->ncaptured = 0;
+	w->capture = false;
+	stack_input(w->side[1].st, &w->side[1].nif, syn);
+	ck_assert(th_run_until(w, both_connected, 100));
+	w->side[0].tx_goal = 3000;
+	th_run(w, 20);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 3000);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
 }
 END_TEST
 
@@ -479,6 +553,8 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, data_out_of_window_acked, 0, NSYNC);
 	tcase_add_test(t, syn_sent_reactions);
 	tcase_add_test(t, syn_sent_simultaneous_open);
+	tcase_add_test(t, syn_at_rcv_nxt_in_time_wait_challenged);
+	tcase_add_test(t, connect_reuses_time_wait_tuple);
 	suite_add_tcase(s, t);
 	TCase *k = tcase_create("keepalive_and_listen");
 	tcase_add_checked_fixture(k, setup, teardown);

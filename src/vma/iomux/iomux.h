@@ -54,6 +54,11 @@ int iomux_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, 
 int iomux_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout,
 		 const sigset_t *mask, struct timespec *remaining);
 
+/* obj's ops just started answering readiness (a TCP socket offloaded at
+ * connect or listen): epoll sets that hold its fd as a kernel fd watch it
+ * in user space from now on, as if it had been added offloaded. */
+void iomux_promote(struct sock_obj *obj);
+
 /* An offloaded kind calls this from its release op: the fd leaves every
  * epoll set it was in (Linux drops a closed fd from its sets). */
 void iomux_forget(struct sock_obj *obj);

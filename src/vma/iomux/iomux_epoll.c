@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include "iomux/iomux_internal.h"
+#include "log/vlog.h"
 #include "redirect/redirect_orig.h"
 
 static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -99,8 +100,8 @@ void iomux_notify(struct sock_obj *obj, uint32_t events)
 	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
 		struct iomux_item *it = w->item;
 		struct iomux_epoll *ep = it->ep;
-		if (!(events & (it->events | EPOLLERR | EPOLLHUP)))
-			continue;
+		if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)))
+			continue;   /* still a kernel fd there: the kernel reports it */
 		iomux_lock(&ep->lock);
 		if (!it->disarmed)
 			iomux_ready_push(ep, it);
@@ -111,20 +112,20 @@ void iomux_notify(struct sock_obj *obj, uint32_t events)
 
 static void watch_link(struct iomux_item *it)
 {
-	struct iomux_lock *wl = iomux_watch_lock(it->obj);
+	struct iomux_lock *wl = iomux_watch_lock(it->watched);
 	iomux_lock(wl);
 	it->watch.item = it;
-	it->watch.next = it->obj->watchers;
-	__atomic_store_n(&it->obj->watchers, &it->watch, __ATOMIC_RELEASE);
+	it->watch.next = it->watched->watchers;
+	__atomic_store_n(&it->watched->watchers, &it->watch, __ATOMIC_RELEASE);
 	iomux_unlock(wl);
 }
 
 /* After this returns no notify holds a pointer to it. */
 static void watch_unlink(struct iomux_item *it)
 {
-	struct iomux_lock *wl = iomux_watch_lock(it->obj);
+	struct iomux_lock *wl = iomux_watch_lock(it->watched);
 	iomux_lock(wl);
-	for (struct iomux_watch **pp = &it->obj->watchers; *pp; pp = &(*pp)->next) {
+	for (struct iomux_watch **pp = &it->watched->watchers; *pp; pp = &(*pp)->next) {
 		if (*pp == &it->watch) {
 			__atomic_store_n(pp, it->watch.next, __ATOMIC_RELEASE);
 			break;
@@ -182,9 +183,12 @@ static int epoll_obj_close(struct sock_obj *obj)
 static void epoll_obj_release(struct sock_obj *obj)
 {
 	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
-	for (;;) {
+	for (int fd = 0;;) {
 		iomux_lock(&ep->lock);
-		struct iomux_item *it = ep->offl_count ? ep->offl[ep->offl_count - 1] : NULL;
+		struct iomux_item *it = NULL;
+		for (; fd < ep->item_cap && !it; fd++)
+			if (ep->items[fd] && ep->items[fd]->watched)
+				it = ep->items[fd];
 		if (it)
 			item_detach(ep, it);
 		iomux_unlock(&ep->lock);
@@ -298,9 +302,11 @@ static void item_check_ready(struct iomux_epoll *ep, struct iomux_item *it)
 
 static int ctl_add(struct iomux_epoll *ep, int fd, struct epoll_event *event)
 {
-	struct sock_obj *obj = sock_fd_get(fd);
-	if (!iomux_obj_offloaded(obj))
-		obj = NULL;
+	struct sock_obj *tracked = sock_fd_get(fd);
+	struct sock_obj *obj = iomux_obj_offloaded(tracked) ? tracked : NULL;
+	struct sock_obj *watched = obj;
+	if (!obj && tracked && (tracked->ops->flags & SOCK_OPS_F_MAY_OFFLOAD))
+		watched = tracked;
 	struct sock_obj *inner = iomux_epoll_lookup(fd);
 	if (inner && inner != &ep->base)
 		iomux_epoll_mark_exposed(inner);
@@ -309,6 +315,7 @@ static int ctl_add(struct iomux_epoll *ep, int fd, struct epoll_event *event)
 		return errno = ENOMEM, -1;
 	it->fd = fd;
 	it->obj = obj;
+	it->watched = watched;
 	it->ep = ep;
 	it->offl_index = -1;
 	it->events = event->events;
@@ -342,14 +349,14 @@ static int ctl_add(struct iomux_epoll *ep, int fd, struct epoll_event *event)
 	}
 	iomux_unlock(&ep->lock);
 	if (stale) {
-		if (stale->obj)
+		if (stale->watched)
 			watch_unlink(stale);
 		free(stale);
 	}
-	if (obj) {
+	if (watched)
 		watch_link(it);
+	if (obj)
 		item_check_ready(ep, it);
-	}
 	return 0;
 }
 
@@ -402,7 +409,7 @@ int iomux_epoll_ctl(struct sock_obj *obj, int op, int fd, struct epoll_event *ev
 				item_detach(ep, it);
 			iomux_unlock(&ep->lock);
 			if (it) {
-				if (it->obj)
+				if (it->watched)
 					watch_unlink(it);
 				free(it);
 			}
@@ -411,6 +418,43 @@ int iomux_epoll_ctl(struct sock_obj *obj, int op, int fd, struct epoll_event *ev
 		return ret;
 	}
 	return kernel_ctl(ep->base.fd, op, fd, event);
+}
+
+void iomux_promote(struct sock_obj *obj)
+{
+	if (!iomux_obj_offloaded(obj) || !__atomic_load_n(&obj->watchers, __ATOMIC_ACQUIRE))
+		return;
+	/* Lock order: watch lock, then each set's lock. The watch lock also
+	 * keeps every listed item (and its set) alive. */
+	struct iomux_lock *wl = iomux_watch_lock(obj);
+	iomux_lock(wl);
+	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
+		struct iomux_item *it = w->item;
+		struct iomux_epoll *ep = it->ep;
+		if (it->obj)
+			continue;
+		iomux_lock(&ep->lock);
+		bool ok = grow((void **)&ep->offl, &ep->offl_cap, ep->offl_count + 1, sizeof(*ep->offl)) == 0 &&
+			  wake_fd_ensure(ep) == 0;
+		if (ok) {
+			it->obj = obj;
+			it->offl_index = ep->offl_count;
+			ep->offl[ep->offl_count++] = it;
+		}
+		struct epoll_event app = { .events = it->events };
+		iomux_unlock(&ep->lock);
+		if (!ok) {
+			vlog_warn("fd %d: out of memory: epoll keeps watching it through the kernel only", it->fd);
+			continue;
+		}
+		/* Edge-triggered write bits move to user space (see kernel_event). */
+		if (it->events & EPOLLET) {
+			struct epoll_event kev = kernel_event(it->fd, &app, true);
+			kernel_ctl(ep->base.fd, EPOLL_CTL_MOD, it->fd, &kev);
+		}
+		item_check_ready(ep, it);
+	}
+	iomux_unlock(wl);
 }
 
 void iomux_forget(struct sock_obj *obj)

@@ -36,6 +36,10 @@ struct iomux_item {
 	uint32_t events;          /* as the application gave them */
 	epoll_data_t data;
 	struct sock_obj *obj;     /* NULL for a kernel fd */
+	/* The object whose watchers list holds this item: obj, or a kernel-fd
+	 * socket that may be offloaded later (SOCK_OPS_F_MAY_OFFLOAD); NULL
+	 * for plain kernel fds. */
+	struct sock_obj *watched;
 	struct iomux_epoll *ep;
 	struct iomux_watch watch;
 	struct iomux_item *ready_prev, *ready_next;

@@ -17,8 +17,18 @@
 
 struct sock_obj;
 
+/* accept4 puts the new fd's object in the fd table itself: the caller
+ * must not track the returned fd again. */
+#define SOCK_OPS_F_ACCEPT_TRACKS 0x1u
+/* Not offloaded yet but may become so (a TCP socket before connect/listen):
+ * epoll sets keep a watch on it while it is a kernel fd, the kind calls
+ * iomux_promote() once its ops answer readiness, and iomux_forget() from
+ * release in every state. */
+#define SOCK_OPS_F_MAY_OFFLOAD 0x2u
+
 struct sock_ops {
 	const char *kind;   /* "passthrough", "udp", ... for logs */
+	unsigned flags;     /* SOCK_OPS_F_* */
 
 	int (*bind)(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len);
 	int (*connect)(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len);

@@ -89,6 +89,12 @@ void stack_input(struct stack *st, const struct stack_netif *nif, struct ring_bu
 /* Time in milliseconds from any monotonic clock; expires reassemblies. Also
  * the clock used to stamp fragments that arrive until the next tick. */
 void stack_timer_tick(struct stack *st, uint64_t now_ms);
+/* Moves the clock forward without running timers. A socket layer calls it
+ * before handing the stack packets or calls (each progress pass, connect,
+ * write), so timers armed and RTTs measured between two ticks start from
+ * the real time, not from the last tick (which may be a timer period old, or
+ * 0 before the first one). Never moves the clock back. */
+void stack_clock_set(struct stack *st, uint64_t now_ms);
 
 /* Reassemblies in progress and the buffer memory they hold (tests, stats). */
 unsigned stack_reass_pending(const struct stack *st, uint32_t *bytes_held);

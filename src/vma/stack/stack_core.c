@@ -1,6 +1,7 @@
 /* Life cycle of a stack, its settings, timers and buffer-chain helpers. */
 #include "stack/stack_internal.h"
 #include "stack/tcp.h"
+#include "stack/tcp_priv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,15 @@ void stack_timer_tick(struct stack *st, uint64_t now_ms)
 	stack_reass_expire(st);
 	if (st->tcp)
 		tcp_timer_tick(st->tcp, now_ms);
+}
+
+void stack_clock_set(struct stack *st, uint64_t now_ms)
+{
+	if (now_ms <= st->now_ms)
+		return;
+	st->now_ms = now_ms;
+	if (st->tcp)
+		st->tcp->now_ms = now_ms;   /* timers stay for tcp_timer_tick */
 }
 
 void stack_buf_chain_fix_tot_len(struct ring_buf *buf)

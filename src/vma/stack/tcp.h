@@ -47,6 +47,7 @@ struct tcp_settings {
 	uint32_t keepalive_idle_ms, keepalive_intvl_ms, keepalive_probes;
 	uint32_t challenge_ack_per_sec; /* RFC 5961 section 7 limit */
 	uint32_t none_cwnd_segments;   /* cwnd of the "none" algorithm, in segments */
+	uint32_t gro_streams_max;      /* VMA_GRO_STREAMS_MAX: pcbs coalescing in one rx batch; 0 = off */
 	uint64_t isn_secret[2];        /* RFC 6528 key; all zero = random at create */
 };
 
@@ -58,6 +59,11 @@ struct tcp_counters {
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* demux cost: pcb lookups and hash-chain entries they examined */
 	uint64_t lookups, lookup_steps;
+	/* RFC 4022-style connection counters (Linux /proc/net/snmp Tcp:) */
+	uint64_t active_opens, passive_opens, attempt_fails, estab_resets, curr_estab;
+	uint64_t rx_payload_bytes, tx_payload_bytes;   /* new bytes (no retransmits/duplicates) */
+	uint64_t tx_pure_acks, tx_delayed_acks;        /* ACKs without data; ones sent by the delack timer */
+	uint64_t rx_batch_merged, rx_batch_deliveries; /* segments merged into a batch; recv calls it made */
 };
 
 struct tcp_ctx;
@@ -87,15 +93,24 @@ struct tcp_callbacks {
 #define TCP_WRITE_MORE 0x1   /* more follows: hold a partial segment (MSG_MORE) */
 #define TCP_WRITE_PUSH 0x2   /* send now even if Nagle would wait */
 
+/* A snapshot for TCP_INFO and stats. Sizes in bytes unless "segments". */
 struct tcp_pcb_info {
 	enum tcp_state state;
 	uint32_t mss, cwnd, ssthresh, snd_wnd, rcv_wnd, flight;
-	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;
+	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;   /* backoff: RTOs in a row (tcpi_retransmits) */
 	uint8_t snd_wscale, rcv_wscale;
-	bool ts_ok, sack_ok, in_recovery;
+	bool ts_ok, sack_ok, ws_ok, in_recovery;        /* negotiated options (tcpi_options) */
 	uint32_t snd_una, snd_nxt, rcv_nxt;
 	uint32_t ooo_segments, ooo_bytes_held;
-	uint64_t retransmits;
+	uint64_t retransmits;                           /* segments resent, ever (tcpi_total_retrans) */
+	uint32_t rcv_mss;                               /* largest payload received (tcpi_rcv_mss) */
+	uint32_t adv_mss;                               /* MSS we advertised (tcpi_advmss) */
+	uint32_t unacked, sacked, lost;                 /* segments: in flight, SACKed, deemed lost */
+	uint32_t rcv_space;                             /* receive buffer (tcpi_rcv_space) */
+	uint32_t snd_buf_used, rcv_unread;              /* queued to send; given to recv, not consumed */
+	uint32_t probes;                                /* unanswered keepalive / zero-window probes */
+	uint32_t last_data_recv_ms, last_ack_recv_ms, last_data_sent_ms; /* ages, ms */
+	uint64_t bytes_acked, bytes_received, segs_in, segs_out;
 };
 
 void tcp_settings_default(struct tcp_settings *out);
@@ -134,6 +149,37 @@ int tcp_shutdown(struct tcp_pcb *pcb, bool rd, bool wr);
 int tcp_close(struct tcp_pcb *pcb);
 /* Sends RST (when synchronized) and frees the pcb now. */
 void tcp_abort(struct tcp_pcb *pcb);
+
+/* Per-pcb overrides of the ctx settings, before tcp_connect / tcp_listen
+ * unless said otherwise. Children of a listener inherit every one of them
+ * (nodelay, quickack, keepalive and its params, buffer sizes, MSS clamp,
+ * SYN retries); their netif is the one their SYN arrived on. */
+/* Interface this pcb transmits on (default: the ctx's); MSS follows its MTU. */
+void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif);
+/* 0 = keep. rcv_buf: the window scale is chosen from it when the SYN leaves
+ * (or arrives, for children), so set it before connect/listen; later changes
+ * only move the window within that scale. snd_buf may change any time (never
+ * below the bytes already queued). Returns nothing: on allocation failure the
+ * old send buffer stays. */
+void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf);
+/* Any time; 0 = keep. A running idle timer restarts from the last segment received. */
+void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
+			      uint32_t probes);
+/* TCP_SYNCNT: SYN (or SYN-ACK) retransmissions before ETIMEDOUT; 0 = keep. */
+void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries);
+/* TCP_MAXSEG: upper bound on our MSS (advertised in the SYN); 0 = none. */
+void tcp_set_mss_clamp(struct tcp_pcb *pcb, uint32_t mss);
+/* Bytes in the send buffer: not yet sent plus sent and not acknowledged. */
+uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb);
+
+/* Receive coalescing across one ring poll batch (VMA_GRO_STREAMS_MAX =
+ * settings.gro_streams_max). Between begin and end, in-order payload of up to
+ * gro_streams_max pcbs is collected and handed to recv once per pcb at end
+ * (the oldest pcb is flushed early when the limit is reached; a pcb's FIN or
+ * error flushes its data first). ACKs leave exactly as without batching.
+ * Nested begin/end pairs are counted: only the outermost end delivers. */
+void tcp_rx_batch_begin(struct tcp_ctx *ctx);
+void tcp_rx_batch_end(struct tcp_ctx *ctx);
 
 void tcp_set_nodelay(struct tcp_pcb *pcb, bool on);
 void tcp_set_quickack(struct tcp_pcb *pcb, bool on);

@@ -18,12 +18,9 @@ static double cube_root(double x)
 
 static uint32_t initial_window(uint32_t mss)
 {
-	/* RFC 5681 3.1 */
-	if (mss > 2190)
-		return 2 * mss;
-	if (mss > 1095)
-		return 3 * mss;
-	return 4 * mss;
+	/* RFC 6928 (IW10, as Linux): a request/response of up to ~14 KB fits
+	 * in the first flight instead of waiting a round trip for ACKs */
+	return tcp_min32(10 * mss, tcp_max32(2 * mss, 14600));
 }
 
 void tcp_cc_init(struct tcp_pcb *pcb)

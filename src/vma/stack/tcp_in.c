@@ -12,14 +12,6 @@ static uint32_t get32(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static uint8_t wscale_for(uint32_t rcv_buf)
-{
-	uint8_t ws = 0;
-	while (ws < TCP_MAX_WSCALE && (65535u << ws) < rcv_buf)
-		ws++;
-	return ws;
-}
-
 static bool callback_killed(struct tcp_pcb *pcb)
 {
 	return pcb->dead;
@@ -45,13 +37,15 @@ static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_of
 	const struct tcp_settings *s = &pcb->ctx->set;
 	uint32_t peer_mss = seg->opt.has_mss && seg->opt.mss ? seg->opt.mss : 536;
 	pcb->peer_mss = peer_mss;
-	pcb->mss = tcp_min32(tcp_effective_mss(pcb->ctx), peer_mss);
+	if (!we_offered)
+		pcb->adv_mss = tcp_local_mss(pcb);
+	pcb->mss = tcp_min32(pcb->adv_mss, peer_mss);
 	if (pcb->mss < 64)
 		pcb->mss = 64;
 	pcb->ws_ok = s->window_scaling && seg->opt.has_ws;
 	pcb->snd_wscale = pcb->ws_ok ? seg->opt.ws : 0;
 	if (!we_offered)   /* passive: our shift is chosen now */
-		pcb->rcv_wscale = pcb->ws_ok ? wscale_for(pcb->rcv_buf) : 0;
+		pcb->rcv_wscale = pcb->ws_ok ? tcp_wscale_for(pcb->rcv_buf) : 0;
 	else if (!pcb->ws_ok)
 		pcb->rcv_wscale = 0;
 	pcb->sack_ok = s->sack && seg->opt.sack_perm;
@@ -68,15 +62,17 @@ static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_of
 	tcp_cc_init(pcb);
 }
 
-static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_ip4_info *ip,
-			 const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+/* isn: NULL, or the ISN to use (a tuple reopened from TIME_WAIT). */
+static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
+			 const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
+			 uint16_t dport, const uint32_t *isn)
 {
 	struct tcp_ctx *ctx = lis->ctx;
 
 	if (seg->flags & TCP_RST)
 		return;
 	if (seg->flags & TCP_ACK) {
-		tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, seg);
+		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
 		return;
 	}
 	if (!(seg->flags & TCP_SYN))
@@ -96,9 +92,12 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 		ctx->cnt.rx_backlog_full++;
 		return;
 	}
-	struct tcp_pcb *c = tcp_pcb_alloc(ctx);
+	/* The child inherits the listener's settings; it answers on the
+	 * interface its SYN came in on. */
+	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
 	if (!c)
 		return;
+	ctx->cnt.passive_opens++;
 	c->state = TCP_SYN_RCVD;
 	c->local_ip = ip->dst;
 	c->local_port = dport;
@@ -109,12 +108,9 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	c->parent = lis;
 	lis->pending_children++;
 	tcp_pcb_hash_conn(c);
-	c->nodelay = lis->nodelay;
-	c->quickack = lis->quickack;
-	c->keepalive = lis->keepalive;
 	negotiate(c, seg, false);
-	c->iss = tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
-	c->snd_una = c->iss;
+	c->iss = isn ? *isn : tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
+	c->snd_una = c->snd_sml = c->iss;
 	c->sbuf_seq = c->iss + 1;
 	tcp_send_segment(c, c->iss, 0, TCP_SYN);
 	c->snd_nxt = c->snd_max = c->iss + 1;
@@ -131,18 +127,20 @@ static void established(struct tcp_pcb *pcb)
 	pcb->backoff = 0;
 	pcb->rto_at = 0;
 	pcb->recover = pcb->snd_una;
+	tcp_estab_count(pcb, true);
 	if (pcb->keepalive)
-		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ctx->set.keepalive_idle_ms;
+		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
 
-static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struct stack_ip4_info *ip,
-			   const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struct stack_netif *nif,
+			   const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
+			   uint16_t dport)
 {
 	bool ack_ok = false;
 
 	if (seg->flags & TCP_ACK) {
 		if (SEQ_LEQ(seg->ack, pcb->iss) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(pcb->ctx, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(pcb->ctx, nif, ip, src_mac, sport, dport, seg);
 			return;
 		}
 		ack_ok = true;
@@ -215,7 +213,7 @@ static void enter_recovery(struct tcp_pcb *pcb)
 	pcb->recover = pcb->snd_max;
 	tcp_cc_on_loss(pcb);
 	pcb->rtt_timing = false;
-	uint32_t len = tcp_min32(pcb->mss, SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
+	uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
 	uint32_t run_end;
 	if (pcb->nsacked && !tcp_sack_is_sacked(pcb, pcb->snd_una, &run_end))
 		len = tcp_min32(len, run_end - pcb->snd_una);
@@ -264,6 +262,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
 			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
 		tcp_sbuf_drop(pcb, data_acked);
+		pcb->bytes_acked += data_acked;
 		if (pcb->in_recovery) {
 			if (SEQ_GEQ(seg->ack, pcb->recover)) {
 				/* full ACK (RFC 6582 3.2 step 3) */
@@ -276,7 +275,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			} else if (!pcb->sack_ok || !pcb->nsacked) {
 				/* partial ACK: the next hole is lost too */
 				uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-				uint32_t len = tcp_min32(pcb->mss, SEQ_LT(pcb->snd_una, data_end) ?
+				uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ?
 							 data_end - pcb->snd_una : 0);
 				if (len)
 					tcp_send_segment(pcb, pcb->snd_una, len, 0);
@@ -331,6 +330,8 @@ static void deliver(struct tcp_pcb *pcb, struct ring_buf *chain)
 		return;
 	}
 	pcb->rcv_unread += bytes;
+	if (tcp_batch_add(pcb, chain))
+		return;
 	pcb->cb.recv(pcb->cb_arg, pcb, chain);
 }
 
@@ -370,6 +371,8 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		} else if (seg->seq == pcb->rcv_nxt) {
 			seg->buf = NULL;
 			pcb->rcv_nxt += seg->len;
+			pcb->bytes_received += seg->len;
+			ctx->cnt.rx_payload_bytes += seg->len;
 			bool filled_hole = pcb->ooo != NULL;
 			struct ring_buf *more = tcp_ooo_take_ready(pcb);
 			if (more) {
@@ -382,6 +385,8 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 				pcb->ack_now = true;
 			else if (!pcb->delack_at)
 				pcb->delack_at = ctx->now_ms + ctx->set.delack_ms;
+			if (seg->flags & TCP_PSH)
+				pcb->ack_pushed = true;
 			deliver(pcb, b);
 			if (callback_killed(pcb))
 				return;
@@ -419,14 +424,15 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		else
 			tcp_enter_time_wait(pcb);
 		tcp_send_ack(pcb);
-		if (pcb->cb.recv && !pcb->rd_shut)
+		tcp_batch_flush_pcb(pcb);   /* the data before the FIN first */
+		if (!pcb->dead && pcb->cb.recv && !pcb->rd_shut)
 			pcb->cb.recv(pcb->cb_arg, pcb, NULL);
 	}
 }
 
 static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
-			       const struct stack_ip4_info *ip, const uint8_t *src_mac,
-			       uint16_t sport, uint16_t dport)
+			       const struct stack_netif *nif, const struct stack_ip4_info *ip,
+			       const uint8_t *src_mac, uint16_t sport, uint16_t dport)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
 	bool rst = seg->flags & TCP_RST;
@@ -467,7 +473,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
 		pcb->ts_recent = seg->opt.ts_val;
 	if (pcb->keepalive) {
-		pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_idle_ms;
+		pcb->keepalive_at = ctx->now_ms + pcb->ka_idle_ms;
 		pcb->keepalive_sent = 0;
 	}
 	if (rst) {
@@ -502,7 +508,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		return;
 	if (pcb->state == TCP_SYN_RCVD) {
 		if (!SEQ_GT(seg->ack, pcb->snd_una) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
 			return;
 		}
 		if (!pcb->ts_ok && pcb->rtt_timing && !pcb->backoff)
@@ -544,11 +550,22 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		tcp_output(pcb);
 }
 
+/* A SYN in TIME_WAIT may start a new incarnation when it cannot be an old
+ * duplicate: a newer timestamp, or (without timestamps) a sequence number
+ * above the old connection's. */
+static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	if ((seg->flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) != TCP_SYN)
+		return false;
+	if (pcb->ts_ok && seg->opt.has_ts)
+		return SEQ_GT(seg->opt.ts_val, pcb->ts_recent);
+	return SEQ_GT(seg->seq, pcb->rcv_nxt);
+}
+
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
 	       const struct stack_ip4_info *ip, const uint8_t *src_mac)
 {
 	struct tcp_ctx *ctx = st->tcp;
-	(void)nif;
 
 	ctx->cnt.rx_segments++;
 	if (!src_mac) {
@@ -591,15 +608,34 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 	}
 	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
 	ctx->depth++;
+	uint32_t reopen_isn;
+	const uint32_t *isn = NULL;
+	if (pcb && pcb->state == TCP_TIME_WAIT && tw_syn_reopens(pcb, &seg)) {
+		/* A new connection on the tuple (RFC 6191, as Linux): TIME_WAIT
+		 * ends and the listener, if any, takes the SYN; our new sequence
+		 * space starts above the old one. */
+		reopen_isn = pcb->snd_nxt + 65535 + 2;
+		isn = &reopen_isn;
+		tcp_pcb_done(pcb);
+		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+	}
 	if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
-		tcp_send_rst_reply(ctx, ip, src_mac, sport, dport, &seg);
+		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
 	} else if (pcb->state == TCP_LISTEN) {
-		listen_input(pcb, &seg, ip, src_mac, sport, dport);
-	} else if (pcb->state == TCP_SYN_SENT) {
-		syn_sent_input(pcb, &seg, ip, src_mac, sport, dport);
+		listen_input(pcb, &seg, nif, ip, src_mac, sport, dport, isn);
 	} else {
-		synchronized_input(pcb, &seg, ip, src_mac, sport, dport);
+		pcb->segs_in++;
+		pcb->last_ack_rx_ms = ctx->now_ms;
+		if (seg.len) {
+			pcb->last_data_rx_ms = ctx->now_ms;
+			if (seg.len > pcb->rcv_mss)
+				pcb->rcv_mss = seg.len;
+		}
+		if (pcb->state == TCP_SYN_SENT)
+			syn_sent_input(pcb, &seg, nif, ip, src_mac, sport, dport);
+		else
+			synchronized_input(pcb, &seg, nif, ip, src_mac, sport, dport);
 	}
 	ctx->depth--;
 	if (!ctx->depth)

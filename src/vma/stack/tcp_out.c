@@ -36,10 +36,9 @@ static void sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst,
 }
 
 /* One frame: Ethernet + IPv4 (DF) + TCP + options + payload from the pcb's send buffer. */
-static int emit(struct tcp_ctx *ctx, const struct tcp_emit *e, const struct tcp_pcb *data_pcb,
-		uint32_t data_len)
+static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_emit *e,
+		const struct tcp_pcb *data_pcb, uint32_t data_len)
 {
-	const struct stack_netif *nif = ctx->nif;
 	uint32_t thlen = TCP_HLEN + e->optlen;
 	uint32_t total = STACK_ETH_HLEN + STACK_IP4_HLEN + thlen + data_len;
 	struct ring_buf *b = nif->tx_alloc(nif->ctx);
@@ -116,7 +115,7 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint8_t *o)
 		bool synack = flags & TCP_ACK;
 		const struct tcp_settings *s = &pcb->ctx->set;
 		o[n++] = 2; o[n++] = 4;
-		put16(o + n, (uint16_t)pcb->mss);
+		put16(o + n, (uint16_t)pcb->adv_mss);
 		n += 2;
 		if (synack ? pcb->ws_ok : s->window_scaling) {
 			o[n++] = 1; o[n++] = 3; o[n++] = 3; o[n++] = pcb->rcv_wscale;
@@ -181,16 +180,30 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	e.flags = flags;
 	uint32_t win = tcp_rcv_window(pcb);
 	e.wnd = (flags & TCP_SYN) ? (uint16_t)tcp_min32(win, 65535) : (uint16_t)(win >> pcb->rcv_wscale);
+	if ((flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK))
+		pcb->rcv_adv = pcb->rcv_nxt + e.wnd;   /* a SYN's window is never scaled */
 	e.optlen = build_opts(pcb, flags, e.opts);
 	if (flags & TCP_ACK) {
 		pcb->last_ack_sent = pcb->rcv_nxt;
-		pcb->ack_now = pcb->ack_delayed = false;
+		/* data within a delayed-ACK time of the peer's: a request/response
+		 * exchange (Linux's pingpong heuristic) */
+		if (len && pcb->last_data_rx_ms &&
+		    pcb->ctx->now_ms - pcb->last_data_rx_ms < pcb->ctx->set.delack_ms)
+			pcb->pingpong = true;
+		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = false;
 		pcb->delack_at = 0;
 		pcb->segs_unacked = 0;
 	}
 	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max))
 		pcb->retransmits++, pcb->ctx->cnt.tx_retransmits++;
-	return emit(pcb->ctx, &e, pcb, len);
+	else if (len)
+		pcb->ctx->cnt.tx_payload_bytes += len;
+	else if (!(flags & (TCP_SYN | TCP_FIN)))
+		pcb->ctx->cnt.tx_pure_acks++;
+	if (len)
+		pcb->last_data_tx_ms = pcb->ctx->now_ms;
+	pcb->segs_out++;
+	return emit(pcb->ctx, pcb->nif, &e, pcb, len);
 }
 
 void tcp_send_ack(struct tcp_pcb *pcb)
@@ -209,11 +222,12 @@ void tcp_send_rst(struct tcp_pcb *pcb)
 	e.wnd = 0;
 	e.optlen = 0;
 	pcb->ctx->cnt.tx_rsts++;
-	emit(pcb->ctx, &e, NULL, 0);
+	emit(pcb->ctx, pcb->nif, &e, NULL, 0);
 }
 
 /* RFC 9293 3.5.2: the reset for a segment that belongs to no connection. */
-void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_ip4_info *ip,
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
+			const struct stack_ip4_info *ip,
 			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
 			const struct tcp_seg *seg)
 {
@@ -238,11 +252,13 @@ void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_ip4_info *ip,
 	e.wnd = 0;
 	e.optlen = 0;
 	ctx->cnt.tx_rsts++;
-	emit(ctx, &e, NULL, 0);
+	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0);
 }
 
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
 {
+	if (!n)
+		return;   /* also: a TIME_WAIT pcb has no buffer left */
 	pcb->sbuf_len -= n;
 	pcb->sbuf_off = (pcb->sbuf_off + n) % pcb->sbuf_size;
 	pcb->sbuf_seq += n;
@@ -333,7 +349,7 @@ static void resend_holes(struct tcp_pcb *pcb, uint32_t *pipe)
 			seq = run_end;
 			continue;
 		}
-		uint32_t len = tcp_min32(tcp_min32(run_end - seq, pcb->mss), data_end - seq);
+		uint32_t len = tcp_min32(tcp_min32(run_end - seq, tcp_seg_max(pcb)), data_end - seq);
 		if (!len || SEQ_GEQ(seq, data_end))
 			break;
 		if (tcp_send_segment(pcb, seq, len, 0) != 0)
@@ -375,17 +391,21 @@ int tcp_output(struct tcp_pcb *pcb)
 		uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
 		uint32_t by_wnd = SEQ_GT(wnd_edge, seq) ? wnd_edge - seq : 0;
 		uint32_t by_cwnd = pcb->cwnd > pipe ? pcb->cwnd - pipe : 0;
-		uint32_t len = tcp_min32(tcp_min32(avail, pcb->mss), tcp_min32(by_wnd, by_cwnd));
+		uint32_t seg_max = tcp_seg_max(pcb);
+		uint32_t len = tcp_min32(tcp_min32(avail, seg_max), tcp_min32(by_wnd, by_cwnd));
 		if (pcb->nsacked && SEQ_LT(seq, tcp_sack_highest(pcb)))
 			len = tcp_min32(len, run_end - seq);   /* stop at the next SACKed run */
 		if (!len)
 			break;
-		/* Nagle (RFC 9293 3.7.4): one small segment in flight at most;
+		/* Nagle (RFC 9293 3.7.4) in Minshall's form, as Linux: a small
+		 * segment waits only while an earlier small one is unacknowledged,
+		 * so the tail of a bulk write behind full segments leaves at once;
 		 * a FIN waiting behind the data or the last bytes before it may go. */
-		if (len < pcb->mss && len == avail && !pcb->nodelay && tcp_flight(pcb) &&
+		if (len < seg_max && len == avail && !pcb->nodelay &&
+		    SEQ_GT(pcb->snd_sml, pcb->snd_una) && SEQ_LEQ(pcb->snd_sml, pcb->snd_nxt) &&
 		    !pcb->fin_queued)
 			break;
-		if (len < pcb->mss && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
+		if (len < seg_max && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
 		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
 			break;
@@ -395,6 +415,8 @@ int tcp_output(struct tcp_pcb *pcb)
 			pcb->rtt_start_ms = pcb->ctx->now_ms;
 		}
 		pcb->snd_nxt = seq + len;
+		if (len < seg_max)
+			pcb->snd_sml = pcb->snd_nxt;
 		if (SEQ_GT(pcb->snd_nxt, pcb->snd_max))
 			pcb->snd_max = pcb->snd_nxt;
 		pipe += len;
@@ -430,9 +452,22 @@ void tcp_recved(struct tcp_pcb *pcb, uint32_t len)
 	if (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_FIN_WAIT_1 &&
 	    pcb->state != TCP_FIN_WAIT_2)
 		return;
-	uint32_t old_edge = pcb->rcv_adv;
-	tcp_rcv_window(pcb);
-	/* The edge moved by a useful amount (SWS rule inside): tell the peer. */
-	if (pcb->rcv_adv != old_edge)
+	/* A pure window update only when the window the peer knows is at most
+	 * half of what we could offer now (as Linux): otherwise the new edge
+	 * rides on the next ACK or data segment, and a ping-pong of small
+	 * messages never pays for an extra ACK. tcp_rcv_window (run by the send)
+	 * applies receiver SWS avoidance. */
+	uint32_t known = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : 0;
+	uint32_t avail = pcb->rcv_buf > pcb->rcv_unread ? pcb->rcv_buf - pcb->rcv_unread : 0;
+	avail = tcp_min32(avail, 65535u << pcb->rcv_wscale);
+	if (avail > known && avail - known >= tcp_min32(pcb->rcv_buf / 2, pcb->mss) &&
+	    known <= avail / 2) {
+		tcp_send_ack(pcb);
+		return;
+	}
+	/* Bulk transfer (not interactive): once the app has read everything up
+	 * to a pushed segment, its ACK goes now; waiting for the delack timer
+	 * would stall a sender whose Nagle holds the tail (as Linux). */
+	if (pcb->delack_at && pcb->ack_pushed && !pcb->pingpong && !pcb->rcv_unread)
 		tcp_send_ack(pcb);
 }

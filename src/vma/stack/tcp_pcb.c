@@ -30,6 +30,7 @@ void tcp_settings_default(struct tcp_settings *out)
 	out->keepalive_probes = 9;
 	out->challenge_ack_per_sec = 1000;
 	out->none_cwnd_segments = 64;
+	out->gro_streams_max = 32;
 }
 
 static const char *const state_names[] = {
@@ -42,14 +43,36 @@ const char *tcp_state_name(enum tcp_state s)
 	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
 }
 
-uint32_t tcp_effective_mss(const struct tcp_ctx *ctx)
+uint32_t tcp_local_mss(const struct tcp_pcb *pcb)
 {
-	uint32_t mtu = ctx->set.mtu ? ctx->set.mtu : ctx->nif->mtu;
+	const struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t mtu = ctx->set.mtu ? ctx->set.mtu : pcb->nif->mtu;
 	uint32_t mss = ctx->set.mss ? ctx->set.mss : (mtu > 40 ? mtu - 40 : 536);
 	/* Leave room for 40 option bytes in a frame of our own MTU. */
 	if (mtu > 80 && mss > mtu - 40)
 		mss = mtu - 40;
+	if (pcb->mss_clamp && mss > pcb->mss_clamp)
+		mss = pcb->mss_clamp;
 	return mss < 64 ? 64 : mss;
+}
+
+uint8_t tcp_wscale_for(uint32_t rcv_buf)
+{
+	uint8_t ws = 0;
+	while (ws < TCP_MAX_WSCALE && (65535u << ws) < rcv_buf)
+		ws++;
+	return ws;
+}
+
+void tcp_estab_count(struct tcp_pcb *pcb, bool on)
+{
+	if (pcb->counted_estab == on)
+		return;
+	pcb->counted_estab = on;
+	if (on)
+		pcb->ctx->cnt.curr_estab++;
+	else
+		pcb->ctx->cnt.curr_estab--;
 }
 
 struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
@@ -207,6 +230,8 @@ static void pcb_free_now(struct tcp_pcb *pcb)
 	if (pcb->next)
 		pcb->next->prev = pcb->prev;
 	ctx->npcbs--;
+	tcp_estab_count(pcb, false);
+	tcp_batch_drop_pcb(pcb);
 	tcp_ooo_free(pcb);
 	free(pcb->sbuf);
 	free(pcb);
@@ -235,22 +260,42 @@ unsigned tcp_ctx_pcb_count(const struct tcp_ctx *ctx)
 	return ctx->npcbs;
 }
 
-struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx)
+struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
+			      const struct stack_netif *nif)
 {
+	const struct tcp_settings *s = &ctx->set;
 	struct tcp_pcb *pcb = calloc(1, sizeof(*pcb));
 	if (!pcb)
 		return NULL;
-	pcb->sbuf = malloc(ctx->set.snd_buf);
+	uint32_t snd_buf = tmpl ? tmpl->sbuf_size : s->snd_buf;
+	pcb->sbuf = malloc(snd_buf);
 	if (!pcb->sbuf) {
 		free(pcb);
 		return NULL;
 	}
 	pcb->ctx = ctx;
-	pcb->sbuf_size = ctx->set.snd_buf;
-	pcb->rcv_buf = ctx->set.rcv_buf;
-	pcb->nodelay = ctx->set.nodelay;
-	pcb->quickack = ctx->set.quickack;
-	pcb->mss = tcp_effective_mss(ctx);
+	pcb->nif = nif ? nif : (tmpl ? tmpl->nif : ctx->nif);
+	pcb->sbuf_size = snd_buf;
+	if (tmpl) {
+		pcb->rcv_buf = tmpl->rcv_buf;
+		pcb->nodelay = tmpl->nodelay;
+		pcb->quickack = tmpl->quickack;
+		pcb->keepalive = tmpl->keepalive;
+		pcb->ka_idle_ms = tmpl->ka_idle_ms;
+		pcb->ka_intvl_ms = tmpl->ka_intvl_ms;
+		pcb->ka_probes = tmpl->ka_probes;
+		pcb->syn_retries = tmpl->syn_retries;
+		pcb->mss_clamp = tmpl->mss_clamp;
+	} else {
+		pcb->rcv_buf = s->rcv_buf;
+		pcb->nodelay = s->nodelay;
+		pcb->quickack = s->quickack;
+		pcb->ka_idle_ms = s->keepalive_idle_ms;
+		pcb->ka_intvl_ms = s->keepalive_intvl_ms;
+		pcb->ka_probes = s->keepalive_probes;
+		pcb->syn_retries = s->syn_retries;
+	}
+	pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
 	pcb->rto_ms = ctx->set.rto_initial_ms ? ctx->set.rto_initial_ms : 1000;
 	pcb->next = ctx->pcbs;
 	if (ctx->pcbs)
@@ -262,7 +307,7 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx)
 
 struct tcp_pcb *tcp_pcb_new(struct tcp_ctx *ctx)
 {
-	return ctx ? tcp_pcb_alloc(ctx) : NULL;
+	return ctx ? tcp_pcb_alloc(ctx, NULL, NULL) : NULL;
 }
 
 void tcp_set_callbacks(struct tcp_pcb *pcb, const struct tcp_callbacks *cb, void *arg)
@@ -344,24 +389,33 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
 		return pcb->state == TCP_SYN_SENT ? -EALREADY : (pcb->bound ? -EISCONN : -EINVAL);
 	if (!ip || !port)
 		return -EINVAL;
-	uint32_t lip = local_ip ? local_ip : (pcb->local_ip ? pcb->local_ip : pcb->ctx->nif->ip);
+	uint32_t lip = local_ip ? local_ip : (pcb->local_ip ? pcb->local_ip : pcb->nif->ip);
 	struct tcp_pcb *same = tcp_pcb_lookup(pcb->ctx, lip, pcb->local_port, ip, port);
-	if (same && same->state != TCP_LISTEN)
+	uint32_t reuse_isn = 0;
+	bool reuse = false;
+	if (same && same->state == TCP_TIME_WAIT) {
+		/* The kernel socket under us chose this port without knowing our
+		 * TIME_WAIT: reuse the tuple (as Linux tcp_tw_reuse), the new
+		 * sequence space above the old one so its duplicates miss. */
+		reuse_isn = same->snd_nxt + 65535 + 2;
+		reuse = true;
+		tcp_pcb_done(same);
+	} else if (same && same->state != TCP_LISTEN) {
 		return -EADDRNOTAVAIL;   /* the 4-tuple is taken (as Linux connect) */
+	}
 	pcb->local_ip = lip;
 	pcb->remote_ip = ip;
 	pcb->remote_port = port;
 	tcp_pcb_hash_conn(pcb);
 	memcpy(pcb->dst_mac, dst_mac, 6);
-	pcb->iss = tcp_isn(pcb->ctx, pcb->local_ip, pcb->local_port, ip, port);
-	pcb->snd_una = pcb->snd_nxt = pcb->snd_max = pcb->iss;
+	pcb->iss = reuse ? reuse_isn : tcp_isn(pcb->ctx, pcb->local_ip, pcb->local_port, ip, port);
+	pcb->snd_una = pcb->snd_nxt = pcb->snd_max = pcb->snd_sml = pcb->iss;
 	pcb->sbuf_seq = pcb->iss + 1;
 	pcb->state = TCP_SYN_SENT;
-	pcb->rcv_wscale = 0;
-	while (pcb->ctx->set.window_scaling && pcb->rcv_wscale < TCP_MAX_WSCALE &&
-	       (65535u << pcb->rcv_wscale) < pcb->rcv_buf)
-		pcb->rcv_wscale++;
+	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_wscale_for(pcb->rcv_buf) : 0;
+	pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
 	pcb->rtt_start_ms = pcb->ctx->now_ms;
+	pcb->ctx->cnt.active_opens++;
 	tcp_cc_init(pcb);
 	int rc = tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
 	pcb->snd_nxt = pcb->snd_max = pcb->iss + 1;
@@ -375,6 +429,8 @@ static void queue_fin(struct tcp_pcb *pcb)
 		return;
 	pcb->fin_queued = true;
 	pcb->wr_shut = true;
+	if (pcb->state != TCP_CLOSE_WAIT)
+		tcp_estab_count(pcb, false);
 	if (pcb->state == TCP_ESTABLISHED || pcb->state == TCP_SYN_RCVD)
 		pcb->state = TCP_FIN_WAIT_1;
 	else if (pcb->state == TCP_CLOSE_WAIT)
@@ -430,6 +486,8 @@ int tcp_close(struct tcp_pcb *pcb)
 void tcp_abort(struct tcp_pcb *pcb)
 {
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
+	if (pcb->counted_estab)
+		pcb->ctx->cnt.estab_resets++;
 	if (pcb->state == TCP_LISTEN)
 		abort_children(pcb);
 	else if (pcb->state != TCP_CLOSED && pcb->state != TCP_SYN_SENT &&
@@ -446,8 +504,12 @@ void tcp_pcb_release(struct tcp_pcb *pcb)
 		pcb->parent->pending_children--;
 		pcb->parent = NULL;
 	}
+	if (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD)
+		pcb->ctx->cnt.attempt_fails++;
+	tcp_estab_count(pcb, false);
 	pcb->state = TCP_CLOSED;
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
+	tcp_batch_drop_pcb(pcb);
 	pcb_unhash(pcb);
 	if (pcb->ctx->depth) {
 		pcb->dead = true; /* freed by tcp_reap when the engine unwinds */
@@ -464,6 +526,7 @@ void tcp_pcb_done(struct tcp_pcb *pcb)
 		return;
 	}
 	pcb_unhash(pcb);
+	tcp_estab_count(pcb, false);
 	pcb->state = TCP_CLOSED;
 	pcb->rto_at = pcb->delack_at = pcb->persist_at = pcb->keepalive_at = pcb->timewait_at = 0;
 	pcb->keepalive = false;
@@ -472,9 +535,15 @@ void tcp_pcb_done(struct tcp_pcb *pcb)
 
 void tcp_pcb_fail(struct tcp_pcb *pcb, int err)
 {
+	/* Data that arrived before the error is the app's to read first. */
+	tcp_batch_flush_pcb(pcb);
+	if (pcb->dead)
+		return;
 	void (*fn)(void *, int) = pcb->cb.err;
 	void *arg = pcb->cb_arg;
 
+	if (pcb->counted_estab)
+		pcb->ctx->cnt.estab_resets++;
 	tcp_pcb_release(pcb);
 	if (fn)
 		fn(arg, err);
@@ -496,6 +565,15 @@ void tcp_reap(struct tcp_ctx *ctx)
 void tcp_enter_time_wait(struct tcp_pcb *pcb)
 {
 	pcb->state = TCP_TIME_WAIT;
+	/* Nothing will be sent from it again (our FIN is acknowledged): a
+	 * connection-rate workload keeps thousands of pcbs here for 2 MSL, so
+	 * they should not each hold a send buffer (one mmap each at 256 KiB). */
+	if (pcb->sbuf && !pcb->sbuf_len) {
+		free(pcb->sbuf);
+		pcb->sbuf = NULL;
+		pcb->sbuf_size = 0;
+		pcb->sbuf_off = 0;
+	}
 	pcb->rto_at = pcb->persist_at = pcb->keepalive_at = pcb->delack_at = 0;
 	pcb->timewait_at = pcb->ctx->now_ms + pcb->ctx->set.time_wait_ms;
 	if (!pcb->timewait_at)
@@ -516,9 +594,85 @@ void tcp_set_quickack(struct tcp_pcb *pcb, bool on)
 
 void tcp_set_keepalive(struct tcp_pcb *pcb, bool on)
 {
+	if (on && pcb->keepalive)
+		return;   /* already on: the running timer is kept (as Linux) */
 	pcb->keepalive = on;
 	pcb->keepalive_sent = 0;
-	pcb->keepalive_at = on ? pcb->ctx->now_ms + pcb->ctx->set.keepalive_idle_ms : 0;
+	pcb->keepalive_at = on ? pcb->ctx->now_ms + pcb->ka_idle_ms : 0;
+}
+
+void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif)
+{
+	if (!nif)
+		return;
+	pcb->nif = nif;
+	if (pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN)
+		pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+}
+
+/* Re-homes the circular send buffer linearly into a new one of size bytes. */
+static bool sbuf_resize(struct tcp_pcb *pcb, uint32_t size)
+{
+	uint8_t *nb = malloc(size);
+	if (!nb)
+		return false;
+	uint32_t first = tcp_min32(pcb->sbuf_len, pcb->sbuf_size - pcb->sbuf_off);
+	memcpy(nb, pcb->sbuf + pcb->sbuf_off, first);
+	memcpy(nb + first, pcb->sbuf, pcb->sbuf_len - first);
+	free(pcb->sbuf);
+	pcb->sbuf = nb;
+	pcb->sbuf_size = size;
+	pcb->sbuf_off = 0;
+	return true;
+}
+
+void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf)
+{
+	if (rcv_buf)
+		pcb->rcv_buf = rcv_buf;
+	if (snd_buf && pcb->sbuf) {
+		uint32_t size = tcp_max32(snd_buf, pcb->sbuf_len);
+		if (size && size != pcb->sbuf_size)
+			sbuf_resize(pcb, size);   /* on failure the old buffer stays */
+	}
+}
+
+void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
+			      uint32_t probes)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (idle_ms)
+		pcb->ka_idle_ms = idle_ms;
+	if (intvl_ms)
+		pcb->ka_intvl_ms = intvl_ms;
+	if (probes)
+		pcb->ka_probes = probes;
+	if (idle_ms && pcb->keepalive && pcb->keepalive_at && !pcb->keepalive_sent) {
+		/* as Linux: the idle time counts from the last segment received */
+		uint64_t since = pcb->last_ack_rx_ms ? pcb->last_ack_rx_ms : ctx->now_ms;
+		uint64_t at = since + pcb->ka_idle_ms;
+		pcb->keepalive_at = at > ctx->now_ms ? at : ctx->now_ms;
+	}
+}
+
+void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries)
+{
+	if (retries)
+		pcb->syn_retries = retries;
+}
+
+void tcp_set_mss_clamp(struct tcp_pcb *pcb, uint32_t mss)
+{
+	pcb->mss_clamp = mss;
+	if (pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN)
+		pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+	else if (mss && pcb->mss > mss && mss >= 64)
+		pcb->mss = mss;   /* Linux lowers a live connection's MSS too */
+}
+
+uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb)
+{
+	return pcb->sbuf_len;
 }
 
 enum tcp_state tcp_pcb_state(const struct tcp_pcb *pcb)
@@ -565,4 +719,32 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->ooo_segments = pcb->ooo_count;
 	o->ooo_bytes_held = pcb->ooo_mem;
 	o->retransmits = pcb->retransmits;
+	o->ws_ok = pcb->ws_ok;
+	o->rcv_mss = pcb->rcv_mss;
+	o->adv_mss = pcb->adv_mss;
+	uint32_t mss = pcb->mss ? pcb->mss : 536;
+	uint32_t out = pcb->snd_max - pcb->snd_una;
+	o->unacked = (out + mss - 1) / mss;
+	uint32_t sacked = tcp_sack_bytes(pcb);
+	o->sacked = (sacked + mss - 1) / mss;
+	if (pcb->backoff || (pcb->in_recovery && pcb->nsacked)) {
+		/* not SACKed and below the highest SACK, or everything after an RTO */
+		uint32_t span = pcb->backoff ? out : tcp_sack_highest(pcb) - pcb->snd_una;
+		uint32_t holes = span > sacked ? span - sacked : 0;
+		o->lost = (holes + mss - 1) / mss;
+	} else if (pcb->in_recovery) {
+		o->lost = 1;   /* NewReno: the segment at SND.UNA */
+	}
+	o->rcv_space = pcb->rcv_buf;
+	o->snd_buf_used = pcb->sbuf_len;
+	o->rcv_unread = pcb->rcv_unread;
+	o->probes = pcb->keepalive_sent + pcb->persist_backoff;
+	uint64_t now = pcb->ctx->now_ms;
+	o->last_data_recv_ms = (uint32_t)(now - (pcb->last_data_rx_ms ? pcb->last_data_rx_ms : now));
+	o->last_ack_recv_ms = (uint32_t)(now - (pcb->last_ack_rx_ms ? pcb->last_ack_rx_ms : now));
+	o->last_data_sent_ms = (uint32_t)(now - (pcb->last_data_tx_ms ? pcb->last_data_tx_ms : now));
+	o->bytes_acked = pcb->bytes_acked;
+	o->bytes_received = pcb->bytes_received;
+	o->segs_in = pcb->segs_in;
+	o->segs_out = pcb->segs_out;
 }

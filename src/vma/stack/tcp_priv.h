@@ -52,6 +52,7 @@ struct tcp_cc_state {
 
 struct tcp_pcb {
 	struct tcp_ctx *ctx;
+	const struct stack_netif *nif;   /* TX interface */
 	enum tcp_state state;
 	uint32_t local_ip, remote_ip;
 	uint16_t local_port, remote_port;
@@ -72,7 +73,11 @@ struct tcp_pcb {
 	uint8_t *sbuf;                   /* circular; byte at seq s is at (s - sbuf_seq + sbuf_off) */
 	uint32_t sbuf_size, sbuf_len, sbuf_off, sbuf_seq; /* sbuf_seq: seq of the oldest byte */
 	bool fin_queued, fin_sent, syn_acked;
+	uint32_t snd_sml;                /* end of the last small segment sent (Minshall's Nagle) */
 	uint32_t mss, peer_mss;
+	uint32_t adv_mss, mss_clamp;     /* MSS we advertise; TCP_MAXSEG (0 = none) */
+	uint32_t syn_retries;
+	uint32_t ka_idle_ms, ka_intvl_ms, ka_probes;
 	uint8_t snd_wscale, rcv_wscale;
 	bool ws_ok, ts_ok, sack_ok;
 	uint32_t ts_recent, last_ack_sent;
@@ -89,6 +94,8 @@ struct tcp_pcb {
 	uint32_t rtt_seq;
 	uint64_t rtt_start_ms;
 	uint64_t retransmits;
+	uint64_t bytes_acked, segs_out, last_data_tx_ms;
+	bool counted_estab;              /* in cnt.curr_estab */
 
 	/* receive side */
 	uint32_t irs, rcv_nxt, rcv_adv, rcv_buf, rcv_unread;
@@ -96,7 +103,17 @@ struct tcp_pcb {
 	uint32_t ooo_count, ooo_mem;
 	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
 	bool ack_now, ack_delayed;
+	/* Interactive (request/response) mode, as Linux's "pingpong": set when
+	 * our data carried a delayed ACK, cleared when the delack timer had to
+	 * send one. Outside it, the app reading a pushed segment ACKs at once. */
+	bool pingpong, ack_pushed;
 	uint32_t segs_unacked;
+	uint32_t rcv_mss;
+	uint64_t bytes_received, segs_in, last_data_rx_ms, last_ack_rx_ms;
+	/* rx batch: in-order payload waiting for tcp_rx_batch_end */
+	struct ring_buf *batch_head, *batch_tail;
+	struct tcp_pcb *batch_next;      /* ctx->batch list, oldest first */
+	bool in_batch;
 
 	/* timers: absolute ms, 0 = off */
 	uint64_t rto_at, delack_at, persist_at, keepalive_at, timewait_at, idle_since;
@@ -126,6 +143,9 @@ struct tcp_ctx {
 	uint32_t challenge_in_window;
 	uint64_t isn_key[2];
 	uint64_t hash_key[2];            /* demux hash key, fixed at create */
+	/* rx batch (tcp_rx_batch_begin/end) */
+	unsigned batch_depth, batch_count;
+	struct tcp_pcb *batch_first, *batch_last;
 };
 
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
@@ -143,8 +163,18 @@ void tcp_pcb_done(struct tcp_pcb *pcb);
 void tcp_pcb_fail(struct tcp_pcb *pcb, int err);       /* err callback + release */
 void tcp_enter_time_wait(struct tcp_pcb *pcb);
 void tcp_reap(struct tcp_ctx *ctx);
-struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx);
-uint32_t tcp_effective_mss(const struct tcp_ctx *ctx);
+/* tmpl: the listener a child inherits its settings from, or NULL (ctx defaults). */
+struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
+			      const struct stack_netif *nif);
+/* Our MSS on the pcb's netif, clamped by TCP_MAXSEG. */
+uint32_t tcp_local_mss(const struct tcp_pcb *pcb);
+uint8_t tcp_wscale_for(uint32_t rcv_buf);
+void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
+/* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
+void tcp_batch_flush_pcb(struct tcp_pcb *pcb);
+void tcp_batch_drop_pcb(struct tcp_pcb *pcb);
+/* Inside a batch: keeps chain for pcb (true); outside one: false, deliver now. */
+bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain);
 
 /* tcp_opt.c */
 bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
@@ -153,7 +183,8 @@ uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
 void tcp_send_ack(struct tcp_pcb *pcb);
-void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_ip4_info *ip,
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
+			const struct stack_ip4_info *ip,
 			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
 			const struct tcp_seg *seg);
 void tcp_send_rst(struct tcp_pcb *pcb);
@@ -185,5 +216,14 @@ void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);
 
 static inline uint32_t tcp_min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static inline uint32_t tcp_max32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+/* Payload bytes per segment: the MSS counts no options (RFC 6691), so the
+ * timestamps, and SACK blocks while we hold out-of-order data (reserved at
+ * the 40-byte maximum), come out of it or the frame would exceed the MTU. */
+static inline uint32_t tcp_seg_max(const struct tcp_pcb *pcb)
+{
+	uint32_t opt = (pcb->sack_ok && pcb->ooo) ? TCP_MAX_OPT_LEN : (pcb->ts_ok ? 12u : 0u);
+	return pcb->mss > opt + 32 ? pcb->mss - opt : 32;
+}
 
 #endif

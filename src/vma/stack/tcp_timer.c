@@ -29,7 +29,7 @@ static void on_rto(struct tcp_pcb *pcb)
 	pcb->rto_at = 0;
 	ctx->cnt.tx_rto_expiries++;
 	uint32_t limit = (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD) ?
-			 ctx->set.syn_retries : ctx->set.max_retries;
+			 pcb->syn_retries : ctx->set.max_retries;
 	if (pcb->backoff >= limit) {
 		if (pcb->state != TCP_SYN_SENT && pcb->state != TCP_SYN_RCVD)
 			tcp_send_rst(pcb);
@@ -81,10 +81,10 @@ static void on_keepalive(struct tcp_pcb *pcb)
 	struct tcp_ctx *ctx = pcb->ctx;
 
 	if (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_CLOSE_WAIT) {
-		pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_intvl_ms;
+		pcb->keepalive_at = ctx->now_ms + pcb->ka_intvl_ms;
 		return;
 	}
-	if (pcb->keepalive_sent >= ctx->set.keepalive_probes) {
+	if (pcb->keepalive_sent >= pcb->ka_probes) {
 		tcp_send_rst(pcb);
 		tcp_pcb_fail(pcb, ETIMEDOUT);
 		return;
@@ -92,7 +92,7 @@ static void on_keepalive(struct tcp_pcb *pcb)
 	tcp_send_segment(pcb, pcb->snd_nxt - 1, 0, 0);
 	ctx->cnt.tx_keepalives++;
 	pcb->keepalive_sent++;
-	pcb->keepalive_at = ctx->now_ms + ctx->set.keepalive_intvl_ms;
+	pcb->keepalive_at = ctx->now_ms + pcb->ka_intvl_ms;
 }
 
 void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
@@ -113,8 +113,11 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			tcp_pcb_done(pcb);
 			continue;
 		}
-		if (pcb->delack_at && now_ms >= pcb->delack_at)
+		if (pcb->delack_at && now_ms >= pcb->delack_at) {
+			ctx->cnt.tx_delayed_acks++;
+			pcb->pingpong = false;   /* no reply came in time */
 			tcp_send_ack(pcb);
+		}
 		if (pcb->rto_at && now_ms >= pcb->rto_at)
 			on_rto(pcb);
 		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)

@@ -1,0 +1,471 @@
+/* Per-pcb settings of the TCP engine (tcp_set_netif, tcp_set_bufsizes,
+ * tcp_set_keepalive_params, tcp_set_syn_retries, tcp_set_mss_clamp), each
+ * checked by what it changes on the wire, and their inheritance by the
+ * children of a listener; plus the tcp_pcb_info fields TCP_INFO needs. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_tcp_harness.h"
+
+static struct th_wire *w;
+static struct tcp_settings sa, sb;
+
+static void setup(void)
+{
+	w = calloc(1, sizeof(*w));
+	tcp_settings_default(&sa);
+	sa.timer_resolution_ms = 10;
+	sa.time_wait_ms = 2000;
+	sb = sa;
+}
+
+static void teardown(void)
+{
+	th_fini(w);
+	free(w);
+}
+
+/* A client pcb on side 0, bound, callbacks set, not yet connected. */
+static struct tcp_pcb *client(uint16_t lport)
+{
+	struct th_side *s = &w->side[0];
+	struct tcp_pcb *p = tcp_pcb_new(s->tcp);
+	ck_assert_ptr_nonnull(p);
+	tcp_set_callbacks(p, &th_callbacks, s);
+	ck_assert_int_eq(tcp_bind(p, s->nif.ip, htons(lport)), 0);
+	return p;
+}
+
+static void connect_to(struct tcp_pcb *p, uint16_t rport)
+{
+	struct th_side *peer = &w->side[1];
+	ck_assert_int_eq(tcp_connect(p, peer->nif.ip, htons(rport), 0, peer->nif.mac), 0);
+}
+
+static bool both_connected(struct th_wire *x)
+{
+	return x->side[0].connected && x->side[1].connected;
+}
+
+/* Value of option kind in a parsed segment: its first byte after kind/len, or -1. */
+static long opt_value(const struct th_tcp *t, uint8_t kind)
+{
+	for (unsigned i = 0; i < t->optlen;) {
+		uint8_t k = t->opts[i];
+		if (k == 0)
+			break;
+		if (k == 1) {
+			i++;
+			continue;
+		}
+		uint8_t len = t->opts[i + 1];
+		if (k == kind) {
+			if (kind == 2)
+				return t->opts[i + 2] << 8 | t->opts[i + 3];
+			return t->opts[i + 2];
+		}
+		i += len;
+	}
+	return -1;
+}
+
+static struct th_tcp captured(unsigned i)
+{
+	struct th_tcp t;
+	ck_assert_uint_gt(w->ncaptured, i);
+	ck_assert(th_parse(w->captured[i], &t));
+	return t;
+}
+
+START_TEST(window_scale_from_rcv_buf)
+{
+	th_init(w, &sa, &sb, 1);
+	w->capture = true;
+	struct tcp_pcb *dflt = client(4000);
+	connect_to(dflt, 80);
+	struct tcp_pcb *big = client(4001);
+	tcp_set_bufsizes(big, 1u << 20, 0);
+	connect_to(big, 80);
+	struct tcp_pcb *small = client(4002);
+	tcp_set_bufsizes(small, 60000, 0);
+	connect_to(small, 80);
+	ck_assert_uint_eq(w->ncaptured, 3);
+	struct th_tcp t0 = captured(0), t1 = captured(1), t2 = captured(2);
+	ck_assert_uint_eq(t0.flags, 0x02);
+	ck_assert_int_eq(opt_value(&t0, 3), 3);   /* 256 KiB: 65535 << 3 covers it */
+	ck_assert_int_eq(opt_value(&t1, 3), 5);   /* 1 MiB */
+	ck_assert_int_eq(opt_value(&t2, 3), 0);   /* fits in 16 bits */
+	ck_assert_uint_eq(t2.wnd, 60000);
+	th_capture_clear(w);
+}
+END_TEST
+
+START_TEST(listener_children_inherit_bufsizes_and_clamp)
+{
+	th_init(w, &sa, &sb, 2);
+	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
+	tcp_set_callbacks(l, &th_callbacks, &w->side[1]);
+	ck_assert_int_eq(tcp_bind(l, 0, htons(80)), 0);
+	tcp_set_bufsizes(l, 4u << 20, 8192);
+	tcp_set_mss_clamp(l, 800);
+	tcp_set_nodelay(l, true);
+	ck_assert_int_eq(tcp_listen(l, 4), 0);
+	w->capture = true;
+	struct tcp_pcb *c = client(4000);
+	connect_to(c, 80);
+	struct th_tcp syn = captured(0);
+	ck_assert_int_eq(opt_value(&syn, 2), 1460);
+	/* hand the SYN over by hand, capture the SYN-ACK */
+	struct ring_buf *f = w->captured[0];
+	w->ncaptured = 0;
+	stack_input(w->side[1].st, &w->side[1].nif, f);
+	struct th_tcp sa2 = captured(0);
+	ck_assert_uint_eq(sa2.flags, 0x12);
+	ck_assert_int_eq(opt_value(&sa2, 2), 800);   /* the clamp is what we advertise */
+	ck_assert_int_eq(opt_value(&sa2, 3), 7);     /* 4 MiB needs shift 7 */
+	th_capture_clear(w);
+	w->capture = false;
+	/* the client's SYN timer brings the handshake through the normal wire */
+	ck_assert(th_run_until(w, both_connected, 3000));
+	struct tcp_pcb *child = w->side[1].pcb;
+	ck_assert_uint_eq(tcp_sndbuf_free(child), 8192);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(child, &in);
+	ck_assert_uint_eq(in.mss, 800);
+	ck_assert_uint_eq(in.adv_mss, 800);
+	ck_assert_uint_eq(in.rcv_space, 4u << 20);
+	ck_assert_uint_eq(in.rcv_wscale, 7);
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	ck_assert_uint_eq(in.mss, 800);   /* the client follows the peer's MSS */
+	/* nodelay inherited: two small writes leave at once, one unacknowledged */
+	w->capture = true;
+	ck_assert_int_eq(tcp_write(child, "abc", 3, 0), 3);
+	ck_assert_int_eq(tcp_write(child, "defg", 4, 0), 4);
+	ck_assert_uint_eq(w->ncaptured, 2);
+	ck_assert_uint_eq(captured(0).len, 3);
+	ck_assert_uint_eq(captured(1).len, 4);
+	ck_assert_uint_eq(tcp_sndbuf_used(child), 7);
+	tcp_pcb_get_info(child, &in);
+	ck_assert_uint_eq(in.unacked, 1);   /* estimated from bytes: ceil(7 / 800) */
+	ck_assert_uint_eq(in.snd_buf_used, 7);
+	th_capture_clear(w);
+	tcp_abort(child);
+	tcp_close(l);
+}
+END_TEST
+
+START_TEST(mss_clamp_in_syn)
+{
+	th_init(w, &sa, &sb, 3);
+	th_listen(&w->side[1], 80);
+	w->capture = true;
+	struct tcp_pcb *p = client(4000);
+	tcp_set_mss_clamp(p, 1000);
+	connect_to(p, 80);
+	struct th_tcp t = captured(0);
+	ck_assert_int_eq(opt_value(&t, 2), 1000);
+	struct ring_buf *f = w->captured[0];
+	w->ncaptured = 0;
+	w->capture = false;
+	stack_input(w->side[1].st, &w->side[1].nif, f);
+	ck_assert(th_run_until(w, both_connected, 100));
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.mss, 1000);   /* the server sends at most our clamp */
+	tcp_pcb_get_info(p, &in);
+	ck_assert_uint_eq(in.mss, 1000);
+	/* a full-size write is cut at the clamp */
+	w->side[0].tx_goal = 5000;
+	w->capture = true;
+	th_pump(&w->side[0]);
+	ck_assert_uint_ge(w->ncaptured, 2);
+	ck_assert_uint_eq(captured(0).len, 1000);
+	th_capture_clear(w);
+}
+END_TEST
+
+START_TEST(syn_retries_then_etimedout)
+{
+	sa.rto_initial_ms = 100;
+	th_init(w, &sa, &sb, 4);
+	w->drop_all = true;
+	struct tcp_pcb *p = client(4000);
+	tcp_set_syn_retries(p, 2);
+	uint64_t before = w->side[0].frames_sent;
+	uint64_t t0 = w->now;
+	connect_to(p, 80);
+	while (!w->side[0].err && w->now < t0 + 10000)
+		th_step(w);
+	ck_assert_int_eq(w->side[0].err, ETIMEDOUT);
+	ck_assert_uint_eq(w->side[0].frames_sent - before, 3);   /* SYN + 2 retries */
+	/* 100 + 200 + 400 ms of backoff */
+	ck_assert_uint_ge(w->now - t0, 700);
+	ck_assert_uint_le(w->now - t0, 700 + 20);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->attempt_fails, 1);
+}
+END_TEST
+
+START_TEST(syn_retries_default_from_settings)
+{
+	sa.rto_initial_ms = 100;
+	sa.syn_retries = 1;
+	th_init(w, &sa, &sb, 5);
+	w->drop_all = true;
+	struct tcp_pcb *p = client(4000);
+	uint64_t before = w->side[0].frames_sent;
+	connect_to(p, 80);
+	th_run(w, 2000);
+	ck_assert_int_eq(w->side[0].err, ETIMEDOUT);
+	ck_assert_uint_eq(w->side[0].frames_sent - before, 2);
+}
+END_TEST
+
+/* Probes at idle, idle + intvl, ... then ETIMEDOUT, all from per-pcb params
+ * (the ctx defaults are two hours). The listener's params reach its child. */
+START_TEST(keepalive_params_per_pcb_and_inherited)
+{
+	th_init(w, &sa, &sb, 6);
+	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
+	tcp_set_callbacks(l, &th_callbacks, &w->side[1]);
+	ck_assert_int_eq(tcp_bind(l, 0, htons(80)), 0);
+	tcp_set_keepalive(l, true);
+	tcp_set_keepalive_params(l, 1000, 200, 3);
+	ck_assert_int_eq(tcp_listen(l, 4), 0);
+	struct tcp_pcb *c = client(4000);
+	connect_to(c, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	th_run(w, 5);   /* let the last ACK land */
+	const struct tcp_counters *k = tcp_ctx_counters(w->side[1].tcp);
+	uint64_t t0 = w->side[1].pcb ? w->now : 0;
+	w->drop_all = true;   /* the client goes silent */
+	uint64_t at[3];
+	for (unsigned i = 0; i < 3; i++) {
+		while (k->tx_keepalives == i && w->now < t0 + 5000)
+			th_step(w);
+		ck_assert_uint_eq(k->tx_keepalives, i + 1);
+		at[i] = w->now;
+	}
+	/* the last segment the child received was the handshake's ACK, ~5 ms before t0 */
+	ck_assert_uint_ge(at[0] - t0, 1000 - 10);
+	ck_assert_uint_le(at[0] - t0, 1000 + 10);
+	ck_assert_uint_ge(at[1] - at[0], 200);
+	ck_assert_uint_le(at[1] - at[0], 210);
+	ck_assert_uint_ge(at[2] - at[1], 200);
+	ck_assert_uint_le(at[2] - at[1], 210);
+	while (!w->side[1].err && w->now < at[2] + 1000)
+		th_step(w);
+	ck_assert_int_eq(w->side[1].err, ETIMEDOUT);
+	ck_assert_uint_ge(w->now - at[2], 200);
+	ck_assert_uint_le(w->now - at[2], 210);
+	tcp_close(l);
+}
+END_TEST
+
+START_TEST(keepalive_params_change_running_timer)
+{
+	th_init(w, &sa, &sb, 7);
+	th_listen(&w->side[1], 80);
+	struct tcp_pcb *c = client(4000);
+	connect_to(c, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	tcp_set_keepalive(c, true);     /* two hours by default */
+	th_run(w, 100);
+	const struct tcp_counters *k = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_eq(k->tx_keepalives, 0);
+	uint64_t t0 = w->now;
+	tcp_set_keepalive_params(c, 500, 0, 0);   /* idle counted from the last segment */
+	while (!k->tx_keepalives && w->now < t0 + 2000)
+		th_step(w);
+	ck_assert_uint_eq(k->tx_keepalives, 1);
+	ck_assert_uint_le(w->now - t0, 500 - 90);
+	ck_assert_int_eq(w->side[0].err, 0);
+	th_run(w, 50);
+	ck_assert_int_eq(tcp_pcb_state(c), TCP_ESTABLISHED);   /* answered */
+}
+END_TEST
+
+/* A second interface on side 0 with its own MAC, MTU and transmit hook. */
+static struct stack_netif nif2;
+static unsigned nif2_frames;
+
+static int nif2_send(void *ctx, struct ring_buf *b)
+{
+	(void)ctx;
+	nif2_frames++;
+	ck_assert_uint_lt(w->ncaptured, 256);
+	w->captured[w->ncaptured++] = b;
+	return 0;
+}
+
+static void make_nif2(int side)
+{
+	nif2 = w->side[side].nif;
+	nif2.mac[5] = 0x77;
+	nif2.mtu = 1000;
+	nif2.tx_send = nif2_send;
+	nif2_frames = 0;
+}
+
+START_TEST(netif_used_for_tx_and_mss)
+{
+	th_init(w, &sa, &sb, 8);
+	make_nif2(0);
+	unsigned before = (unsigned)w->side[0].frames_sent;
+	struct tcp_pcb *p = client(4000);
+	tcp_set_netif(p, &nif2);
+	connect_to(p, 80);
+	ck_assert_uint_eq(nif2_frames, 1);
+	ck_assert_uint_eq(w->side[0].frames_sent, before);   /* nothing on the ctx's nif */
+	struct th_tcp t = captured(0);
+	ck_assert_uint_eq(t.flags, 0x02);
+	ck_assert_int_eq(opt_value(&t, 2), 960);             /* MTU 1000 - 40 */
+	ck_assert_int_eq(memcmp(w->captured[0]->data + 6, nif2.mac, 6), 0);
+	th_capture_clear(w);
+}
+END_TEST
+
+START_TEST(child_answers_on_the_nif_of_its_syn)
+{
+	th_init(w, &sa, &sb, 9);
+	make_nif2(1);
+	th_listen(&w->side[1], 80);
+	w->capture = true;
+	struct tcp_pcb *p = client(4000);
+	connect_to(p, 80);
+	struct ring_buf *syn = w->captured[0];
+	w->ncaptured = 0;
+	uint64_t before = w->side[1].frames_sent;
+	memcpy(syn->data, nif2.mac, 6);   /* addressed to the second interface */
+	stack_input(w->side[1].st, &nif2, syn);
+	ck_assert_uint_eq(nif2_frames, 1);
+	ck_assert_uint_eq(w->side[1].frames_sent, before);
+	struct th_tcp t = captured(0);
+	ck_assert_uint_eq(t.flags, 0x12);
+	ck_assert_int_eq(opt_value(&t, 2), 960);
+	ck_assert_int_eq(memcmp(w->captured[0]->data + 6, nif2.mac, 6), 0);
+	th_capture_clear(w);
+}
+END_TEST
+
+START_TEST(rst_reply_leaves_on_arrival_nif)
+{
+	th_init(w, &sa, &sb, 10);
+	make_nif2(1);
+	w->capture = true;
+	struct tcp_pcb *p = client(4000);
+	connect_to(p, 81);   /* nobody listens */
+	struct ring_buf *syn = w->captured[0];
+	w->ncaptured = 0;
+	memcpy(syn->data, nif2.mac, 6);
+	stack_input(w->side[1].st, &nif2, syn);
+	ck_assert_uint_eq(nif2_frames, 1);
+	ck_assert_uint_eq(captured(0).flags, 0x14);
+	th_capture_clear(w);
+}
+END_TEST
+
+/* The send buffer grows mid-stream with wrapped data in it: nothing lost or reordered. */
+START_TEST(sndbuf_grows_midstream)
+{
+	th_init(w, &sa, &sb, 11);
+	th_listen(&w->side[1], 80);
+	struct tcp_pcb *c = client(4000);
+	tcp_set_bufsizes(c, 0, 5000);
+	connect_to(c, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_uint_eq(tcp_sndbuf_free(c), 5000);
+	w->side[0].tx_goal = 300000;
+	w->drop_ppm = 20000;
+	th_run(w, 37);
+	ck_assert_uint_gt(tcp_sndbuf_used(c), 0);
+	uint32_t used = tcp_sndbuf_used(c);
+	tcp_set_bufsizes(c, 0, 70000);
+	ck_assert_uint_eq(tcp_sndbuf_used(c), used);
+	ck_assert_uint_eq(tcp_sndbuf_free(c), 70000 - used);
+	th_run(w, 3000);
+	tcp_set_bufsizes(c, 0, 3000);   /* shrinking is allowed down to what is queued */
+	th_run(w, 20000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 300000);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	ck_assert_uint_eq(tcp_sndbuf_used(c), 0);
+	ck_assert_uint_eq(tcp_sndbuf_free(c), 3000);
+}
+END_TEST
+
+START_TEST(info_for_tcp_info)
+{
+	sa.timestamps = TCP_TS_ON;
+	sb.timestamps = TCP_TS_ON;
+	th_init(w, &sa, &sb, 12);
+	th_listen(&w->side[1], 80);
+	struct tcp_pcb *c = client(4000);
+	connect_to(c, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	w->side[0].tx_goal = 10000;
+	th_run(w, 50);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 10000);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert(in.ts_ok && in.sack_ok && in.ws_ok);
+	ck_assert_uint_eq(in.rcv_mss, 1448);   /* 1460 - 12 bytes of timestamps */
+	ck_assert_uint_eq(in.bytes_received, 10000);
+	ck_assert_uint_ge(in.last_data_recv_ms, 40);
+	ck_assert_uint_le(in.last_data_recv_ms, 50);
+	tcp_pcb_get_info(c, &in);
+	ck_assert_uint_eq(in.bytes_acked, 10000);
+	ck_assert_uint_eq(in.unacked, 0);
+	ck_assert_uint_eq(in.lost, 0);
+	ck_assert_uint_eq(in.retransmits, 0);
+	ck_assert_uint_ge(in.segs_out, 8);    /* SYN, ACK, 7 data segments */
+	ck_assert_uint_le(in.last_ack_recv_ms, 50);
+	const struct tcp_counters *k0 = tcp_ctx_counters(w->side[0].tcp);
+	const struct tcp_counters *k1 = tcp_ctx_counters(w->side[1].tcp);
+	ck_assert_uint_eq(k0->active_opens, 1);
+	ck_assert_uint_eq(k1->passive_opens, 1);
+	ck_assert_uint_eq(k0->curr_estab, 1);
+	ck_assert_uint_eq(k1->curr_estab, 1);
+	ck_assert_uint_eq(k0->tx_payload_bytes, 10000);
+	ck_assert_uint_eq(k1->rx_payload_bytes, 10000);
+	tcp_abort(c);
+	ck_assert_uint_eq(k0->curr_estab, 0);
+	ck_assert_uint_eq(k0->estab_resets, 1);
+	th_run(w, 10);
+	ck_assert_uint_eq(k1->curr_estab, 0);
+	ck_assert_uint_eq(k1->estab_resets, 1);
+	ck_assert_int_eq(w->side[1].err, ECONNRESET);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("tcp_settings");
+	TCase *t = tcase_create("setters");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, window_scale_from_rcv_buf);
+	tcase_add_test(t, listener_children_inherit_bufsizes_and_clamp);
+	tcase_add_test(t, mss_clamp_in_syn);
+	tcase_add_test(t, syn_retries_then_etimedout);
+	tcase_add_test(t, syn_retries_default_from_settings);
+	tcase_add_test(t, keepalive_params_per_pcb_and_inherited);
+	tcase_add_test(t, keepalive_params_change_running_timer);
+	tcase_add_test(t, netif_used_for_tx_and_mss);
+	tcase_add_test(t, child_answers_on_the_nif_of_its_syn);
+	tcase_add_test(t, rst_reply_leaves_on_arrival_nif);
+	tcase_add_test(t, sndbuf_grows_midstream);
+	tcase_add_test(t, info_for_tcp_info);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
