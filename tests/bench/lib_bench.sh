@@ -45,8 +45,10 @@ proc_cpu() {
 }
 
 SERVER_PID=
+SERVER_FAILURE=
 # start_server OUT PORT PROTO READY CMD...: READY is "listen" (wait until
 # the port is bound in NS_B) or "line" (wait for a "ready" line in OUT).
+# On failure SERVER_FAILURE says why (exit status or not ready in time).
 start_server() {
 	local out=$1 port=$2 proto=$3 ready=$4 i
 	shift 4
@@ -55,7 +57,11 @@ start_server() {
 	nsenter --net="/run/netns/$NS_B" "$@" >"$out" 2>&1 &
 	SERVER_PID=$!
 	for i in $(seq 50); do
-		kill -0 "$SERVER_PID" 2>/dev/null || { wait "$SERVER_PID" 2>/dev/null; SERVER_PID=; return 1; }
+		if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			wait "$SERVER_PID" 2>/dev/null
+			SERVER_FAILURE="exited with status $?" SERVER_PID=
+			return 1
+		fi
 		if [ "$ready" = line ]; then
 			grep -q '^ready' "$out" && return 0
 		elif [ "$proto" = tcp ]; then
@@ -65,6 +71,7 @@ start_server() {
 		fi
 		sleep 0.1
 	done
+	SERVER_FAILURE="not ready after 5 s"
 	stop_server
 	return 1
 }
@@ -92,8 +99,9 @@ run_client() {
 }
 
 # counter_delta "IN OUT" "IN OUT" 1|2: after - before of one column, or
-# nothing when a snapshot is missing (the namespace was gone).
+# nothing when a snapshot is missing (the namespace was gone) or the counter
+# went down (the namespace was replaced by a new one during the run).
 counter_delta() {
 	awk -v a="$1" -v b="$2" -v i="$3" 'BEGIN {
-		if (split(a, x, " ") == 2 && split(b, y, " ") == 2) print y[i] - x[i] }'
+		if (split(a, x, " ") == 2 && split(b, y, " ") == 2 && y[i] >= x[i]) print y[i] - x[i] }'
 }

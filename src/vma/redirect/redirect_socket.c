@@ -6,6 +6,7 @@
 #include "log/vlog.h"
 #include "redirect/redirect.h"
 #include "sock/sock_passthrough.h"
+#include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "vma_main.h"
 
@@ -39,6 +40,8 @@ void redirect_track_socket(int fd, int domain, int type, int protocol, const cha
 	struct sock_obj *obj = NULL;
 	if (sock_udp_wanted(domain, type))
 		obj = sock_udp_new(fd, domain, type, protocol);
+	else if (sock_tcp_wanted(domain, type))
+		obj = sock_tcp_new(fd, domain, type, protocol);
 	if (!obj)
 		obj = sock_passthrough_new(fd, domain, type, protocol);
 	if (!obj || sock_fd_set(fd, obj) != 0) {
@@ -103,6 +106,8 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	}
 	if (newfd < 0)
 		return newfd;
+	if (listener && listener->ops->accept4 && (listener->ops->flags & SOCK_OPS_F_ACCEPT_TRACKS))
+		return newfd;   /* the op tracked the new fd itself */
 	if (ready && listener)
 		redirect_track_socket(newfd, listener->domain, listener->type, listener->protocol,
 				      is_accept4 ? "accept4" : "accept");

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include "log/vlog.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
+#include "sock/sock_tcp.h"
 #include "stats/stats.h"
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
@@ -91,6 +93,30 @@ static int sock_offload_nif_tx_send(void *ring, struct ring_buf *frame)
 	return ring_tx_send(ring, frame);
 }
 
+/* Hands one rx burst to the stack; TCP payload of the burst is coalesced
+ * per connection (VMA_GRO_STREAMS_MAX). Lock held. */
+static void sock_offload_input_batch(struct sock_offload *ctx, struct sock_offload_if *ifc, struct ring_buf **bufs,
+				     int n)
+{
+	if (ctx->tcp)
+		tcp_rx_batch_begin(ctx->tcp);
+	for (int i = 0; i < n; i++)
+		stack_input(ctx->stack, &ifc->nif, bufs[i]);
+	if (ctx->tcp)
+		tcp_rx_batch_end(ctx->tcp);
+}
+
+/* Runs the stack's timers (IP reassembly, TCP) when due. Lock held. */
+static void sock_offload_timers_locked(struct sock_offload *ctx, uint64_t now)
+{
+	if (now < ctx->timers_next_ms)
+		return;
+	ctx->timers_next_ms = now + ctx->tcp_period_ms;
+	stack_timer_tick(ctx->stack, now);
+	if (ctx->tcp)
+		sock_tcp_tick_locked(ctx, now);
+}
+
 /* Engine side: drains a ring nobody polled, never waiting for the lock. */
 static int sock_offload_engine_drain(void *arg, int budget)
 {
@@ -101,12 +127,12 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	int done = 0;
 	if (!ctx->dead) {
 		struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+		stack_clock_set(ctx->stack, engine_now_ms());
 		while (done < budget) {
 			int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
 			if (n <= 0)
 				break;
-			for (int i = 0; i < n; i++)
-				stack_input(ctx->stack, &ifc->nif, bufs[i]);
+			sock_offload_input_batch(ctx, ifc, bufs, n);
 			done += n;
 		}
 		ring_tx_flush(ifc->ring);
@@ -172,7 +198,7 @@ static void sock_offload_tick(void *arg)
 	if (pthread_spin_trylock(&ctx->lock) != 0)
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
-		stack_timer_tick(ctx->stack, engine_now_ms());
+		sock_offload_timers_locked(ctx, engine_now_ms());
 		/* Backstop for sends held in a burst when the progress engine is
 		 * off or keeps being skipped. */
 		for (unsigned i = 0; i < ctx->nifs; i++)
@@ -203,6 +229,43 @@ static void sock_offload_settings(struct stack_settings *st)
 {
 	stack_settings_default(st);
 	st->tx_ip_checksum = g_cfg.tx_ip_checksum != 0;
+}
+
+/* VMA_TCP_TIMESTAMP_OPTION=2 follows net.ipv4.tcp_timestamps. */
+static enum tcp_ts_mode sock_offload_ts_mode(void)
+{
+	if (g_cfg.tcp_timestamp_option != 2)
+		return g_cfg.tcp_timestamp_option ? TCP_TS_ON : TCP_TS_OFF;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_timestamps", "re");
+	int v = 1;
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 1;
+		fclose(f);
+	}
+	return v ? TCP_TS_ON : TCP_TS_OFF;
+}
+
+static void sock_offload_tcp_create(struct sock_offload *ctx)
+{
+	struct tcp_settings set;
+	tcp_settings_default(&set);
+	set.nodelay = g_cfg.tcp_nodelay != 0;
+	set.quickack = g_cfg.tcp_quickack != 0;
+	set.timestamps = sock_offload_ts_mode();
+	set.cc_algo = g_cfg.tcp_cc_algo == 1 ? TCP_CC_CUBIC : g_cfg.tcp_cc_algo == 2 ? TCP_CC_NONE : TCP_CC_NEWRENO;
+	set.mss = g_cfg.mss > 0 ? (uint32_t)g_cfg.mss : 0;
+	set.mtu = g_cfg.mtu > 0 ? (uint32_t)g_cfg.mtu : 0;
+	set.max_syn_rate = (uint32_t)g_cfg.tcp_max_syn_rate;
+	set.gro_streams_max = (uint32_t)g_cfg.gro_streams_max;
+	set.timer_resolution_ms = engine_tcp_timer_period_ms();
+	set.rcv_buf = 131072;
+	set.snd_buf = 131072;
+	ctx->tcp_period_ms = set.timer_resolution_ms ? set.timer_resolution_ms : 100;
+	ctx->timers_by_app = !engine_tcp_timer_immediate();
+	ctx->tcp = tcp_ctx_create(ctx->stack, &ctx->ifs[0].nif, &set);
+	if (!ctx->tcp)
+		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
 }
 
 static bool sock_offload_build(struct sock_offload *ctx)
@@ -261,13 +324,19 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		net_close(ctx->net);
 		return false;
 	}
+	ctx->tcp_period_ms = SOCK_OFFLOAD_TICK_MS;
+	sock_offload_tcp_create(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
 		sock_offload_stats_attach(i, &ctx->ifs[i]);
 	}
+	uint32_t tick = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms : SOCK_OFFLOAD_TICK_MS;
 	engine_timer_init(&ctx->tick);
-	engine_timer_add(&ctx->tick, SOCK_OFFLOAD_TICK_MS, SOCK_OFFLOAD_TICK_MS, sock_offload_tick, ctx);
+	engine_timer_add(&ctx->tick, tick, tick, sock_offload_tick, ctx);
 	engine_exit_hook_add(sock_offload_exit, ctx, 0);
+	/* Hooks run in reverse order: connections get their FIN (or RST)
+	 * while the rings are still open. */
+	engine_exit_hook_add(sock_tcp_exit, ctx, 0);
 	engine_watch_net(ctx->net);
 	return true;
 }
@@ -301,8 +370,8 @@ static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if
 	if (ring_tx_pending(ifc->ring))
 		ring_tx_flush(ifc->ring);
 	int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
-	for (int i = 0; i < n; i++)
-		stack_input(ctx->stack, &ifc->nif, bufs[i]);
+	if (n > 0)
+		sock_offload_input_batch(ctx, ifc, bufs, n);
 	ring_tx_flush(ifc->ring);
 	engine_note_app_poll(&ifc->poller);
 	return n > 0 ? n : 0;
@@ -313,6 +382,12 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	if (ctx->dead)
 		return 0;
 	int total = 0;
+	/* The engine stamps segments with the stack's clock (RTT, RTO): keep
+	 * it current on every pass, timers or not. */
+	uint64_t now = engine_now_ms();
+	stack_clock_set(ctx->stack, now);
+	if (ctx->timers_by_app)
+		sock_offload_timers_locked(ctx, now);
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		total += sock_offload_poll_if(ctx, &ctx->ifs[i]);
 	return total;
@@ -344,6 +419,11 @@ static void sock_offload_unlock_raw(struct sock_offload *ctx)
 void sock_offload_unlock(struct sock_offload *ctx)
 {
 	sock_offload_unlock_raw(ctx);
+}
+
+void sock_offload_clock_locked(struct sock_offload *ctx)
+{
+	stack_clock_set(ctx->stack, engine_now_ms());
 }
 
 int sock_offload_progress(struct sock_offload *ctx)

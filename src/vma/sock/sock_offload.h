@@ -18,6 +18,7 @@
 #include "net/net.h"
 #include "ring/ring.h"
 #include "stack/stack.h"
+#include "stack/tcp.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
 
@@ -65,6 +66,15 @@ struct sock_offload {
 	unsigned nloop;
 	struct sock_offload_pending pending[SOCK_OFFLOAD_PENDING_MAX];
 	unsigned npending;
+	/* The TCP engine on stack (NULL when it could not be created: TCP
+	 * sockets then stay with the kernel). Its timers run every
+	 * tcp_period_ms: application threads run them during progress when
+	 * due (VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING=0), the internal
+	 * thread's tick otherwise. */
+	struct tcp_ctx *tcp;
+	uint32_t tcp_period_ms;
+	uint64_t timers_next_ms;
+	bool timers_by_app;
 };
 
 /* The context, building it on first use. NULL when offload is off
@@ -89,6 +99,9 @@ bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn 
 int sock_offload_progress_locked(struct sock_offload *ctx);
 /* The same, taking the lock. */
 int sock_offload_progress(struct sock_offload *ctx);
+/* Lock held: brings the stack's clock (and the TCP engine's) to now
+ * before a call that stamps segments (connect, write) outside a pass. */
+void sock_offload_clock_locked(struct sock_offload *ctx);
 
 /* The slot of ifindex among the offloaded interfaces, or -1. */
 int sock_offload_if_slot(const struct sock_offload *ctx, int ifindex);

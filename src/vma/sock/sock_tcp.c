@@ -1,0 +1,688 @@
+/* Offloaded TCP sockets: creation, the engine's callbacks, connect,
+ * readiness, close/release and the ops tables (background closes and the
+ * exit hook: sock_tcp_close.c). See docs/tcp_sockets.md.
+ *
+ * A socket starts on the kernel path (sock_tcp_kernel_ops: every data call
+ * is the kernel's). connect()/listen() decide: when the rules and the route
+ * say offload, the ops switch to sock_tcp_offload_ops for good. The kernel
+ * socket under the fd keeps the port reserved and is made a listener, the
+ * one TCP state in which it reports no readiness of its own (iomux always
+ * adds the kernel fd's events to ours). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "config/cfg_rules.h"
+#include "iomux/iomux.h"
+#include "log/vlog.h"
+#include "redirect/redirect_orig.h"
+#include "sock/sock_tcp_internal.h"
+
+#define SOCK_TYPE_MASK 0xf
+
+bool sock_tcp_wanted(int domain, int type)
+{
+	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_STREAM && g_cfg.offloaded_sockets;
+}
+
+uint64_t sock_tcp_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void sock_tcp_put_addr(struct sockaddr *addr, socklen_t *len, uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = port };
+	sin.sin_addr.s_addr = ip;
+	if (!addr || !len)
+		return;
+	size_t n = *len < sizeof(sin) ? *len : sizeof(sin);
+	memcpy(addr, &sin, n);
+	*len = sizeof(sin);
+}
+
+void sock_tcp_flow_put_locked(struct sock_tcp *s)
+{
+	if (s->flow_held)
+		sock_offload_flow_put_locked(s->ctx, s->if_slot, &s->flow);
+	s->flow_held = false;
+}
+
+void sock_tcp_rxq_clear_locked(struct sock_tcp *s)
+{
+	struct ring_buf *b = s->rxq_head;
+	while (b) {
+		struct ring_buf *next = b->link;
+		ring_buf_free(b);
+		b = next;
+	}
+	if (s->stats && s->rxq_bytes)
+		stats_socket_ready_remove(s->stats, s->rxq_bytes);
+	s->rxq_head = s->rxq_tail = NULL;
+	s->rxq_bytes = 0;
+}
+
+/* Lock held: segments the engine queued outside a progress pass (SYN,
+ * FIN, RST, window update) leave now instead of at the next pass. */
+void sock_tcp_tx_kick_locked(struct sock_tcp *s)
+{
+	struct sock_offload *ctx = s->ctx;
+	if (!ctx || ctx->dead)
+		return;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		if (s->if_slot >= 0 && (unsigned)s->if_slot != i)
+			continue;
+		if (ring_tx_pending(ctx->ifs[i].ring))
+			ring_tx_send_done(ctx->ifs[i].ring);
+	}
+}
+
+/* ---- notifications (run after the unlock) ---- */
+
+static void sock_tcp_wake(void *arg)
+{
+	struct sock_tcp *s = arg;
+	uint32_t bits = __atomic_exchange_n(&s->notify_bits, 0, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&s->wake_pending, false, __ATOMIC_RELEASE);
+	if (bits)
+		iomux_notify(&s->obj, bits);
+	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
+		eventfd_write(s->wake_fd, 1);
+	/* A child waiting for accept() wakes its listener's watchers instead
+	 * (handled by the accept callback). */
+}
+
+void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
+{
+	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
+	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	if (watched && !s->wake_pending && sock_offload_defer_locked(s->ctx, sock_tcp_wake, s))
+		s->wake_pending = true;
+}
+
+void sock_tcp_snd_refresh_locked(struct sock_tcp *s)
+{
+	if (!s->pcb)
+		return;
+	s->snd_free = tcp_sndbuf_free(s->pcb);
+	s->snd_used = tcp_sndbuf_used(s->pcb);
+	/* sk_stream_is_writeable: free space at least half of what is queued
+	 * (a third of the buffer). */
+	bool now = s->snd_free > 0 && s->snd_free >= s->snd_used / 2;
+	bool rose = now && !s->writeable;
+	s->writeable = now;
+	if (s->stats)
+		s->stats->tcp_state = (uint32_t)tcp_pcb_state(s->pcb);
+	if (rose && s->established)
+		sock_tcp_notify_locked(s, EPOLLOUT);
+}
+
+/* ---- engine callbacks (lock held, from stack_input or a timer) ---- */
+
+static void sock_tcp_recv_cb(void *arg, struct tcp_pcb *pcb, struct ring_buf *buf)
+{
+	(void)pcb;
+	struct sock_tcp *s = arg;
+	if (!buf) {
+		s->peer_fin = true;
+		s->shut_rcv = true;
+		sock_tcp_notify_locked(s, EPOLLIN | EPOLLRDHUP);
+		return;
+	}
+	uint32_t left = buf->tot_len;
+	uint32_t total = left;
+	/* Split the chain into single buffers: each is read and freed on its
+	 * own, and MSG_PEEK walks them without touching anything. */
+	while (buf) {
+		struct ring_buf *next = buf->next;
+		buf->next = NULL;
+		if (buf->len > left)
+			buf->len = left;
+		left -= buf->len;
+		buf->tot_len = buf->len;
+		if (buf->len == 0) {
+			ring_buf_free(buf);
+		} else {
+			buf->link = NULL;
+			if (s->rxq_tail)
+				s->rxq_tail->link = buf;
+			else
+				s->rxq_head = buf;
+			s->rxq_tail = buf;
+		}
+		buf = next;
+	}
+	s->rxq_bytes += total - left;
+	if (s->stats)
+		stats_socket_ready_add(s->stats, total - left);
+	sock_tcp_notify_locked(s, EPOLLIN);
+}
+
+static void sock_tcp_sent_cb(void *arg, struct tcp_pcb *pcb, uint32_t acked)
+{
+	(void)pcb;
+	(void)acked;
+	sock_tcp_snd_refresh_locked(arg);
+}
+
+static void sock_tcp_err_cb(void *arg, int err)
+{
+	struct sock_tcp *s = arg;
+	s->pcb = NULL;                 /* the engine freed it */
+	s->reset = true;
+	s->connecting = false;
+	s->shut_rcv = s->shut_send = true;
+	s->err = err > 0 ? err : -err;
+	s->writeable = false;
+	sock_tcp_all_del_locked(s);
+	sock_tcp_flow_put_locked(s);
+	if (s->stats)
+		s->stats->tcp_state = STATS_TCP_CLOSED;
+	sock_tcp_notify_locked(s, EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+}
+
+static void sock_tcp_connected_cb(void *arg, struct tcp_pcb *pcb)
+{
+	struct sock_tcp *s = arg;
+	s->connecting = false;
+	s->established = true;
+	tcp_pcb_get_addr(pcb, &s->local_ip, &s->local_port, &s->remote_ip, &s->remote_port);
+	s->writeable = false;
+	sock_tcp_snd_refresh_locked(s);
+	sock_tcp_notify_locked(s, EPOLLOUT);
+}
+
+static const struct tcp_callbacks sock_tcp_callbacks = {
+	.recv = sock_tcp_recv_cb,
+	.sent = sock_tcp_sent_cb,
+	.err = sock_tcp_err_cb,
+	.connected = sock_tcp_connected_cb,
+	.accept = sock_tcp_accept_cb,
+};
+
+void sock_tcp_apply_options_locked(struct sock_tcp *s)
+{
+	struct tcp_pcb *pcb = s->pcb;
+	if (!pcb)
+		return;
+	/* A listener's values reach the children of later SYNs. */
+	tcp_set_mss_clamp(pcb, s->maxseg);
+	if (s->syncnt)
+		tcp_set_syn_retries(pcb, s->syncnt);
+	tcp_set_nodelay(pcb, s->nodelay);
+	tcp_set_quickack(pcb, s->quickack);
+	if (s->rcvbuf || s->sndbuf)
+		tcp_set_bufsizes(pcb, s->rcvbuf, s->sndbuf);
+	if (s->keep_params_set)
+		tcp_set_keepalive_params(pcb, s->keep_idle_s * 1000u, s->keep_intvl_s * 1000u, s->keep_cnt);
+	tcp_set_keepalive(pcb, s->keepalive);
+}
+
+void sock_tcp_pcb_setup_locked(struct sock_tcp *s, struct tcp_pcb *pcb)
+{
+	s->pcb = pcb;
+	tcp_set_callbacks(pcb, &sock_tcp_callbacks, s);
+	if (s->if_slot >= 0)
+		tcp_set_netif(pcb, &s->ctx->ifs[s->if_slot].nif);
+	sock_tcp_apply_options_locked(s);
+}
+
+/* ---- connect ---- */
+
+static bool sock_tcp_is_connected(const struct sock_tcp *s)
+{
+	return !s->connecting;
+}
+
+int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
+{
+	uint64_t deadline = timeo_ms ? sock_tcp_now_ms() + (uint64_t)timeo_ms : 0;
+	for (;;) {
+		sock_offload_lock(ctx);
+		if (s->connecting)
+			sock_offload_progress_locked(ctx);
+		bool connecting = s->connecting;
+		sock_offload_unlock(ctx);
+		if (!connecting)
+			return 0;
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_is_connected) < 0)
+			return -1;
+	}
+}
+
+/* Where a connect to dst goes. 0: offloaded on *slot with src and mac;
+ * 1: the kernel's. */
+static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const struct sockaddr_in *dst,
+			  int *slot, uint32_t *src, uint8_t mac[6])
+{
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	socklen_t ll = sizeof(local);
+	REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+	if (cfg_rules_match(CFG_ROLE_TCP_CLIENT, &local, dst) != CFG_TRANSPORT_VMA)
+		return 1;
+	struct net_route_query q = { .dst = dst->sin_addr.s_addr };
+	struct net_route_result r;
+	if (net_route_lookup(ctx->net, &q, &r) < 0 || r.kind != NET_ROUTE_UNICAST)
+		return 1;
+	*slot = sock_offload_if_slot(ctx, r.ifindex);
+	if (*slot < 0)
+		return 1;
+	uint32_t nif_ip = ctx->ifs[*slot].nif.ip;
+	*src = local.sin_addr.s_addr ? local.sin_addr.s_addr : (r.src ? r.src : nif_ip);
+	if (*src != nif_ip)
+		return 1;   /* a secondary address: the stack answers for the primary only */
+	if (net_neigh_resolve(ctx->net, r.ifindex, r.next_hop, mac, SOCK_TCP_NEIGH_TIMEOUT_MS) < 0)
+		return 1;
+	return 0;
+}
+
+/* Starts an offloaded active open. Returns 0 (SYN sent), 1 (kernel path:
+ * nothing changed), -1 with errno. */
+static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx, const struct sockaddr_in *dst)
+{
+	int slot;
+	uint32_t src;
+	uint8_t mac[6];
+	if (sock_tcp_route(s, ctx, dst, &slot, &src, mac) != 0)
+		return 1;
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	socklen_t ll = sizeof(local);
+	REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+	if (local.sin_port == 0) {
+		/* The kernel picks and reserves the port. */
+		struct sockaddr_in want = { .sin_family = AF_INET };
+		want.sin_addr.s_addr = src;
+		if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&want, sizeof(want)) != 0)
+			return -1;
+		ll = sizeof(local);
+		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+	}
+	sock_offload_lock(ctx);
+	s->ctx = ctx;
+	s->if_slot = slot;
+	struct tcp_pcb *pcb = tcp_pcb_new(ctx->tcp);
+	int err = pcb ? 0 : -ENOBUFS;
+	if (pcb) {
+		sock_tcp_pcb_setup_locked(s, pcb);
+		err = tcp_bind(pcb, src, local.sin_port);
+	}
+	if (err == 0) {
+		s->flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = src, .local_port = local.sin_port };
+		if (!g_cfg.tcp_3t_rules) {
+			s->flow.remote_ip = dst->sin_addr.s_addr;
+			s->flow.remote_port = dst->sin_port;
+		}
+		err = sock_offload_flow_get_locked(ctx, slot, &s->flow);
+		s->flow_held = err == 0;
+	}
+	if (err < 0) {
+		if (pcb) {
+			tcp_set_callbacks(pcb, NULL, NULL);
+			tcp_abort(pcb);
+		}
+		s->pcb = NULL;
+		sock_offload_unlock(ctx);
+		vlog_debug("fd %d: TCP offload refused (%s): the kernel connects", s->obj.fd, strerror(-err));
+		return 1;
+	}
+	sock_offload_unlock(ctx);
+	/* From here the kernel socket only holds the port (see the top). */
+	REDIRECT_ORIG_FN(listen)(s->obj.fd, 1);
+	sock_offload_lock(ctx);
+	s->local_ip = src;
+	s->local_port = local.sin_port;
+	s->remote_ip = dst->sin_addr.s_addr;
+	s->remote_port = dst->sin_port;
+	s->connecting = true;
+	s->established = false;
+	s->connect_reported = false;
+	s->failed_reported = false;
+	s->reset = false;
+	s->shut_rcv = s->shut_send = s->peer_fin = false;
+	s->err = 0;
+	s->mode = SOCK_TCP_ACTIVE;
+	sock_offload_clock_locked(ctx);
+	err = s->pcb ? tcp_connect(s->pcb, dst->sin_addr.s_addr, dst->sin_port, src, mac) : -ECONNABORTED;
+	if (err < 0) {
+		s->connecting = false;
+		sock_tcp_disconnect_locked(s, true);
+		s->reset = true;
+		s->shut_rcv = true;
+	} else {
+		sock_tcp_all_add_locked(s);
+		sock_tcp_tx_kick_locked(s);   /* the SYN */
+	}
+	sock_offload_unlock(ctx);
+	__atomic_store_n(&s->obj.ops, &sock_tcp_offload_ops, __ATOMIC_RELEASE);
+	/* Epoll sets that took the fd in as a kernel fd watch it from now on. */
+	iomux_promote(&s->obj);
+	if (s->stats) {
+		s->stats->offloaded = 1;
+		s->stats->local_addr = s->local_ip;
+		s->stats->local_port = s->local_port;
+		s->stats->peer_addr = s->remote_ip;
+		s->stats->peer_port = s->remote_port;
+		s->stats->ring_id = (uint32_t)ctx->ifs[slot].nif.ifindex;
+	}
+	if (err < 0) {
+		errno = -err;
+		return -1;
+	}
+	return 0;
+}
+
+static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (s->mode == SOCK_TCP_KERNEL) {
+		if (!ctx || s->os_only || !addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
+			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+		int r = sock_tcp_connect_offload(s, ctx, (const struct sockaddr_in *)addr);
+		if (r > 0) {
+			s->os_only = true;
+			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+		}
+		if (r < 0)
+			return -1;
+		if (s->nonblocking) {
+			errno = EINPROGRESS;
+			return -1;
+		}
+		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+			if (errno == EAGAIN)
+				errno = EINPROGRESS;
+			return -1;
+		}
+		goto result;
+	}
+	if (!(ctx = sock_tcp_ctx(s)))
+		return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+	if (s->mode == SOCK_TCP_LISTENER) {
+		errno = EISCONN;
+		return -1;
+	}
+	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+		/* Linux: disconnect (RST) */
+		sock_offload_lock(ctx);
+		sock_tcp_disconnect_locked(s, true);
+		sock_tcp_rxq_clear_locked(s);
+		s->connecting = s->established = false;
+		s->reset = true;
+		sock_offload_unlock(ctx);
+		return 0;
+	}
+	if (s->failed_reported && !s->connecting) {
+		/* Linux runs the handshake again on a socket whose failed
+		 * connect was reported by connect() itself. */
+		if (!addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET) {
+			errno = addr && addr->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL;
+			return -1;
+		}
+		s->failed_reported = false;
+		int r = sock_tcp_connect_offload(s, ctx, (const struct sockaddr_in *)addr);
+		if (r > 0)
+			errno = ENETUNREACH;   /* the kernel socket only holds our port now */
+		if (r != 0)
+			return -1;
+		if (s->nonblocking) {
+			errno = EINPROGRESS;
+			return -1;
+		}
+	}
+	if (s->connecting) {
+		if (s->nonblocking) {
+			errno = EALREADY;
+			return -1;
+		}
+		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+			if (errno == EAGAIN)
+				errno = EALREADY;
+			return -1;
+		}
+	}
+result:
+	sock_offload_lock(ctx);
+	int err = 0;
+	if (s->established && !s->reset) {
+		/* The first connect() after a non-blocking one completed says 0. */
+		err = s->connect_reported ? EISCONN : 0;
+		s->connect_reported = true;
+	} else if (s->reset && !s->established) {
+		err = s->err > 0 ? s->err : ECONNABORTED;
+		s->err = 0;
+		s->failed_reported = true;
+	} else if (s->established) {
+		err = EISCONN;
+	}
+	sock_offload_unlock(ctx);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- readiness ---- */
+
+static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->released)
+		return 0;
+	if (!sock_tcp_ctx(s))   /* forked child, or after the exit hook: the connection is gone here */
+		return s->mode == SOCK_TCP_ACTIVE ? EPOLLIN | EPOLLOUT | EPOLLHUP | EPOLLRDHUP : 0;
+	if (s->mode == SOCK_TCP_LISTENER)
+		return __atomic_load_n(&s->acceptq_len, __ATOMIC_RELAXED) ? EPOLLIN : 0;
+	if (s->mode != SOCK_TCP_ACTIVE)
+		return 0;
+	uint32_t ev = 0;
+	bool shut_rcv = __atomic_load_n(&s->shut_rcv, __ATOMIC_RELAXED);
+	bool shut_send = __atomic_load_n(&s->shut_send, __ATOMIC_RELAXED);
+	if (shut_rcv && shut_send)
+		ev |= EPOLLHUP;
+	if (shut_rcv)
+		ev |= EPOLLIN | EPOLLRDHUP;
+	if (!__atomic_load_n(&s->connecting, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&s->rxq_bytes, __ATOMIC_RELAXED))
+			ev |= EPOLLIN;
+		if (shut_send || __atomic_load_n(&s->writeable, __ATOMIC_RELAXED))
+			ev |= EPOLLOUT;
+	}
+	if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) > 0)
+		ev |= EPOLLERR;
+	return ev;
+}
+
+static int sock_tcp_progress(struct sock_obj *obj)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
+	return ctx ? sock_offload_progress(ctx) : 0;
+}
+
+static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
+	if (!ctx)
+		return 0;
+	sock_offload_lock(ctx);
+	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
+	sock_offload_unlock(ctx);
+	return n;
+}
+
+/* ---- lifecycle ---- */
+
+static bool sock_tcp_fin_settled(const struct sock_tcp *s)
+{
+	if (!s->pcb)
+		return true;
+	enum tcp_state st = tcp_pcb_state(s->pcb);
+	return st == TCP_FIN_WAIT_2 || st == TCP_TIME_WAIT || st == TCP_CLOSED;
+}
+
+/* SO_LINGER {1, t}: the close waits up to t for our FIN to be acknowledged. */
+static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
+{
+	sock_offload_lock(ctx);
+	bool go = s->pcb && s->mode == SOCK_TCP_ACTIVE && s->established && !s->rxq_bytes;
+	if (go) {
+		sock_offload_clock_locked(ctx);
+		tcp_shutdown(s->pcb, false, true);
+		s->shut_send = true;
+		sock_tcp_tx_kick_locked(s);
+	}
+	sock_offload_unlock(ctx);
+	if (!go)
+		return;
+	uint64_t deadline = sock_tcp_now_ms() + (uint64_t)s->linger_s * 1000;
+	for (;;) {
+		sock_offload_lock(ctx);
+		sock_offload_progress_locked(ctx);
+		bool done = sock_tcp_fin_settled(s);
+		sock_offload_unlock(ctx);
+		if (done)
+			return;
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_fin_settled) < 0 && errno != EINTR)
+			return;
+		if (sock_tcp_now_ms() >= deadline)
+			return;
+	}
+}
+
+static void sock_tcp_release(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->released)
+		return;
+	iomux_forget(obj);
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (ctx && s->mode != SOCK_TCP_KERNEL) {
+		sock_offload_lock(ctx);
+		if (s->mode == SOCK_TCP_LISTENER)
+			sock_tcp_listener_close_locked(s);
+		else
+			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0 || (s->linger_on && s->linger_s == 0));
+		sock_tcp_rxq_clear_locked(s);
+		s->released = true;
+		sock_offload_unlock(ctx);
+	}
+	s->released = true;
+	if (s->stats)
+		stats_socket_slot_put(s->stats);
+	s->stats = NULL;
+}
+
+static int sock_tcp_close(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (ctx && s->linger_on && s->linger_s > 0 && !s->nonblocking)
+		sock_tcp_linger_wait(s, ctx);
+	sock_tcp_release(obj);
+	return REDIRECT_ORIG_FN(close)(obj->fd);
+}
+
+static void sock_tcp_destroy(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->wake_fd >= 0)
+		REDIRECT_ORIG_FN(close)(s->wake_fd);
+	free(s);
+}
+
+const struct sock_ops sock_tcp_kernel_ops = {
+	.kind = "tcp",
+	.flags = SOCK_OPS_F_MAY_OFFLOAD,
+	.connect = sock_tcp_connect,
+	.listen = sock_tcp_op_listen,
+	.setsockopt = sock_tcp_op_setsockopt,
+	.fcntl = sock_tcp_op_fcntl,    /* mirrors O_NONBLOCK and options for the offload */
+	.ioctl = sock_tcp_op_ioctl,
+	.close = sock_tcp_close,
+	.release = sock_tcp_release,
+	.destroy = sock_tcp_destroy,
+	.dump = sock_tcp_op_dump,
+};
+
+const struct sock_ops sock_tcp_offload_ops = {
+	.kind = "tcp",
+	.flags = SOCK_OPS_F_ACCEPT_TRACKS,
+	.connect = sock_tcp_connect,
+	.listen = sock_tcp_op_listen,
+	.accept4 = sock_tcp_op_accept4,
+	.shutdown = sock_tcp_op_shutdown,
+	.getsockname = sock_tcp_op_getsockname,
+	.getpeername = sock_tcp_op_getpeername,
+	.setsockopt = sock_tcp_op_setsockopt,
+	.getsockopt = sock_tcp_op_getsockopt,
+	.fcntl = sock_tcp_op_fcntl,
+	.ioctl = sock_tcp_op_ioctl,
+	.read = sock_tcp_op_read,
+	.readv = sock_tcp_op_readv,
+	.recv = sock_tcp_op_recv,
+	.recvfrom = sock_tcp_op_recvfrom,
+	.recvmsg = sock_tcp_op_recvmsg,
+	.recvmmsg = sock_tcp_op_recvmmsg,
+	.write = sock_tcp_op_write,
+	.writev = sock_tcp_op_writev,
+	.send = sock_tcp_op_send,
+	.sendto = sock_tcp_op_sendto,
+	.sendmsg = sock_tcp_op_sendmsg,
+	.sendmmsg = sock_tcp_op_sendmmsg,
+	.sendfile = sock_tcp_op_sendfile,
+	.sendfile64 = sock_tcp_op_sendfile64,
+	.poll_ready = sock_tcp_poll_ready,
+	.progress = sock_tcp_progress,
+	.wait_prepare = sock_tcp_wait_prepare,
+	.close = sock_tcp_close,
+	.release = sock_tcp_release,
+	.destroy = sock_tcp_destroy,
+	.dump = sock_tcp_op_dump,
+};
+
+struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
+{
+	struct sock_tcp *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->obj.ops = &sock_tcp_kernel_ops;
+	s->obj.fd = fd;
+	s->obj.domain = domain;
+	s->obj.type = type & SOCK_TYPE_MASK;
+	s->obj.protocol = protocol;
+	s->if_slot = -1;
+	s->wake_fd = -1;
+	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
+	s->nodelay = g_cfg.tcp_nodelay != 0;
+	s->quickack = g_cfg.tcp_quickack != 0;
+	s->keep_idle_s = 7200;
+	s->keep_intvl_s = 75;
+	s->keep_cnt = 9;
+	return s;
+}
+
+struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_offload *ctx = sock_offload_get();
+	if (!ctx || !ctx->tcp)
+		return NULL;
+	struct sock_tcp *s = sock_tcp_alloc(fd, domain, type, protocol);
+	if (!s)
+		return NULL;
+	s->ctx = ctx;
+	s->stats = stats_socket_slot_get(fd, STATS_PROTO_TCP);
+	s->stats->offloaded = 0;
+	s->stats->blocking = !s->nonblocking;
+	return &s->obj;
+}

@@ -1,0 +1,25 @@
+/* Offloaded TCP sockets (AF_INET, SOCK_STREAM). See docs/tcp_sockets.md. */
+#ifndef VMA_SOCK_SOCK_TCP_H
+#define VMA_SOCK_SOCK_TCP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "sock/sock_obj.h"
+
+struct sock_offload;
+
+/* AF_INET stream sockets with offload enabled (VMA_OFFLOADED_SOCKETS). */
+bool sock_tcp_wanted(int domain, int type);
+/* The object for a fresh kernel socket fd: it stays on the kernel path
+ * until connect()/listen() decide. NULL when offload cannot be had (the
+ * caller then tracks a passthrough). type may carry SOCK_NONBLOCK. */
+struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol);
+
+/* Called by sock_offload (lock held): the TCP timers ran at now_ms;
+ * finishes background closes. */
+void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms);
+/* Exit hook (before the rings close): FIN for every open connection,
+ * up to SOCK_TCP_EXIT_GRACE_MS of progress, RST for what is left. */
+void sock_tcp_exit(void *ctx);
+
+#endif

@@ -1,0 +1,188 @@
+/* Offloaded TCP sockets: the end of connections. close() hands a
+ * connection to the background as an orphan that keeps its pcb and its
+ * steering entry until the engine reaches CLOSED (the kernel would answer
+ * its last segments with RST); the exit hook sends every open connection's
+ * FIN before the rings close. See docs/tcp_sockets.md, "Connect, errors,
+ * close" and "Exit, signals, fork". */
+#include <stdlib.h>
+#include <sys/epoll.h>
+
+#include "log/vlog.h"
+#include "sock/sock_tcp_internal.h"
+
+#define SOCK_TCP_EXIT_LOCK_TRIES 100000
+
+/* Connections the app closed that still finish their handshake. Guarded by
+ * the offload lock. */
+struct sock_tcp_orphan {
+	struct sock_tcp_orphan *next;
+	struct tcp_pcb *pcb;         /* NULL once the engine freed it (err) */
+	int if_slot;
+	struct ring_flow flow;
+	bool flow_held;
+	uint64_t deadline_ms;
+};
+
+static struct sock_tcp_orphan *sock_tcp_orphans;
+static struct sock_tcp *sock_tcp_all;
+
+/* ---- lists ---- */
+
+void sock_tcp_all_add_locked(struct sock_tcp *s)
+{
+	if (s->on_all)
+		return;
+	s->all_prev = NULL;
+	s->all_next = sock_tcp_all;
+	if (sock_tcp_all)
+		sock_tcp_all->all_prev = s;
+	sock_tcp_all = s;
+	s->on_all = true;
+}
+
+void sock_tcp_all_del_locked(struct sock_tcp *s)
+{
+	if (!s->on_all)
+		return;
+	if (s->all_prev)
+		s->all_prev->all_next = s->all_next;
+	else
+		sock_tcp_all = s->all_next;
+	if (s->all_next)
+		s->all_next->all_prev = s->all_prev;
+	s->all_prev = s->all_next = NULL;
+	s->on_all = false;
+}
+
+/* ---- background closes ---- */
+
+static void sock_tcp_orphan_err_cb(void *arg, int err)
+{
+	(void)err;
+	struct sock_tcp_orphan *o = arg;
+	o->pcb = NULL;
+}
+
+static const struct tcp_callbacks sock_tcp_orphan_callbacks = {
+	.err = sock_tcp_orphan_err_cb,
+};
+
+void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort)
+{
+	sock_tcp_all_del_locked(s);
+	if (s->ctx && !s->ctx->dead)
+		sock_offload_clock_locked(s->ctx);   /* the FIN's retransmission timer */
+	struct tcp_pcb *pcb = s->pcb;
+	s->pcb = NULL;
+	s->shut_send = true;
+	if (!pcb) {
+		sock_tcp_flow_put_locked(s);
+		return;
+	}
+	enum tcp_state st = tcp_pcb_state(pcb);
+	struct sock_tcp_orphan *o = NULL;
+	if (!abort && st != TCP_SYN_SENT && st != TCP_CLOSED)
+		o = calloc(1, sizeof(*o));
+	if (!o) {
+		/* Linux: unread data or SO_LINGER {1, 0} reset the connection. */
+		tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, NULL);
+		tcp_abort(pcb);
+		sock_tcp_tx_kick_locked(s);
+		sock_tcp_flow_put_locked(s);
+		return;
+	}
+	/* The pcb lives on until its handshake ends and keeps its steering
+	 * entry: the kernel would answer its last segments with RST. */
+	o->pcb = pcb;
+	o->if_slot = s->if_slot;
+	o->flow = s->flow;
+	o->flow_held = s->flow_held;
+	s->flow_held = false;
+	o->deadline_ms = sock_tcp_now_ms() + SOCK_TCP_ORPHAN_TIMEOUT_MS;
+	tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, o);
+	tcp_shutdown(pcb, true, true);
+	sock_tcp_tx_kick_locked(s);
+	o->next = sock_tcp_orphans;
+	sock_tcp_orphans = o;
+}
+
+static bool sock_tcp_orphan_settled(const struct sock_tcp_orphan *o)
+{
+	if (!o->pcb)
+		return true;
+	enum tcp_state st = tcp_pcb_state(o->pcb);
+	return st == TCP_FIN_WAIT_2 || st == TCP_TIME_WAIT || st == TCP_CLOSED;
+}
+
+/* Walks the orphans: frees the finished ones; with reset_unsettled (exit)
+ * resets every one whose FIN is not acknowledged yet. */
+static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_ms, bool reset_unsettled)
+{
+	struct sock_tcp_orphan **pp = &sock_tcp_orphans;
+	while (*pp) {
+		struct sock_tcp_orphan *o = *pp;
+		bool done = false;
+		if (!o->pcb) {
+			done = true;
+		} else if (now_ms >= o->deadline_ms || (reset_unsettled && !sock_tcp_orphan_settled(o))) {
+			tcp_abort(o->pcb);
+			done = true;
+		} else if (tcp_pcb_state(o->pcb) == TCP_CLOSED) {
+			tcp_close(o->pcb);
+			done = true;
+		}
+		if (!done) {
+			pp = &o->next;
+			continue;
+		}
+		if (o->flow_held)
+			sock_offload_flow_put_locked(ctx, o->if_slot, &o->flow);
+		*pp = o->next;
+		free(o);
+	}
+}
+
+void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms)
+{
+	if (sock_tcp_orphans)
+		sock_tcp_orphans_reap_locked(ctx, now_ms, false);
+}
+
+void sock_tcp_exit(void *arg)
+{
+	struct sock_offload *ctx = arg;
+	bool locked = false;
+	for (int i = 0; i < SOCK_TCP_EXIT_LOCK_TRIES && !locked; i++)
+		locked = pthread_spin_trylock(&ctx->lock) == 0;
+	if (!locked)
+		return;   /* a thread died holding it: the rings close anyway */
+	if (ctx->dead || !ctx->tcp) {
+		pthread_spin_unlock(&ctx->lock);
+		return;
+	}
+	while (sock_tcp_all) {
+		struct sock_tcp *s = sock_tcp_all;
+		if (s->mode == SOCK_TCP_LISTENER)
+			sock_tcp_listener_close_locked(s);
+		else
+			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0);
+		sock_tcp_all_del_locked(s);
+	}
+	uint64_t deadline = sock_tcp_now_ms() + SOCK_TCP_EXIT_GRACE_MS;
+	for (;;) {
+		sock_offload_progress_locked(ctx);
+		stack_timer_tick(ctx->stack, engine_now_ms());
+		/* Both FINs exchanged: once the rings close, a peer FIN still
+		 * on its way would meet the kernel and draw an RST. */
+		bool settled = true;
+		for (struct sock_tcp_orphan *o = sock_tcp_orphans; o && settled; o = o->next)
+			settled = !o->pcb || tcp_pcb_state(o->pcb) == TCP_TIME_WAIT ||
+				  tcp_pcb_state(o->pcb) == TCP_CLOSED;
+		if (settled || sock_tcp_now_ms() >= deadline)
+			break;
+	}
+	sock_tcp_orphans_reap_locked(ctx, sock_tcp_now_ms(), true);
+	sock_offload_progress_locked(ctx);   /* the RSTs leave */
+	pthread_spin_unlock(&ctx->lock);
+}
+

@@ -1,0 +1,195 @@
+/* Shared by the files of the offloaded TCP socket kind: sock_tcp.c
+ * (lifecycle, engine callbacks, connect, close, exit), sock_tcp_listen.c
+ * (listen/accept), sock_tcp_io.c (data path), sock_tcp_opt.c (options,
+ * addresses, shutdown, ioctl), sock_tcp_dump.c. See docs/tcp_sockets.md.
+ *
+ * Every field an engine callback writes is guarded by the offload lock;
+ * poll_ready reads the mirrors without it (a stale answer is corrected by
+ * the notification that follows the change). */
+#ifndef VMA_SOCK_SOCK_TCP_INTERNAL_H
+#define VMA_SOCK_SOCK_TCP_INTERNAL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sock/sock_offload.h"
+#include "sock/sock_tcp.h"
+#include "stack/tcp.h"
+#include "stats/stats.h"
+
+/* Linux's defaults (net.ipv4.tcp_rmem[1]; the send side starts larger than
+ * tcp_wmem[1] because the engine does not autotune it as Linux does). */
+#define SOCK_TCP_RCVBUF_DEFAULT 131072u
+#define SOCK_TCP_SNDBUF_DEFAULT 131072u
+#define SOCK_TCP_NEIGH_TIMEOUT_MS 1000
+/* How long close()/exit wait for FINs to leave before resetting. */
+#define SOCK_TCP_EXIT_GRACE_MS 200
+/* An orphan (closed by the app, finishing in the background) that makes
+ * no progress for this long is reset, like Linux's tcp_fin_timeout. */
+#define SOCK_TCP_ORPHAN_TIMEOUT_MS 60000
+
+enum sock_tcp_mode {
+	SOCK_TCP_KERNEL,      /* not decided yet, or the kernel for life */
+	SOCK_TCP_ACTIVE,      /* offloaded connection (connect or accepted) */
+	SOCK_TCP_LISTENER,    /* offloaded listener */
+};
+
+struct sock_tcp {
+	struct sock_obj obj;         /* first */
+	struct sock_offload *ctx;
+	struct stats_socket *stats;
+	enum sock_tcp_mode mode;
+	bool released;
+	bool os_only;                /* decided: kernel for life */
+
+	struct tcp_pcb *pcb;         /* NULL before offload and once the engine freed it */
+	int if_slot;
+	struct ring_flow flow;       /* steering entry held (flow_held) */
+	bool flow_held;
+
+	uint32_t local_ip, remote_ip;
+	uint16_t local_port, remote_port;
+
+	/* Connection state as Linux's socket shows it. */
+	bool connecting;             /* SYN sent, not established yet */
+	bool established;            /* reached ESTABLISHED once */
+	bool shut_rcv;               /* peer FIN, shutdown(RD), reset */
+	bool shut_send;              /* shutdown(WR), close, reset */
+	bool peer_fin;
+	bool connect_reported;       /* connect() returned 0 once: the next says EISCONN */
+	bool failed_reported;        /* connect() returned the failure: the next connect retries */
+	uint32_t listen_slots;       /* listener: interfaces with its 3-tuple flow */
+	struct ring_flow listen_flow; /* listener: the 3-tuple (local_ip may be INADDR_ANY) */
+	bool reset;                  /* ended by an error: pcb gone */
+	int err;                     /* pending SO_ERROR / once from recv, 0 none */
+
+	/* In-order bytes from the engine: single buffers linked by ->link,
+	 * each with data/len advanced as the app reads. */
+	struct ring_buf *rxq_head, *rxq_tail;
+	uint32_t rxq_bytes;
+
+	/* Send space mirrors (refreshed under lock). */
+	uint32_t snd_free, snd_used;
+	bool writeable;
+
+	/* Listener: established children waiting for accept(). */
+	struct sock_tcp *acceptq_head, *acceptq_tail;
+	unsigned acceptq_len;
+	struct sock_tcp *next_child;
+	struct sock_tcp *listener;   /* child: its listener until accepted */
+
+	/* Every socket holding a pcb is on the ctx-wide list (exit hook). */
+	struct sock_tcp *all_prev, *all_next;
+	bool on_all;
+
+	/* Options the offloaded path needs (the kernel socket keeps them too). */
+	bool nonblocking;
+	int rcvtimeo_ms, sndtimeo_ms;   /* 0: forever */
+	bool linger_on;
+	int linger_s;
+	uint32_t rcvbuf, sndbuf;         /* 0: defaults */
+	bool nodelay, quickack, keepalive;
+	bool keep_params_set;
+	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
+	uint32_t maxseg, syncnt;
+	bool user_bound;
+
+	/* Wake-ups: iomux_notify and sleepers, run after the unlock. */
+	int sleepers;
+	int wake_fd;                 /* eventfd, made at the first sleep; -1 before */
+	bool wake_pending;
+	uint32_t notify_bits;
+};
+
+static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
+{
+	return (struct sock_tcp *)obj;
+}
+
+/* The context when this socket's calls are served offloaded, else NULL
+ * (the kernel socket answers). */
+static inline struct sock_offload *sock_tcp_ctx(const struct sock_tcp *s)
+{
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!ctx || s->mode == SOCK_TCP_KERNEL || s->released, 0))
+		return NULL;
+	return ctx;
+}
+
+extern const struct sock_ops sock_tcp_kernel_ops;   /* undecided / kernel for life */
+extern const struct sock_ops sock_tcp_offload_ops;  /* connection or listener offloaded */
+
+uint64_t sock_tcp_now_ms(void);
+struct sockaddr_in;
+/* Copies an IPv4 address out as getsockname does. */
+void sock_tcp_put_addr(struct sockaddr *addr, socklen_t *len, uint32_t ip, uint16_t port);
+
+/* Lock held: rings the doorbell for frames the engine queued. */
+void sock_tcp_tx_kick_locked(struct sock_tcp *s);
+/* Lock held: queue ev for iomux_notify and wake sleepers at the unlock. */
+void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev);
+/* Lock held: refreshes the send-space mirrors; notifies on a rise. */
+void sock_tcp_snd_refresh_locked(struct sock_tcp *s);
+/* Lock held: pcb callbacks, options and interface for a fresh pcb. */
+void sock_tcp_pcb_setup_locked(struct sock_tcp *s, struct tcp_pcb *pcb);
+void sock_tcp_apply_options_locked(struct sock_tcp *s);
+/* Lock held: list of live sockets holding a pcb. */
+void sock_tcp_all_add_locked(struct sock_tcp *s);
+void sock_tcp_all_del_locked(struct sock_tcp *s);
+/* Lock held: frees queued RX buffers. */
+void sock_tcp_rxq_clear_locked(struct sock_tcp *s);
+/* Lock held: hands the connection's pcb to the background (FIN after the
+ * queued data) or resets it; flows follow the pcb. */
+void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);
+
+/* Sleeps on the rings' wait fds (+ kernel fd when kernel_events != 0) and
+ * the wake eventfd until ready(s) holds (checked under lock before
+ * sleeping), deadline (0 = none; then -1 EAGAIN) or a signal (-1 EINTR
+ * unless restartable). Returns 0 to retry. */
+int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
+		   bool (*ready)(const struct sock_tcp *s));
+
+/* Child sockets (sock_tcp_listen.c). */
+int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
+void sock_tcp_child_free_locked(struct sock_tcp *child);
+int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
+int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
+void sock_tcp_listener_close_locked(struct sock_tcp *s);
+struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol);
+/* Flow helpers. */
+void sock_tcp_flow_put_locked(struct sock_tcp *s);
+
+/* Data path (sock_tcp_io.c). */
+ssize_t sock_tcp_op_read(struct sock_obj *obj, void *buf, size_t len);
+ssize_t sock_tcp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
+ssize_t sock_tcp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags);
+ssize_t sock_tcp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
+			     socklen_t *fromlen);
+ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags);
+int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
+			 struct timespec *timeout);
+ssize_t sock_tcp_op_write(struct sock_obj *obj, const void *buf, size_t len);
+ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
+ssize_t sock_tcp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags);
+ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
+			   socklen_t tolen);
+ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags);
+int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
+ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
+ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
+/* Waits for a connect in progress (blocking connect, blocking send/recv
+ * on a connecting socket). 0 when established, -1 with errno. */
+int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms);
+
+/* Options, addresses, shutdown, ioctl (sock_tcp_opt.c). */
+int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len);
+int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val, socklen_t *len);
+int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg);
+int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg);
+int sock_tcp_op_getsockname(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
+int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
+int sock_tcp_op_shutdown(struct sock_obj *obj, int how);
+void sock_tcp_op_dump(struct sock_obj *obj, int log_level);
+
+#endif

@@ -1,0 +1,563 @@
+/* Offloaded TCP sockets: the data path (receive, send, sendfile) and the
+ * blocking waits. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "redirect/redirect_orig.h"
+#include "sock/sock_tcp_internal.h"
+
+#define SOCK_TCP_SLEEP_CAP_MS 200
+#define SOCK_TCP_SENDFILE_CHUNK 65536
+
+/* Whether Linux would restart the call after a handler interrupted the
+ * sleep (same rule as the UDP kind: every handler has SA_RESTART). */
+static bool sock_tcp_signal_restarts(void)
+{
+	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
+	if (!get)
+		return false;
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || get(sig, NULL, &sa) != 0)
+			continue;
+		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
+							 : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+		if (handled && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
+		   bool (*ready)(const struct sock_tcp *s))
+{
+	if (s->wake_fd < 0)
+		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	/* Capped: timers run on the internal thread and wake us through the
+	 * eventfd, but a missed edge must never hang the application. */
+	int timeout = SOCK_TCP_SLEEP_CAP_MS;
+	if (deadline_ms) {
+		uint64_t now = sock_tcp_now_ms();
+		if (now >= deadline_ms) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (deadline_ms - now < (uint64_t)timeout)
+			timeout = (int)(deadline_ms - now);
+	}
+	int fds[SOCK_OFFLOAD_MAX_IFS];
+	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+	sock_offload_lock(ctx);
+	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
+	sock_offload_unlock(ctx);
+	if (n < 0) {
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
+	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 2];
+	int count = 0;
+	for (int i = 0; i < n; i++)
+		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	if (kernel_events)
+		pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = kernel_events };
+	if (s->wake_fd >= 0)
+		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
+	int saved = errno;
+	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+	if (s->wake_fd >= 0) {
+		eventfd_t drained;
+		eventfd_read(s->wake_fd, &drained);
+	}
+	if (r < 0) {
+		if (saved == EINTR && !deadline_ms && sock_tcp_signal_restarts())
+			return 0;
+		errno = saved;
+		return saved == EINTR ? -1 : 0;
+	}
+	if (r == 0 && deadline_ms && sock_tcp_now_ms() >= deadline_ms) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- receive ---- */
+
+static bool sock_tcp_rx_ready(const struct sock_tcp *s)
+{
+	return s->rxq_bytes || s->shut_rcv || s->err > 0 || s->reset || !s->pcb;
+}
+
+/* Copies up to want bytes from the queue into the iovecs starting at byte
+ * skip of them; consumes unless peek. Lock held. */
+static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, size_t iovcnt, size_t skip,
+				   size_t want, bool peek)
+{
+	size_t done = 0, vi = 0, voff = skip;
+	while (vi < iovcnt && voff >= iov[vi].iov_len) {
+		voff -= iov[vi].iov_len;
+		vi++;
+	}
+	struct ring_buf *b = s->rxq_head;
+	uint32_t boff = 0;
+	while (b && done < want && vi < iovcnt) {
+		size_t n = b->len - boff;
+		size_t room = iov[vi].iov_len - voff;
+		if (n > room)
+			n = room;
+		if (n > want - done)
+			n = want - done;
+		memcpy((char *)iov[vi].iov_base + voff, b->data + boff, n);
+		done += n;
+		voff += n;
+		boff += (uint32_t)n;
+		if (voff == iov[vi].iov_len) {
+			vi++;
+			voff = 0;
+		}
+		if (boff == b->len) {
+			struct ring_buf *next = b->link;
+			if (!peek) {
+				s->rxq_head = next;
+				if (!next)
+					s->rxq_tail = NULL;
+				ring_buf_free(b);
+			}
+			b = next;
+			boff = 0;
+		}
+	}
+	if (!peek && b && boff) {
+		b->data += boff;
+		b->len -= boff;
+		b->tot_len = b->len;
+	}
+	if (!peek && done) {
+		s->rxq_bytes -= (uint32_t)done;
+		if (s->stats)
+			stats_socket_ready_remove(s->stats, done);
+		/* The engine decides whether the reopened window is worth a
+		 * segment of its own (receiver SWS avoidance, as Linux). */
+		if (s->pcb)
+			tcp_recved(s->pcb, (uint32_t)done);
+	}
+	return done;
+}
+
+static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, int flags)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & (MSG_ERRQUEUE | MSG_OOB)))
+		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	msg->msg_flags = 0;
+	msg->msg_controllen = 0;
+	if (msg->msg_name)
+		msg->msg_namelen = 0;   /* Linux leaves it untouched for TCP; 0 is what callers see */
+	size_t want = 0;
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		want += msg->msg_iov[i].iov_len;
+	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	bool peek = (flags & MSG_PEEK) != 0;
+	bool waitall = (flags & MSG_WAITALL) && !peek && !nonblock;
+	uint64_t deadline = s->rcvtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	size_t copied = 0;
+	long spins = 0;
+	int rx_poll = g_cfg.rx_poll;
+	if (want == 0 && !(flags & MSG_TRUNC))
+		return 0;
+	for (;;) {
+		sock_offload_lock(ctx);
+		if (!s->rxq_bytes)
+			sock_offload_progress_locked(ctx);
+		else
+			sock_offload_clock_locked(ctx);   /* tcp_recved may send */
+		bool connecting = s->connecting;
+		size_t n = 0;
+		if (s->rxq_bytes)
+			n = sock_tcp_copy_locked(s, msg->msg_iov, msg->msg_iovlen, copied, want - copied, peek);
+		copied += n;
+		if (n && !peek)
+			sock_tcp_tx_kick_locked(s);   /* a window update tcp_recved sent */
+		int err = 0;
+		bool eof = false;
+		if (copied < want && !s->rxq_bytes && !connecting) {
+			if (s->err > 0) {
+				if (!copied) {
+					err = s->err;
+					s->err = 0;   /* reported once, then EOF */
+				}
+			} else if (s->shut_rcv || s->reset || !s->pcb) {
+				eof = true;
+			}
+		}
+		sock_offload_unlock(ctx);
+		if (err) {
+			if (s->stats)
+				s->stats->c.rx_errors++;
+			errno = err;
+			return -1;
+		}
+		if (n && s->stats) {
+			s->stats->c.rx_bytes += n;
+			s->stats->c.rx_packets++;
+		}
+		if (copied && (copied == want || !waitall || eof || err))
+			return (ssize_t)copied;
+		if (eof)
+			return (ssize_t)copied;
+		if (s->released) {
+			errno = EBADF;
+			return -1;
+		}
+		if (!connecting && !s->established) {
+			errno = ENOTCONN;
+			return -1;
+		}
+		if (nonblock) {
+			if (s->stats)
+				s->stats->c.rx_eagain++;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (rx_poll < 0 || spins++ < rx_poll) {
+			if (deadline && (spins & 1023) == 0 && sock_tcp_now_ms() >= deadline)
+				goto timeout;
+			continue;
+		}
+		if (s->stats)
+			s->stats->c.rx_poll_miss++;
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_rx_ready) < 0) {
+			if (errno == EAGAIN)
+				goto timeout;
+			return copied ? (ssize_t)copied : -1;
+		}
+		spins = 0;
+	}
+timeout:
+	if (copied)
+		return (ssize_t)copied;
+	errno = EAGAIN;
+	return -1;
+}
+
+ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
+{
+	return sock_tcp_recvmsg_common(sock_tcp_of(obj), msg, flags);
+}
+
+ssize_t sock_tcp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
+			     socklen_t *fromlen)
+{
+	(void)from;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(recvfrom)(obj->fd, buf, len, flags, from, fromlen);
+	ssize_t r = sock_tcp_recvmsg_common(s, &msg, flags);
+	if (r >= 0 && from && fromlen)
+		*fromlen = 0;   /* Linux: no address for a connected stream */
+	return r;
+}
+
+ssize_t sock_tcp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	return sock_tcp_recvmsg_common(sock_tcp_of(obj), &msg, flags);
+}
+
+ssize_t sock_tcp_op_read(struct sock_obj *obj, void *buf, size_t len)
+{
+	return sock_tcp_op_recv(obj, buf, len, 0);
+}
+
+ssize_t sock_tcp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return sock_tcp_recvmsg_common(sock_tcp_of(obj), &msg, 0);
+}
+
+int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
+			 struct timespec *timeout)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
+	unsigned int got = 0;
+	int f = flags & ~MSG_WAITFORONE;
+	while (got < vlen) {
+		ssize_t r = sock_tcp_recvmsg_common(s, &vec[got].msg_hdr, f);
+		if (r < 0) {
+			if (got)
+				break;
+			return -1;
+		}
+		vec[got++].msg_len = (unsigned int)r;
+		if (r == 0)
+			break;
+		if (flags & MSG_WAITFORONE)
+			f |= MSG_DONTWAIT;
+	}
+	return (int)got;
+}
+
+/* ---- send ---- */
+
+static bool sock_tcp_tx_ready(const struct sock_tcp *s)
+{
+	return s->writeable || !s->pcb || s->reset || s->shut_send || s->snd_free > 0;
+}
+
+/* An offloaded socket whose context is gone (forked child, after the exit
+ * hook): its kernel socket only holds the port and would answer a send
+ * with EPIPE and a SIGPIPE the process never asked for. */
+static bool sock_tcp_detached(const struct sock_tcp *s)
+{
+	return s->mode != SOCK_TCP_KERNEL && !sock_tcp_ctx(s);
+}
+
+static int sock_tcp_detached_error(void)
+{
+	errno = ENOTCONN;
+	return -1;
+}
+
+static ssize_t sock_tcp_epipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	errno = EPIPE;
+	return -1;
+}
+
+static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *msg, int flags)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (sock_tcp_detached(s))
+		return sock_tcp_detached_error();
+	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & MSG_OOB))
+		return REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	if (s->connecting) {
+		if (nonblock) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0)
+			return -1;
+	}
+	uint64_t deadline = s->sndtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->sndtimeo_ms : 0;
+	size_t total = 0, sent = 0;
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		total += msg->msg_iov[i].iov_len;
+	size_t vi = 0, voff = 0;
+	for (;;) {
+		sock_offload_lock(ctx);
+		if (!s->pcb || s->shut_send) {
+			int err = s->err > 0 ? s->err : 0;
+			s->err = 0;
+			sock_offload_unlock(ctx);
+			if (sent)
+				return (ssize_t)sent;
+			if (err) {
+				errno = err;
+				return -1;
+			}
+			return sock_tcp_epipe(flags);
+		}
+		int r = 0;
+		sock_offload_clock_locked(ctx);
+		while (vi < msg->msg_iovlen) {
+			size_t left = msg->msg_iov[vi].iov_len - voff;
+			if (left == 0) {
+				vi++;
+				voff = 0;
+				continue;
+			}
+			uint32_t chunk = left > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)left;
+			bool last = sent + chunk >= total;
+			unsigned wf = (!last || (flags & MSG_MORE)) ? TCP_WRITE_MORE : 0;
+			r = tcp_write(s->pcb, (const char *)msg->msg_iov[vi].iov_base + voff, chunk, wf);
+			if (r <= 0)
+				break;
+			sent += (size_t)r;
+			voff += (size_t)r;
+		}
+		if (r == -EAGAIN || sent < total)
+			tcp_output(s->pcb);   /* what is queued goes while we wait */
+		if (g_cfg.rx_poll_on_tx_tcp)
+			sock_offload_progress_locked(ctx);
+		if (s->if_slot >= 0)
+			ring_tx_send_done(ctx->ifs[s->if_slot].ring);
+		sock_tcp_snd_refresh_locked(s);
+		sock_offload_unlock(ctx);
+		if (r < 0 && r != -EAGAIN) {
+			if (sent)
+				return (ssize_t)sent;
+			if (r == -EPIPE)
+				return sock_tcp_epipe(flags);
+			errno = -r;
+			return -1;
+		}
+		if (sent == total) {
+			if (s->stats) {
+				s->stats->c.tx_bytes += sent;
+				s->stats->c.tx_packets++;
+			}
+			return (ssize_t)sent;
+		}
+		if (nonblock) {
+			if (sent)
+				return (ssize_t)sent;
+			if (s->stats)
+				s->stats->c.tx_eagain++;
+			errno = EAGAIN;
+			return -1;
+		}
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
+			if (sent)
+				return (ssize_t)sent;
+			return -1;
+		}
+		sock_offload_progress(ctx);
+	}
+}
+
+ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags)
+{
+	return sock_tcp_sendmsg_common(sock_tcp_of(obj), msg, flags);
+}
+
+ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
+			   socklen_t tolen)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (sock_tcp_detached(s))
+		return sock_tcp_detached_error();
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(sendto)(obj->fd, buf, len, flags, to, tolen);
+	/* A connected stream ignores the address (Linux does too). */
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	return sock_tcp_sendmsg_common(s, &msg, flags);
+}
+
+ssize_t sock_tcp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	return sock_tcp_sendmsg_common(sock_tcp_of(obj), &msg, flags);
+}
+
+ssize_t sock_tcp_op_write(struct sock_obj *obj, const void *buf, size_t len)
+{
+	return sock_tcp_op_send(obj, buf, len, 0);
+}
+
+ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return sock_tcp_sendmsg_common(sock_tcp_of(obj), &msg, 0);
+}
+
+int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (sock_tcp_detached(s))
+		return sock_tcp_detached_error();
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
+	if (vlen > IOV_MAX)
+		vlen = IOV_MAX;
+	unsigned int sent = 0;
+	for (; sent < vlen; sent++) {
+		ssize_t r = sock_tcp_sendmsg_common(s, &vec[sent].msg_hdr, flags);
+		if (r < 0)
+			break;
+		vec[sent].msg_len = (unsigned int)r;
+	}
+	if (sent == 0 && vlen > 0)
+		return -1;
+	return (int)sent;
+}
+
+/* sendfile: read from in_fd and send, chunk by chunk. Stops at the first
+ * short send (as Linux returns the bytes it moved). */
+static ssize_t sock_tcp_sendfile_common(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	char buf[SOCK_TCP_SENDFILE_CHUNK];
+	size_t done = 0;
+	off64_t pos = offset ? *offset : 0;
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t got = offset ? pread64(in_fd, buf, want, pos) : REDIRECT_ORIG_FN(read)(in_fd, buf, want);
+		if (got < 0) {
+			if (done)
+				break;
+			return -1;
+		}
+		if (got == 0)
+			break;
+		struct iovec iov = { .iov_base = buf, .iov_len = (size_t)got };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t w = sock_tcp_sendmsg_common(s, &msg, 0);
+		if (w < 0) {
+			if (!offset)
+				lseek64(in_fd, -(off64_t)got, SEEK_CUR);
+			if (done)
+				break;
+			return -1;
+		}
+		done += (size_t)w;
+		pos += w;
+		if (w < got) {
+			if (!offset)
+				lseek64(in_fd, -(off64_t)(got - w), SEEK_CUR);
+			break;
+		}
+	}
+	if (offset)
+		*offset = pos;
+	return (ssize_t)done;
+}
+
+ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, size_t count)
+{
+	if (sock_tcp_detached(sock_tcp_of(obj)))
+		return sock_tcp_detached_error();
+	if (!sock_tcp_ctx(sock_tcp_of(obj)))
+		return REDIRECT_ORIG_FN(sendfile)(obj->fd, in_fd, offset, count);
+	off64_t off = offset ? *offset : 0;
+	ssize_t r = sock_tcp_sendfile_common(obj, in_fd, offset ? &off : NULL, count);
+	if (offset)
+		*offset = (off_t)off;
+	return r;
+}
+
+ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count)
+{
+	if (sock_tcp_detached(sock_tcp_of(obj)))
+		return sock_tcp_detached_error();
+	if (!sock_tcp_ctx(sock_tcp_of(obj)))
+		return REDIRECT_ORIG_FN(sendfile64)(obj->fd, in_fd, offset, count);
+	return sock_tcp_sendfile_common(obj, in_fd, offset, count);
+}

@@ -1,0 +1,366 @@
+/* Offloaded TCP listeners: listen(), the engine's accept callback, accept().
+ *
+ * The kernel socket listens too, on the same address: connections that
+ * reach it (loopback, interfaces we do not offload) are accepted from it and
+ * handed out as plain kernel sockets. Connections through our rings become
+ * children created by the engine; accept() gives each a fresh fd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "config/cfg_params.h"
+#include "config/cfg_rules.h"
+#include "iomux/iomux.h"
+#include "log/vlog.h"
+#include "redirect/redirect_orig.h"
+#include "sock/sock_fd_table.h"
+#include "sock/sock_tcp_internal.h"
+
+#define SOCK_TCP_SOMAXCONN 4096
+
+static struct ring_flow sock_tcp_listen_slot_flow(const struct sock_tcp *l, unsigned slot)
+{
+	struct ring_flow flow = l->listen_flow;
+	if (flow.local_ip == INADDR_ANY)
+		flow.local_ip = l->ctx->ifs[slot].nif.ip;
+	return flow;
+}
+
+static void sock_tcp_listen_flows_put_locked(struct sock_tcp *l)
+{
+	for (unsigned slot = 0; slot < l->ctx->nifs; slot++)
+		if (l->listen_slots & (1u << slot)) {
+			struct ring_flow flow = sock_tcp_listen_slot_flow(l, slot);
+			sock_offload_flow_put_locked(l->ctx, (int)slot, &flow);
+		}
+	l->listen_slots = 0;
+}
+
+int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->mode == SOCK_TCP_ACTIVE && sock_tcp_ctx(s)) {
+		errno = EINVAL;
+		return -1;
+	}
+	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
+	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
+		return ret;
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (!ctx || !ctx->tcp)
+		return 0;
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	socklen_t ll = sizeof(local);
+	if (REDIRECT_ORIG_FN(getsockname)(obj->fd, (struct sockaddr *)&local, &ll) != 0 ||
+	    cfg_rules_match(CFG_ROLE_TCP_SERVER, &local, NULL) != CFG_TRANSPORT_VMA) {
+		s->os_only = true;
+		return 0;
+	}
+	uint32_t slots;
+	if (local.sin_addr.s_addr == INADDR_ANY) {
+		slots = (1u << ctx->nifs) - 1;
+	} else {
+		int slot = sock_offload_if_slot_by_ip(ctx, local.sin_addr.s_addr);
+		if (slot < 0) {
+			s->os_only = true;   /* loopback or an interface we do not offload */
+			return 0;
+		}
+		slots = 1u << slot;
+	}
+	unsigned bl = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
+	sock_offload_lock(ctx);
+	s->ctx = ctx;
+	struct tcp_pcb *pcb = tcp_pcb_new(ctx->tcp);
+	int err = pcb ? 0 : -ENOBUFS;
+	if (pcb) {
+		sock_tcp_pcb_setup_locked(s, pcb);
+		err = tcp_bind(pcb, local.sin_addr.s_addr, local.sin_port);
+		if (err == 0)
+			err = tcp_listen(pcb, bl);
+	}
+	if (err == 0) {
+		s->listen_flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = local.sin_addr.s_addr,
+						     .local_port = local.sin_port };
+		for (unsigned slot = 0; slot < ctx->nifs; slot++) {
+			if (!(slots & (1u << slot)))
+				continue;
+			struct ring_flow flow = sock_tcp_listen_slot_flow(s, slot);
+			int ferr = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
+			if (ferr < 0)
+				vlog_debug("fd %d: listener steering on %s refused (%s)", obj->fd, ctx->ifs[slot].name,
+					   strerror(-ferr));
+			else
+				s->listen_slots |= 1u << slot;
+		}
+		if (!s->listen_slots)
+			err = -ENOSPC;
+	}
+	if (err < 0) {
+		if (pcb)
+			tcp_abort(pcb);
+		s->pcb = NULL;
+		s->os_only = true;
+		sock_offload_unlock(ctx);
+		vlog_debug("fd %d: TCP listener stays with the kernel (%s)", obj->fd, strerror(-err));
+		return 0;
+	}
+	s->local_ip = local.sin_addr.s_addr;
+	s->local_port = local.sin_port;
+	s->mode = SOCK_TCP_LISTENER;
+	sock_tcp_all_add_locked(s);
+	sock_offload_unlock(ctx);
+	/* accept() polls the kernel side without blocking in it. */
+	int fl = REDIRECT_ORIG_FN(fcntl)(obj->fd, F_GETFL, 0);
+	if (fl != -1)
+		REDIRECT_ORIG_FN(fcntl)(obj->fd, F_SETFL, (void *)(long)(fl | O_NONBLOCK));
+	__atomic_store_n(&s->obj.ops, &sock_tcp_offload_ops, __ATOMIC_RELEASE);
+	iomux_promote(&s->obj);   /* epoll sets that took the fd in before listen() */
+	if (s->stats) {
+		s->stats->offloaded = 1;
+		s->stats->tcp_state = STATS_TCP_LISTEN;
+		s->stats->local_addr = s->local_ip;
+		s->stats->local_port = s->local_port;
+	}
+	errno = 0;
+	return 0;
+}
+
+/* ---- children ---- */
+
+int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child)
+{
+	(void)listener;
+	struct sock_tcp *l = arg;
+	if (l->released || l->mode != SOCK_TCP_LISTENER)
+		return -ECONNREFUSED;
+	struct sock_tcp *c = sock_tcp_alloc(-1, l->obj.domain, SOCK_STREAM, l->obj.protocol);
+	if (!c)
+		return -ENOMEM;
+	struct sock_offload *ctx = l->ctx;
+	c->ctx = ctx;
+	/* Options Linux copies from the listener to the accepted socket. */
+	c->nodelay = l->nodelay;
+	c->quickack = l->quickack;
+	c->keepalive = l->keepalive;
+	c->keep_params_set = l->keep_params_set;
+	c->keep_idle_s = l->keep_idle_s;
+	c->keep_intvl_s = l->keep_intvl_s;
+	c->keep_cnt = l->keep_cnt;
+	c->rcvbuf = l->rcvbuf;
+	c->sndbuf = l->sndbuf;
+	c->linger_on = l->linger_on;
+	c->linger_s = l->linger_s;
+	c->rcvtimeo_ms = l->rcvtimeo_ms;
+	c->sndtimeo_ms = l->sndtimeo_ms;
+	c->maxseg = l->maxseg;
+	tcp_pcb_get_addr(child, &c->local_ip, &c->local_port, &c->remote_ip, &c->remote_port);
+	c->if_slot = sock_offload_if_slot_by_ip(ctx, c->local_ip);
+	c->pcb = child;
+	c->mode = SOCK_TCP_ACTIVE;
+	c->established = true;
+	c->connect_reported = true;
+	c->listener = l;
+	tcp_set_callbacks(child, NULL, NULL);
+	sock_tcp_pcb_setup_locked(c, child);
+	if (c->if_slot >= 0) {
+		/* VMA_TCP_3T_RULES: the listener's 3-tuple steers it; the child
+		 * holds a reference so it outlives a closed listener. */
+		c->flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = c->local_ip,
+					      .local_port = c->local_port };
+		if (!g_cfg.tcp_3t_rules) {
+			c->flow.remote_ip = c->remote_ip;
+			c->flow.remote_port = c->remote_port;
+		}
+		c->flow_held = sock_offload_flow_get_locked(ctx, c->if_slot, &c->flow) == 0;
+	}
+	c->writeable = false;
+	sock_tcp_snd_refresh_locked(c);
+	if (l->acceptq_tail)
+		l->acceptq_tail->next_child = c;
+	else
+		l->acceptq_head = c;
+	l->acceptq_tail = c;
+	__atomic_add_fetch(&l->acceptq_len, 1, __ATOMIC_RELEASE);
+	sock_tcp_all_add_locked(c);
+	sock_tcp_notify_locked(l, EPOLLIN);
+	return 0;
+}
+
+void sock_tcp_child_free_locked(struct sock_tcp *c)
+{
+	sock_tcp_disconnect_locked(c, true);
+	sock_tcp_rxq_clear_locked(c);
+	free(c);
+}
+
+void sock_tcp_listener_close_locked(struct sock_tcp *l)
+{
+	while (l->acceptq_head) {
+		struct sock_tcp *c = l->acceptq_head;
+		l->acceptq_head = c->next_child;
+		sock_tcp_child_free_locked(c);
+	}
+	l->acceptq_tail = NULL;
+	__atomic_store_n(&l->acceptq_len, 0, __ATOMIC_RELEASE);
+	if (l->pcb) {
+		tcp_set_callbacks(l->pcb, NULL, NULL);
+		tcp_abort(l->pcb);
+		l->pcb = NULL;
+	}
+	if (l->ctx)
+		sock_tcp_listen_flows_put_locked(l);
+	sock_tcp_all_del_locked(l);
+}
+
+/* A connection the kernel accepted: tracked as a kernel TCP socket. */
+static void sock_tcp_track_kernel(struct sock_tcp *l, int nfd, int flags)
+{
+	struct sock_tcp *k = sock_tcp_alloc(nfd, l->obj.domain, SOCK_STREAM | (flags & SOCK_NONBLOCK),
+					    l->obj.protocol);
+	if (k) {
+		k->os_only = true;
+		k->ctx = l->ctx;
+		k->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
+		k->stats->blocking = !k->nonblocking;
+	}
+	if (!k || sock_fd_set(nfd, &k->obj) != 0) {
+		if (k) {
+			stats_socket_slot_put(k->stats);
+			free(k);
+		}
+		sock_fd_drop(nfd);   /* a stale entry must not meet the new file */
+	}
+}
+
+/* Gives an accepted child its own fd (a kernel socket that is never
+ * connected; it only owns the number) and publishes it. */
+static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int flags, struct sockaddr *addr,
+				  socklen_t *len)
+{
+	struct sock_offload *ctx = l->ctx;
+	int nfd = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | (flags & (SOCK_CLOEXEC | SOCK_NONBLOCK)), 0);
+	if (nfd >= 0) {
+		/* A listening kernel socket reports no readiness of its own
+		 * (iomux merges the kernel fd's events into ours). */
+		struct sockaddr_in lo = { .sin_family = AF_INET };
+		lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (REDIRECT_ORIG_FN(bind)(nfd, (struct sockaddr *)&lo, sizeof(lo)) == 0)
+			REDIRECT_ORIG_FN(listen)(nfd, 1);
+	}
+	if (nfd < 0) {
+		int saved = errno;
+		sock_offload_lock(ctx);
+		sock_tcp_child_free_locked(c);
+		sock_offload_unlock(ctx);
+		errno = saved;
+		return -1;
+	}
+	c->obj.fd = nfd;
+	c->nonblocking = (flags & SOCK_NONBLOCK) != 0;
+	c->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
+	c->stats->offloaded = 1;
+	c->stats->blocking = !c->nonblocking;
+	c->stats->local_addr = c->local_ip;
+	c->stats->local_port = c->local_port;
+	c->stats->peer_addr = c->remote_ip;
+	c->stats->peer_port = c->remote_port;
+	c->stats->tcp_state = STATS_TCP_ESTABLISHED;
+	if (c->if_slot >= 0)
+		c->stats->ring_id = (uint32_t)ctx->ifs[c->if_slot].nif.ifindex;
+	sock_offload_lock(ctx);
+	c->listener = NULL;
+	sock_offload_unlock(ctx);
+	c->obj.ops = &sock_tcp_offload_ops;
+	if (sock_fd_set(nfd, &c->obj) != 0) {
+		sock_offload_lock(ctx);
+		sock_tcp_disconnect_locked(c, true);
+		sock_tcp_rxq_clear_locked(c);
+		sock_offload_unlock(ctx);
+		stats_socket_slot_put(c->stats);
+		REDIRECT_ORIG_FN(close)(nfd);
+		free(c);
+		errno = EMFILE;
+		return -1;
+	}
+	sock_tcp_put_addr(addr, len, c->remote_ip, c->remote_port);
+	return nfd;
+}
+
+static bool sock_tcp_has_child(const struct sock_tcp *s)
+{
+	return s->acceptq_head != NULL;
+}
+
+/* The kernel path (no context: exit, fork child): the kernel socket was
+ * made non-blocking at listen(), so a blocking accept waits here. */
+static int sock_tcp_accept_kernel(struct sock_tcp *l, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	for (;;) {
+		int nfd = REDIRECT_ORIG_FN(accept4)(l->obj.fd, addr, len, flags);
+		if (nfd >= 0) {
+			sock_tcp_track_kernel(l, nfd, flags);
+			return nfd;
+		}
+		if ((errno != EAGAIN && errno != EWOULDBLOCK) || l->nonblocking)
+			return -1;
+		struct pollfd p = { .fd = l->obj.fd, .events = POLLIN };
+		if (REDIRECT_ORIG_FN(poll)(&p, 1, l->rcvtimeo_ms ? l->rcvtimeo_ms : -1) == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
+int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (s->mode != SOCK_TCP_LISTENER) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!ctx)
+		return sock_tcp_accept_kernel(s, addr, len, flags);
+	uint64_t deadline = s->rcvtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	for (;;) {
+		sock_offload_lock(ctx);
+		if (!s->acceptq_head)
+			sock_offload_progress_locked(ctx);
+		struct sock_tcp *c = s->acceptq_head;
+		if (c) {
+			s->acceptq_head = c->next_child;
+			if (!s->acceptq_head)
+				s->acceptq_tail = NULL;
+			c->next_child = NULL;
+			__atomic_sub_fetch(&s->acceptq_len, 1, __ATOMIC_RELEASE);
+		}
+		sock_offload_unlock(ctx);
+		if (c)
+			return sock_tcp_child_publish(s, c, flags, addr, len);
+		int nfd = REDIRECT_ORIG_FN(accept4)(obj->fd, addr, len, flags);
+		if (nfd >= 0) {
+			sock_tcp_track_kernel(s, nfd, flags);
+			return nfd;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		if (s->nonblocking) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (sock_tcp_sleep(s, ctx, deadline, POLLIN, sock_tcp_has_child) < 0)
+			return -1;
+		if (s->released) {
+			errno = EBADF;
+			return -1;
+		}
+	}
+}

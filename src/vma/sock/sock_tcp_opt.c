@@ -1,0 +1,408 @@
+/* Offloaded TCP sockets: options, addresses, shutdown, ioctl, fcntl.
+ * Options go to the kernel socket first (it validates and keeps the value
+ * getsockopt reports); what the engine needs is mirrored afterwards. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>   /* netinet/tcp.h names states as the engine does */
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+
+#include "redirect/redirect_orig.h"
+#include "sock/sock_tcp_internal.h"
+
+static int sock_tcp_getint(const void *val, socklen_t len, int *out)
+{
+	if (!val)
+		return -1;
+	if (len >= sizeof(int))
+		*out = *(const int *)val;
+	else if (len >= 1)
+		*out = *(const unsigned char *)val;
+	else
+		return -1;
+	return 0;
+}
+
+static int sock_tcp_timeo_ms(const void *val, socklen_t len)
+{
+	if (len < sizeof(struct timeval))
+		return 0;
+	const struct timeval *tv = val;
+	long long ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
+	return ms > 0x7fffffff ? 0x7fffffff : ms < 0 ? 0 : (int)ms;
+}
+
+static uint32_t sock_tcp_kernel_buf(int fd, int name)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, name, &v, &l) != 0 || v <= 0)
+		return 0;
+	/* The kernel doubles what was asked for its bookkeeping; the engine
+	 * counts payload bytes, so it gets the request. */
+	return (uint32_t)v / 2;
+}
+
+int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	if (ret != 0 || !val)
+		return ret;
+	int saved = errno;
+	int v = 0;
+	bool apply = false;
+	if (level == SOL_SOCKET) {
+		switch (name) {
+		case SO_RCVBUF:
+		case SO_RCVBUFFORCE:
+			s->rcvbuf = sock_tcp_kernel_buf(obj->fd, SO_RCVBUF);
+			apply = true;
+			break;
+		case SO_SNDBUF:
+		case SO_SNDBUFFORCE:
+			s->sndbuf = sock_tcp_kernel_buf(obj->fd, SO_SNDBUF);
+			apply = true;
+			break;
+		case SO_KEEPALIVE:
+			if (sock_tcp_getint(val, len, &v) == 0)
+				s->keepalive = v != 0;
+			apply = true;
+			break;
+		case SO_RCVTIMEO:
+			s->rcvtimeo_ms = sock_tcp_timeo_ms(val, len);
+			break;
+		case SO_SNDTIMEO:
+			s->sndtimeo_ms = sock_tcp_timeo_ms(val, len);
+			break;
+		case SO_LINGER:
+			if (len >= sizeof(struct linger)) {
+				const struct linger *lg = val;
+				s->linger_on = lg->l_onoff != 0;
+				s->linger_s = lg->l_linger < 0 ? 0 : lg->l_linger;
+			}
+			break;
+		}
+	} else if (level == IPPROTO_TCP && sock_tcp_getint(val, len, &v) == 0) {
+		switch (name) {
+		case TCP_NODELAY:
+			s->nodelay = v != 0;
+			apply = true;
+			break;
+		case TCP_QUICKACK:
+			s->quickack = v != 0;
+			apply = true;
+			break;
+		case TCP_KEEPIDLE:
+			s->keep_idle_s = (uint32_t)v;
+			s->keep_params_set = apply = true;
+			break;
+		case TCP_KEEPINTVL:
+			s->keep_intvl_s = (uint32_t)v;
+			s->keep_params_set = apply = true;
+			break;
+		case TCP_KEEPCNT:
+			s->keep_cnt = (uint32_t)v;
+			s->keep_params_set = apply = true;
+			break;
+		case TCP_MAXSEG:
+			s->maxseg = (uint32_t)v;
+			apply = true;
+			break;
+		case TCP_SYNCNT:
+			s->syncnt = (uint32_t)v;
+			apply = true;
+			break;
+		}
+	}
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (apply && ctx && s->pcb) {
+		sock_offload_lock(ctx);
+		sock_tcp_apply_options_locked(s);
+		if (s->pcb) {
+			sock_offload_clock_locked(ctx);
+			tcp_output(s->pcb);   /* TCP_NODELAY pushes what Nagle held */
+			sock_tcp_tx_kick_locked(s);
+		}
+		sock_tcp_snd_refresh_locked(s);
+		sock_offload_unlock(ctx);
+	}
+	errno = saved;
+	return 0;
+}
+
+static int sock_tcp_put_int(void *val, socklen_t *len, int v)
+{
+	if (!val || !len) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (*len >= sizeof(int)) {
+		memcpy(val, &v, sizeof(int));
+		*len = sizeof(int);
+	} else if (*len > 0) {
+		*(unsigned char *)val = (unsigned char)v;
+		*len = 1;
+	}
+	return 0;
+}
+
+static void sock_tcp_fill_info(struct sock_tcp *s, struct tcp_info *ti)
+{
+	memset(ti, 0, sizeof(*ti));
+	if (!s->pcb) {
+		ti->tcpi_state = 7;   /* Linux TCP_CLOSE */
+		return;
+	}
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(s->pcb, &in);
+	/* Our enum is in the kernel's order except for numbering. */
+	static const uint8_t linux_state[] = {
+		[TCP_CLOSED] = 7, [TCP_LISTEN] = 10, [TCP_SYN_SENT] = 2, [TCP_SYN_RCVD] = 3,
+		[TCP_ESTABLISHED] = 1, [TCP_FIN_WAIT_1] = 4, [TCP_FIN_WAIT_2] = 5, [TCP_CLOSE_WAIT] = 8,
+		[TCP_CLOSING] = 11, [TCP_LAST_ACK] = 9, [TCP_TIME_WAIT] = 6,
+	};
+	ti->tcpi_state = (unsigned)in.state < sizeof(linux_state) ? linux_state[in.state] : 0;
+	ti->tcpi_snd_mss = in.mss;
+	ti->tcpi_rcv_mss = in.mss;
+	ti->tcpi_snd_cwnd = in.mss ? in.cwnd / in.mss : 0;
+	ti->tcpi_snd_ssthresh = in.mss ? in.ssthresh / in.mss : 0;
+	ti->tcpi_rtt = in.srtt_ms * 1000;
+	ti->tcpi_rttvar = in.rttvar_ms * 1000;
+	ti->tcpi_rto = in.rto_ms * 1000;
+	ti->tcpi_backoff = (uint8_t)in.backoff;
+	ti->tcpi_snd_wscale = in.snd_wscale & 0xf;
+	ti->tcpi_rcv_wscale = in.rcv_wscale & 0xf;
+	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
+			   (in.snd_wscale || in.rcv_wscale ? TCPI_OPT_WSCALE : 0);
+	ti->tcpi_ca_state = in.in_recovery ? 3 : 0;   /* TCP_CA_Recovery : TCP_CA_Open */
+	ti->tcpi_unacked = in.mss ? (in.flight + in.mss - 1) / in.mss : 0;
+	ti->tcpi_total_retrans = (uint32_t)in.retransmits;
+	ti->tcpi_rcv_space = in.rcv_wnd;
+	ti->tcpi_pmtu = in.mss + 40;
+}
+
+int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val, socklen_t *len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (!ctx)
+		return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+	if (level == SOL_SOCKET && name == SO_ERROR) {
+		if (!len || (int)*len < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		sock_offload_lock(ctx);
+		int err = s->err > 0 ? s->err : 0;
+		s->err = 0;
+		sock_offload_unlock(ctx);
+		return sock_tcp_put_int(val, len, err);
+	}
+	if (level == SOL_SOCKET && name == SO_ACCEPTCONN) {
+		if (!len || (int)*len < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		return sock_tcp_put_int(val, len, s->mode == SOCK_TCP_LISTENER);
+	}
+	if (level == IPPROTO_TCP && name == TCP_INFO) {
+		if (!len || (int)*len < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		struct tcp_info ti;
+		sock_offload_lock(ctx);
+		if (s->mode == SOCK_TCP_LISTENER) {
+			memset(&ti, 0, sizeof(ti));
+			ti.tcpi_state = 10;
+		} else {
+			sock_tcp_fill_info(s, &ti);
+		}
+		sock_offload_unlock(ctx);
+		size_t n = *len < sizeof(ti) ? *len : sizeof(ti);
+		memcpy(val, &ti, n);
+		*len = (socklen_t)n;
+		return 0;
+	}
+	if (level == IPPROTO_TCP && name == TCP_MAXSEG && s->mode == SOCK_TCP_ACTIVE && s->pcb) {
+		if (!len || (int)*len < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		struct tcp_pcb_info in;
+		sock_offload_lock(ctx);
+		bool have = s->pcb != NULL;
+		if (have)
+			tcp_pcb_get_info(s->pcb, &in);
+		sock_offload_unlock(ctx);
+		if (have)
+			return sock_tcp_put_int(val, len, (int)in.mss);
+	}
+	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+}
+
+int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->mode == SOCK_TCP_LISTENER && cmd == F_GETFL) {
+		/* The kernel listener is non-blocking for our own use; the app
+		 * sees its own flag. */
+		int fl = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+		if (fl != -1 && !s->nonblocking)
+			fl &= ~O_NONBLOCK;
+		return fl;
+	}
+	if (s->mode == SOCK_TCP_LISTENER && cmd == F_SETFL) {
+		int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
+		if (ret != -1) {
+			s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
+			if (s->stats)
+				s->stats->blocking = !s->nonblocking;
+		}
+		return ret;
+	}
+	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+	if (ret != -1 && cmd == F_SETFL) {
+		s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
+		if (s->stats)
+			s->stats->blocking = !s->nonblocking;
+	}
+	return ret;
+}
+
+int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (ctx && arg && (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
+		if (s->mode == SOCK_TCP_LISTENER) {
+			errno = EINVAL;
+			return -1;
+		}
+		sock_offload_lock(ctx);
+		int v;
+		if (req == FIONREAD) {
+			if (!s->rxq_bytes)
+				sock_offload_progress_locked(ctx);
+			v = (int)s->rxq_bytes;
+		} else {
+			v = s->pcb ? (int)tcp_sndbuf_used(s->pcb) : 0;
+		}
+		sock_offload_unlock(ctx);
+		*(int *)arg = v;
+		return 0;
+	}
+	if (s->mode == SOCK_TCP_LISTENER && req == FIONBIO && arg) {
+		s->nonblocking = *(int *)arg != 0;
+		if (s->stats)
+			s->stats->blocking = !s->nonblocking;
+		return 0;   /* the kernel listener stays non-blocking */
+	}
+	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
+	if (ret == 0 && req == FIONBIO && arg) {
+		s->nonblocking = *(int *)arg != 0;
+		if (s->stats)
+			s->stats->blocking = !s->nonblocking;
+	}
+	return ret;
+}
+
+int sock_tcp_op_getsockname(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(getsockname)(obj->fd, addr, len);
+	if (!addr || !len || (int)*len < 0) {
+		errno = !len ? EFAULT : EINVAL;
+		return -1;
+	}
+	sock_tcp_put_addr(addr, len, s->local_ip, s->local_port);
+	return 0;
+}
+
+int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (!sock_tcp_ctx(s))
+		return REDIRECT_ORIG_FN(getpeername)(obj->fd, addr, len);
+	if (!addr || !len || (int)*len < 0) {
+		errno = !len ? EFAULT : EINVAL;
+		return -1;
+	}
+	/* Linux: ENOTCONN unless connected; a connection that ended (reset,
+	 * or both FINs exchanged: the socket is CLOSE, its TIME_WAIT lives
+	 * apart) has no peer either. */
+	struct sock_offload *ctx = s->ctx;
+	sock_offload_lock(ctx);
+	bool ended = !s->pcb || s->reset;
+	if (!ended) {
+		enum tcp_state st = tcp_pcb_state(s->pcb);
+		ended = st == TCP_TIME_WAIT || st == TCP_CLOSED;
+	}
+	bool ok = s->mode == SOCK_TCP_ACTIVE && s->established && !ended;
+	sock_offload_unlock(ctx);
+	if (!ok) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	sock_tcp_put_addr(addr, len, s->remote_ip, s->remote_port);
+	return 0;
+}
+
+int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (!ctx)
+		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (s->mode == SOCK_TCP_LISTENER) {
+		if (how == SHUT_WR)
+			return 0;
+		/* Linux stops listening; accept() then fails with EINVAL. */
+		sock_offload_lock(ctx);
+		sock_tcp_listener_close_locked(s);
+		s->mode = SOCK_TCP_ACTIVE;
+		s->reset = true;
+		s->shut_rcv = s->shut_send = true;
+		sock_offload_unlock(ctx);
+		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+	}
+	sock_offload_lock(ctx);
+	int err = 0;
+	if (!s->pcb || (!s->established && !s->connecting)) {
+		err = ENOTCONN;
+	} else if (s->connecting) {
+		/* Linux aborts a connect in progress. */
+		sock_tcp_disconnect_locked(s, true);
+		s->connecting = false;
+		s->reset = true;
+		s->shut_rcv = s->shut_send = true;
+		sock_tcp_notify_locked(s, EPOLLIN | EPOLLOUT | EPOLLHUP | EPOLLRDHUP);
+	} else {
+		bool rd = how != SHUT_WR, wr = how != SHUT_RD;
+		if (wr && !s->shut_send) {
+			sock_offload_clock_locked(ctx);
+			tcp_shutdown(s->pcb, false, true);
+			sock_tcp_tx_kick_locked(s);
+		}
+		if (rd)
+			s->shut_rcv = true;
+		if (wr)
+			s->shut_send = true;
+		sock_tcp_notify_locked(s, (rd ? EPOLLIN | EPOLLRDHUP : 0) | EPOLLOUT |
+						  (s->shut_rcv && s->shut_send ? EPOLLHUP : 0));
+	}
+	sock_offload_unlock(ctx);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}

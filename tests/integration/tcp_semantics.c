@@ -1,0 +1,1418 @@
+/* TCP socket semantics, run the same way with and without libvma so the
+ * kernel is the reference (tests/integration/tcp_semantics.sh).
+ *   tcp_semantics peer                      control server (UDP 9400), listener 9500
+ *   tcp_semantics test PEER_IP LOCAL_IP     the checks, against the peer
+ * Every connection check runs twice: "client" (we connect to the peer's
+ * listener) and "server" (the peer connects to our listener on 9600).
+ * The peer obeys "SEQ VERB KEY ARGS" requests and answers "SEQ OK ..." (or
+ * "SEQ ERR errno"). KEY names a connection by its non-listener port: our
+ * local port when we are the client, the peer's local port when it is. VERBs
+ * marked async answer first and then act, so we can read meanwhile.
+ * Payload byte at stream offset i is i % 251 (every transfer restarts at 0);
+ * RECV answers with the FNV-1a hash of what it read.
+ * The script drops SYNs to 9501 in the peer namespace (connect timeout);
+ * SILENT KEY 1 makes the peer namespace drop that connection both ways. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CTL_PORT 9400
+#define PEER_PORT 9500
+#define SILENT_PORT 9501
+#define CLOSED_PORT 9599
+#define TEST_PORT 9600
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct sockaddr_in sin_of(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static void fill_pattern(unsigned char *p, size_t n, size_t offset)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)((offset + i) % 251);
+}
+
+static int is_pattern(const unsigned char *p, size_t n, size_t offset)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)((offset + i) % 251))
+			return 0;
+	return 1;
+}
+
+static uint32_t fnv(uint32_t h, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static uint32_t pattern_hash(size_t n)
+{
+	unsigned char b[4096];
+	uint32_t h = 2166136261u;
+	for (size_t off = 0; off < n; off += sizeof(b)) {
+		size_t k = n - off < sizeof(b) ? n - off : sizeof(b);
+		fill_pattern(b, k, off);
+		h = fnv(h, b, k);
+	}
+	return h;
+}
+
+static int port_of(int fd, int peer)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	int rc = peer ? getpeername(fd, (struct sockaddr *)&a, &l) : getsockname(fd, (struct sockaddr *)&a, &l);
+	return rc == 0 ? ntohs(a.sin_port) : -1;
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/* ================================ peer ================================ */
+
+struct peer_conn {
+	int fd;
+	int key;
+};
+static struct peer_conn conns[512];
+static int nconns;
+static int peer_listen_fd;
+
+static void peer_accept_pending(void)
+{
+	for (;;) {
+		struct sockaddr_in a;
+		socklen_t l = sizeof(a);
+		int fd = accept(peer_listen_fd, (struct sockaddr *)&a, &l);
+		if (fd < 0)
+			return;
+		if (nconns == (int)(sizeof(conns) / sizeof(conns[0]))) {
+			close(fd);
+			continue;
+		}
+		conns[nconns++] = (struct peer_conn){ fd, ntohs(a.sin_port) };
+	}
+}
+
+/* The connection named KEY; waits up to 3 s for it to be accepted. */
+static int peer_find(int key)
+{
+	double end = now_s() + 3;
+	for (;;) {
+		for (int i = 0; i < nconns; i++)
+			if (conns[i].key == key)
+				return conns[i].fd;
+		peer_accept_pending();
+		if (now_s() > end)
+			return -1;
+		usleep(2000);
+	}
+}
+
+static void peer_forget(int key)
+{
+	for (int i = 0; i < nconns; i++)
+		if (conns[i].key == key) {
+			conns[i] = conns[--nconns];
+			return;
+		}
+}
+
+static void peer_silence(int key, int on)
+{
+	char cmd[1024];
+	if (on)
+		snprintf(cmd, sizeof(cmd),
+			 "env -u LD_PRELOAD nft 'add table inet tsemka; "
+			 "add chain inet tsemka in { type filter hook input priority -10; }; "
+			 "add chain inet tsemka out { type filter hook output priority -10; }; "
+			 "add rule inet tsemka in tcp sport %d drop; add rule inet tsemka in tcp dport %d drop; "
+			 "add rule inet tsemka out tcp sport %d drop; add rule inet tsemka out tcp dport %d drop'",
+			 key, key, key, key);
+	else
+		snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD nft delete table inet tsemka 2>/dev/null");
+	if (system(cmd) != 0 && on)
+		fprintf(stderr, "peer: nft failed: %s\n", cmd);
+}
+
+/* Reads up to n bytes (stops at EOF, error or timeout). */
+static void peer_recv(int fd, size_t n, int timeout_ms, char *reply, size_t rlen)
+{
+	static unsigned char b[65536];
+	size_t got = 0;
+	int eof = 0, err = 0;
+	uint32_t h = 2166136261u;
+	set_rcvtimeo(fd, timeout_ms);
+	while (got < n) {
+		size_t want = n - got < sizeof(b) ? n - got : sizeof(b);
+		ssize_t r = recv(fd, b, want, 0);
+		if (r == 0) {
+			eof = 1;
+			break;
+		}
+		if (r < 0) {
+			err = errno;
+			break;
+		}
+		h = fnv(h, b, (size_t)r);
+		got += (size_t)r;
+	}
+	snprintf(reply, rlen, "OK %zu %u %d %d", got, h, eof, err);
+}
+
+static void peer_send(int fd, size_t n, size_t chunk, int gap_ms)
+{
+	static unsigned char b[65536];
+	size_t off = 0;
+	if (chunk > sizeof(b) || chunk == 0)
+		chunk = sizeof(b);
+	while (off < n) {
+		size_t k = n - off < chunk ? n - off : chunk;
+		fill_pattern(b, k, off);
+		ssize_t r = send(fd, b, k, MSG_NOSIGNAL);
+		if (r < 0)
+			return;
+		off += (size_t)r;
+		if (gap_ms)
+			usleep((useconds_t)gap_ms * 1000);
+	}
+}
+
+/* Reads total bytes chunk by chunk with a pause between reads. */
+static void peer_drain(int fd, size_t total, size_t chunk, int gap_ms)
+{
+	static unsigned char b[65536];
+	size_t got = 0;
+	if (chunk > sizeof(b))
+		chunk = sizeof(b);
+	set_rcvtimeo(fd, 3000);
+	while (got < total) {
+		ssize_t r = recv(fd, b, chunk, 0);
+		if (r <= 0)
+			return;
+		got += (size_t)r;
+		usleep((useconds_t)gap_ms * 1000);
+	}
+}
+
+static int run_peer(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int ctl = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = sin_of("0.0.0.0", CTL_PORT);
+	int one = 1;
+	setsockopt(ctl, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(ctl, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("peer: bind control");
+		return 2;
+	}
+	peer_listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	setsockopt(peer_listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	a = sin_of("0.0.0.0", PEER_PORT);
+	if (bind(peer_listen_fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(peer_listen_fd, 128) < 0) {
+		perror("peer: listen");
+		return 2;
+	}
+	int preloaded = getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "libvma");
+	printf("peer ready\n");
+	fflush(stdout);
+	for (;;) {
+		char req[256], reply[256], verb[32];
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		struct pollfd p[2] = { { ctl, POLLIN, 0 }, { peer_listen_fd, POLLIN, 0 } };
+		if (poll(p, 2, 1000) <= 0)
+			continue;
+		if (p[1].revents)
+			peer_accept_pending();
+		if (!p[0].revents)
+			continue;
+		ssize_t n = recvfrom(ctl, req, sizeof(req) - 1, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		if (n <= 0)
+			continue;
+		req[n] = 0;
+		unsigned seq = 0;
+		long key = 0, x = 0, y = 0, z = 0;
+		if (sscanf(req, "%u %31s %ld %ld %ld %ld", &seq, verb, &key, &x, &y, &z) < 2)
+			continue;
+		int fd = -1, async = 0;
+		const char *needs_conn = "SEND SENDS RECV DRAIN SHUTWR SHUTRD CLOSE LINGER0 NAMES INFO SILENT";
+		snprintf(reply, sizeof(reply), "OK");
+		if (strstr(needs_conn, verb)) {
+			fd = peer_find((int)key);
+			if (fd < 0) {
+				snprintf(reply, sizeof(reply), "ERR no connection %ld", key);
+				verb[0] = 0;
+			}
+		}
+		if (!strcmp(verb, "HELLO")) {
+			snprintf(reply, sizeof(reply), "OK %d", preloaded);
+		} else if (!strcmp(verb, "QUIT")) {
+			char r[64];
+			int k = snprintf(r, sizeof(r), "%u OK", seq);
+			sendto(ctl, r, (size_t)k, 0, (struct sockaddr *)&from, fl);
+			return 0;
+		} else if (!strcmp(verb, "SEND") || !strcmp(verb, "SENDS") || !strcmp(verb, "DRAIN")) {
+			async = 1;
+		} else if (!strcmp(verb, "RECV")) {
+			peer_recv(fd, (size_t)x, (int)y, reply, sizeof(reply));
+		} else if (!strcmp(verb, "SHUTWR") || !strcmp(verb, "SHUTRD")) {
+			if (shutdown(fd, verb[4] == 'W' ? SHUT_WR : SHUT_RD) < 0)
+				snprintf(reply, sizeof(reply), "ERR %d", errno);
+		} else if (!strcmp(verb, "CLOSE") || !strcmp(verb, "LINGER0")) {
+			struct linger lg = { 1, 0 };
+			if (verb[0] == 'L')
+				setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			close(fd);
+			peer_forget((int)key);
+		} else if (!strcmp(verb, "NAMES")) {
+			struct sockaddr_in l, r;
+			socklen_t ll = sizeof(l), rl = sizeof(r);
+			getsockname(fd, (struct sockaddr *)&l, &ll);
+			getpeername(fd, (struct sockaddr *)&r, &rl);
+			char ls[32], rs[32];
+			inet_ntop(AF_INET, &l.sin_addr, ls, sizeof(ls));
+			inet_ntop(AF_INET, &r.sin_addr, rs, sizeof(rs));
+			snprintf(reply, sizeof(reply), "OK %s %d %s %d", ls, ntohs(l.sin_port), rs, ntohs(r.sin_port));
+		} else if (!strcmp(verb, "INFO")) {
+			int mss = 0;
+			struct tcp_info ti;
+			socklen_t ml = sizeof(mss), il = sizeof(ti);
+			memset(&ti, 0, sizeof(ti));
+			getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+			getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
+			snprintf(reply, sizeof(reply), "OK %d %d %d", mss, ti.tcpi_state, ti.tcpi_options);
+		} else if (!strcmp(verb, "SILENT")) {
+			peer_silence((int)key, (int)x);
+		} else if (!strcmp(verb, "CONNECT")) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			struct sockaddr_in to = from;
+			to.sin_port = htons((uint16_t)key);
+			struct timeval tv = { 3, 0 };
+			setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			if (connect(c, (struct sockaddr *)&to, sizeof(to)) < 0) {
+				snprintf(reply, sizeof(reply), "ERR %d", errno);
+				close(c);
+			} else {
+				int port = port_of(c, 0);
+				conns[nconns++] = (struct peer_conn){ c, port };
+				snprintf(reply, sizeof(reply), "OK %d", port);
+			}
+		} else if (verb[0]) {
+			snprintf(reply, sizeof(reply), "ERR unknown verb %s", verb);
+		}
+		char out[300];
+		int k = snprintf(out, sizeof(out), "%u %s", seq, reply);
+		sendto(ctl, out, (size_t)k, 0, (struct sockaddr *)&from, fl);
+		if (async && !strcmp(verb, "SEND"))
+			peer_send(fd, (size_t)x, 65536, 0);
+		else if (async && !strcmp(verb, "SENDS"))
+			for (long i = 0; i < x; i++) {   /* x sends of y bytes, z ms apart, one stream */
+				static unsigned char b[4096];
+				size_t sz = (size_t)y < sizeof(b) ? (size_t)y : sizeof(b);
+				fill_pattern(b, sz, (size_t)i * sz);
+				send(fd, b, sz, MSG_NOSIGNAL);
+				usleep((useconds_t)z * 1000);
+			}
+		else if (async && !strcmp(verb, "DRAIN"))
+			peer_drain(fd, (size_t)x, (size_t)y, (int)z);
+	}
+}
+
+/* ================================ test ================================ */
+
+static int failures, checks;
+static const char *role = "";   /* "client" / "server" / "" */
+static const char *peer_ip, *local_ip;
+static int peer_preloaded;
+static int ctl_fd, test_listen_fd = -1;
+static unsigned ctl_seq;
+static volatile sig_atomic_t sigpipes;
+
+static void result(int ok, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void result(int ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	checks++;
+	if (!ok)
+		failures++;
+	printf("%s: %s%s%s", ok ? "PASS" : "FAIL", role[0] ? role : "", role[0] ? ": " : "", name);
+	if (fmt && fmt[0]) {
+		printf(ok ? " (" : ": ");
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		if (ok)
+			printf(")");
+	}
+	printf("\n");
+	fflush(stdout);
+}
+
+static const char *errname(int e)
+{
+	static char other[32];
+	switch (e) {
+	case 0: return "0";
+	case EAGAIN: return "EAGAIN";
+	case EPIPE: return "EPIPE";
+	case ECONNRESET: return "ECONNRESET";
+	case ECONNREFUSED: return "ECONNREFUSED";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	case EINPROGRESS: return "EINPROGRESS";
+	case EALREADY: return "EALREADY";
+	case EISCONN: return "EISCONN";
+	case ENOTCONN: return "ENOTCONN";
+	case EINVAL: return "EINVAL";
+	case EBADF: return "EBADF";
+	case ENOPROTOOPT: return "ENOPROTOOPT";
+	case ECONNABORTED: return "ECONNABORTED";
+	case EOPNOTSUPP: return "EOPNOTSUPP";
+	default: snprintf(other, sizeof(other), "errno %d", e); return other;
+	}
+}
+
+/* A call that must fail with want_errno. */
+static void expect_err(const char *name, long rc, int err, int want_errno)
+{
+	result(rc == -1 && err == want_errno, name, "expected -1/%s, got %ld/%s", errname(want_errno), rc,
+	       rc == -1 ? errname(err) : "-");
+}
+
+#define EXPECT_ERR(name, call, want)                          \
+	do {                                                  \
+		errno = 0;                                    \
+		long rc_ = (long)(call);                      \
+		expect_err(name, rc_, errno, want);           \
+	} while (0)
+
+/* A call that must succeed (return 0). */
+static void expect_ok(const char *name, long rc, int err)
+{
+	result(rc == 0, name, "expected 0, got %ld/%s", rc, rc ? errname(err) : "-");
+}
+
+#define EXPECT_OK(name, call)                        \
+	do {                                         \
+		errno = 0;                           \
+		long rc_ = (long)(call);             \
+		expect_ok(name, rc_, errno);         \
+	} while (0)
+
+static void expect_int(const char *name, long got, long want)
+{
+	result(got == want, name, "expected %ld, got %ld", want, got);
+}
+
+static const char *events_str(unsigned ev)
+{
+	static char s[128];
+	static const struct { unsigned bit; const char *name; } names[] = {
+		{ POLLIN, "IN" }, { POLLPRI, "PRI" }, { POLLOUT, "OUT" }, { POLLERR, "ERR" },
+		{ POLLHUP, "HUP" }, { POLLNVAL, "NVAL" }, { POLLRDHUP, "RDHUP" },
+	};
+	s[0] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (ev & names[i].bit) {
+			strcat(s, s[0] ? "|" : "");
+			strcat(s, names[i].name);
+		}
+	if (ev & ~(unsigned)(POLLIN | POLLPRI | POLLOUT | POLLERR | POLLHUP | POLLNVAL | POLLRDHUP))
+		sprintf(s + strlen(s), "|%#x", ev & ~(unsigned)(POLLIN | POLLPRI | POLLOUT | POLLERR | POLLHUP |
+							  POLLNVAL | POLLRDHUP));
+	if (!s[0])
+		strcpy(s, "0");
+	return s;
+}
+
+#define ASKED (POLLIN | POLLPRI | POLLOUT | POLLRDHUP)
+
+/* poll and a level-triggered epoll (both with timeout 0) must report exactly
+ * want, and select the sets Linux derives from it (read: IN|HUP|ERR, write:
+ * OUT|ERR, except: PRI). */
+static void expect_ready(const char *name, int fd, unsigned want)
+{
+	struct pollfd p = { fd, ASKED, 0 };
+	int n = poll(&p, 1, 0);
+	unsigned got_poll = n == 1 ? (unsigned)p.revents : 0;
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	struct epoll_event out = { 0 };
+	int m = epoll_wait(ep, &out, 1, 0);
+	unsigned got_epoll = m == 1 ? out.events : 0;
+	close(ep);
+	fd_set rs, ws, es;
+	FD_ZERO(&rs);
+	FD_ZERO(&ws);
+	FD_ZERO(&es);
+	FD_SET(fd, &rs);
+	FD_SET(fd, &ws);
+	FD_SET(fd, &es);
+	struct timeval zero = { 0, 0 };
+	select(fd + 1, &rs, &ws, &es, &zero);
+	int sel_r = FD_ISSET(fd, &rs) != 0, sel_w = FD_ISSET(fd, &ws) != 0, sel_e = FD_ISSET(fd, &es) != 0;
+	int want_r = (want & (POLLIN | POLLHUP | POLLERR)) != 0, want_w = (want & (POLLOUT | POLLERR)) != 0,
+	    want_e = (want & POLLPRI) != 0;
+	char a[128], b[128];
+	snprintf(a, sizeof(a), "%s", events_str(got_poll));
+	snprintf(b, sizeof(b), "%s", events_str(got_epoll));
+	char full[160];
+	snprintf(full, sizeof(full), "readiness %s", name);
+	result(got_poll == want && got_epoll == want && sel_r == want_r && sel_w == want_w && sel_e == want_e, full,
+	       "expected %s (select r%d w%d e%d), got poll %s, epoll %s, select r%d w%d e%d", events_str(want), want_r,
+	       want_w, want_e, a, b, sel_r, sel_w, sel_e);
+}
+
+/* Waits until poll reports any of events (or timeout); returns revents. */
+static unsigned wait_events(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { fd, events, 0 };
+	return poll(&p, 1, timeout_ms) == 1 ? (unsigned)p.revents : 0;
+}
+
+/* Waits until at least n bytes are queued for reading. */
+static int wait_bytes(int fd, int n, double seconds)
+{
+	double end = now_s() + seconds;
+	for (;;) {
+		int q = -1;
+		if (ioctl(fd, FIONREAD, &q) == 0 && q >= n)
+			return q;
+		if (now_s() > end)
+			return q;
+		usleep(1000);
+	}
+}
+
+static int sockerr(int fd)
+{
+	int e = -1;
+	socklen_t l = sizeof(e);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+	return e;
+}
+
+static int tcp_state(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+		return -1;
+	return ti.tcpi_state;
+}
+
+/* Waits (up to 2 s) for the TCP state; returns the last seen. */
+static int wait_state(int fd, int want)
+{
+	double end = now_s() + 2;
+	int s;
+	while ((s = tcp_state(fd)) != want && now_s() < end)
+		usleep(1000);
+	return s;
+}
+
+/* ---- control channel ---- */
+
+static char ctl_reply[256];
+
+static void ask_send(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void ask_send(const char *fmt, ...)
+{
+	char req[256];
+	int k = snprintf(req, sizeof(req), "%u ", ++ctl_seq);
+	va_list ap;
+	va_start(ap, fmt);
+	k += vsnprintf(req + k, sizeof(req) - (size_t)k, fmt, ap);
+	va_end(ap);
+	send(ctl_fd, req, (size_t)k, 0);
+}
+
+/* The reply to the last request, without "SEQ " ("" after 10 s of silence). */
+static const char *ask_wait(void)
+{
+	double end = now_s() + 10;
+	char buf[256];
+	while (now_s() < end) {
+		ssize_t n = recv(ctl_fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		unsigned seq;
+		int off = 0;
+		if (sscanf(buf, "%u %n", &seq, &off) >= 1 && seq == ctl_seq) {
+			snprintf(ctl_reply, sizeof(ctl_reply), "%s", buf + off);
+			return ctl_reply;
+		}
+	}
+	printf("INFO: peer did not answer request %u\n", ctl_seq);
+	ctl_reply[0] = 0;
+	return ctl_reply;
+}
+
+#define ASK(...) (ask_send(__VA_ARGS__), ask_wait())
+
+struct peer_recv {
+	size_t got;
+	uint32_t hash;
+	int eof, err;
+};
+
+static struct peer_recv parse_recv(const char *r)
+{
+	struct peer_recv pr = { 0, 0, 0, -1 };
+	if (sscanf(r, "OK %zu %u %d %d", &pr.got, &pr.hash, &pr.eof, &pr.err) != 4)
+		pr.err = -1;
+	return pr;
+}
+
+/* ---- connections ---- */
+
+static int is_client(void)
+{
+	return !strcmp(role, "client");
+}
+
+/* A connected socket in the current role; *key names it for the peer. */
+static int open_conn(int *key)
+{
+	if (is_client()) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in to = sin_of(peer_ip, PEER_PORT);
+		if (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
+			result(0, "connect to the peer", "%s", errname(errno));
+			close(fd);
+			return -1;
+		}
+		*key = port_of(fd, 0);
+		return fd;
+	}
+	const char *r = ASK("CONNECT %d", TEST_PORT);
+	if (sscanf(r, "OK %d", key) != 1) {
+		result(0, "peer connects to us", "peer said '%s'", r);
+		return -1;
+	}
+	set_rcvtimeo(test_listen_fd, 3000);
+	int fd = accept(test_listen_fd, NULL, NULL);
+	set_rcvtimeo(test_listen_fd, 0);
+	if (fd < 0) {
+		result(0, "accept the peer's connection", "%s", errname(errno));
+		return -1;
+	}
+	if (port_of(fd, 1) != *key) {
+		result(0, "accepted connection is the peer's", "peer port %d, want %d", port_of(fd, 1), *key);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void close_conn(int fd, int key)
+{
+	close(fd);
+	ASK("LINGER0 %d", key);
+}
+
+static ssize_t send_pattern(int fd, size_t n, int flags)
+{
+	static unsigned char b[65536];
+	size_t off = 0;
+	while (off < n) {
+		size_t k = n - off < sizeof(b) ? n - off : sizeof(b);
+		fill_pattern(b, k, off);
+		ssize_t r = send(fd, b, k, flags);
+		if (r <= 0)
+			return off ? (ssize_t)off : r;
+		off += (size_t)r;
+	}
+	return (ssize_t)off;
+}
+
+/* Reads exactly n bytes (blocking, 5 s cap); returns 1 if they are the pattern. */
+static int recv_pattern(int fd, size_t n, size_t *got)
+{
+	static unsigned char b[65536];
+	int ok = 1;
+	*got = 0;
+	set_rcvtimeo(fd, 5000);
+	while (*got < n) {
+		size_t k = n - *got < sizeof(b) ? n - *got : sizeof(b);
+		ssize_t r = recv(fd, b, k, 0);
+		if (r <= 0)
+			break;
+		ok = ok && is_pattern(b, (size_t)r, *got);
+		*got += (size_t)r;
+	}
+	set_rcvtimeo(fd, 0);
+	return ok && *got == n;
+}
+
+/* ================================ checks ================================ */
+
+static void check_names(int fd, int key)
+{
+	struct sockaddr_in l, r;
+	socklen_t ll = sizeof(l), rl = sizeof(r);
+	char ls[32] = "?", rs[32] = "?";
+	int okl = getsockname(fd, (struct sockaddr *)&l, &ll) == 0, okr = getpeername(fd, (struct sockaddr *)&r, &rl) == 0;
+	inet_ntop(AF_INET, &l.sin_addr, ls, sizeof(ls));
+	inet_ntop(AF_INET, &r.sin_addr, rs, sizeof(rs));
+	int want_lport = is_client() ? key : TEST_PORT, want_rport = is_client() ? PEER_PORT : key;
+	result(okl && ll == sizeof(l) && l.sin_family == AF_INET && !strcmp(ls, local_ip) &&
+		       ntohs(l.sin_port) == want_lport,
+	       "getsockname", "expected %s:%d, got %s:%d", local_ip, want_lport, ls, ntohs(l.sin_port));
+	result(okr && rl == sizeof(r) && !strcmp(rs, peer_ip) && ntohs(r.sin_port) == want_rport, "getpeername",
+	       "expected %s:%d, got %s:%d", peer_ip, want_rport, rs, ntohs(r.sin_port));
+	char pl[32] = "", pr[32] = "";
+	int plp = 0, prp = 0;
+	sscanf(ASK("NAMES %d", key), "OK %31s %d %31s %d", pl, &plp, pr, &prp);
+	result(!strcmp(pl, rs) && plp == ntohs(r.sin_port) && !strcmp(pr, ls) && prp == ntohs(l.sin_port),
+	       "the peer sees the mirror addresses", "expected %s:%d %s:%d, got %s:%d %s:%d", rs, ntohs(r.sin_port),
+	       ls, ntohs(l.sin_port), pl, plp, pr, prp);
+}
+
+static void test_connect_client(void)
+{
+	struct sockaddr_in peer = sin_of(peer_ip, PEER_PORT);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	expect_ready("fresh socket", fd, POLLOUT | POLLHUP);
+	int mss = 0;
+	socklen_t ml = sizeof(mss);
+	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+	expect_int("TCP_MAXSEG of a fresh socket", mss, 536);
+	EXPECT_OK("blocking connect", connect(fd, (struct sockaddr *)&peer, sizeof(peer)));
+	int key = port_of(fd, 0);
+	check_names(fd, key);
+	EXPECT_ERR("connect again after success", connect(fd, (struct sockaddr *)&peer, sizeof(peer)), EISCONN);
+	expect_int("TCP_INFO state after connect", tcp_state(fd), TCP_ESTABLISHED);
+	close_conn(fd, key);
+
+	/* Refused, blocking and non-blocking. */
+	struct sockaddr_in closed = sin_of(peer_ip, CLOSED_PORT);
+	int rc;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	EXPECT_ERR("blocking connect to a closed port", connect(fd, (struct sockaddr *)&closed, sizeof(closed)),
+		   ECONNREFUSED);
+	expect_int("SO_ERROR after a refused blocking connect", sockerr(fd), 0);
+	errno = 0;
+	rc = connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+	expect_ok("connect again on the refused socket, to the listener (Linux retries)", rc, errno);
+	if (rc == 0)
+		close_conn(fd, port_of(fd, 0));
+	else
+		close(fd);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	EXPECT_ERR("non-blocking connect to a closed port", connect(fd, (struct sockaddr *)&closed, sizeof(closed)),
+		   EINPROGRESS);
+	unsigned ev = wait_events(fd, POLLOUT, 2000);
+	result(ev == (POLLOUT | POLLERR | POLLHUP), "refused: poll(POLLOUT) revents", "expected OUT|ERR|HUP, got %s",
+	       events_str(ev));
+	expect_ready("refused connect", fd, POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP);
+	int e = sockerr(fd);
+	result(e == ECONNREFUSED, "refused: SO_ERROR", "expected ECONNREFUSED, got %s", errname(e));
+	expect_int("SO_ERROR is cleared by reading it", sockerr(fd), 0);
+	close(fd);
+
+	/* Non-blocking success: the first connect after completion returns 0, then EISCONN. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	EXPECT_ERR("non-blocking connect", connect(fd, (struct sockaddr *)&peer, sizeof(peer)), EINPROGRESS);
+	ev = wait_events(fd, POLLOUT, 2000);
+	result(ev == POLLOUT, "non-blocking connect completes: poll(POLLOUT)", "expected OUT, got %s",
+	       events_str(ev));
+	expect_int("SO_ERROR after a successful connect", sockerr(fd), 0);
+	errno = 0;
+	rc = connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+	result(rc == 0, "connect after non-blocking completion returns 0 (as Linux)", "expected 0, got %d/%s", rc,
+	       errname(errno));
+	EXPECT_ERR("connect once more", connect(fd, (struct sockaddr *)&peer, sizeof(peer)), EISCONN);
+	close_conn(fd, port_of(fd, 0));
+
+	/* An epoll set that holds the socket before connect sees the connect complete. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int ep = epoll_create1(0);
+	struct epoll_event eev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.fd = fd }, eout = { 0 };
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &eev);
+	connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+	int n = epoll_wait(ep, &eout, 1, 2000);
+	result(n == 1 && eout.events == EPOLLOUT, "epoll_ctl ADD before connect: EPOLLOUT when connected",
+	       "expected 1 event OUT, got %d event(s) %s", n, n == 1 ? events_str(eout.events) : "-");
+	close(ep);
+	close_conn(fd, port_of(fd, 0));
+
+	/* Silent peer (SYNs to 9501 dropped): EALREADY while pending, ETIMEDOUT with TCP_SYNCNT 1. */
+	struct sockaddr_in silent = sin_of(peer_ip, SILENT_PORT);
+	int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int one = 1, got = 0;
+	socklen_t gl = sizeof(got);
+	setsockopt(nb, IPPROTO_TCP, TCP_SYNCNT, &one, sizeof(one));
+	getsockopt(nb, IPPROTO_TCP, TCP_SYNCNT, &got, &gl);
+	expect_int("TCP_SYNCNT reads back", got, 1);
+	EXPECT_ERR("non-blocking connect to a silent peer", connect(nb, (struct sockaddr *)&silent, sizeof(silent)),
+		   EINPROGRESS);
+	EXPECT_ERR("second connect while in progress", connect(nb, (struct sockaddr *)&silent, sizeof(silent)),
+		   EALREADY);
+	expect_ready("connect in progress", nb, 0);
+	expect_int("TCP_INFO state while connecting", tcp_state(nb), TCP_SYN_SENT);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &one, sizeof(one));
+	double t0 = now_s();
+	errno = 0;
+	rc = connect(fd, (struct sockaddr *)&silent, sizeof(silent));
+	int err = errno;
+	double dt = now_s() - t0;
+	result(rc == -1 && err == ETIMEDOUT && dt > 2 && dt < 5, "blocking connect to a silent peer, TCP_SYNCNT 1",
+	       "expected -1/ETIMEDOUT after ~3 s, got %d/%s after %.2f s", rc, errname(err), dt);
+	close(fd);
+	ev = wait_events(nb, POLLOUT, 2000);
+	result(ev == (POLLOUT | POLLERR | POLLHUP), "timed out: poll(POLLOUT) revents", "expected OUT|ERR|HUP, got %s",
+	       events_str(ev));
+	e = sockerr(nb);
+	result(e == ETIMEDOUT, "timed out: SO_ERROR", "expected ETIMEDOUT, got %s", errname(e));
+	close(nb);
+}
+
+static void test_accept_server(void)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int one = 1;
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = sin_of("0.0.0.0", TEST_PORT + 1);
+	bind(lfd, (struct sockaddr *)&a, sizeof(a));
+	EXPECT_OK("listen", listen(lfd, 16));
+	expect_ready("idle listener", lfd, 0);
+	EXPECT_ERR("accept on a non-blocking listener with nothing pending", accept(lfd, NULL, NULL), EAGAIN);
+	int key = 0;
+	const char *r = ASK("CONNECT %d", TEST_PORT + 1);
+	sscanf(r, "OK %d", &key);
+	unsigned ev = wait_events(lfd, POLLIN, 2000);
+	result(ev == POLLIN, "pending connection: listener poll(POLLIN)", "expected IN, got %s", events_str(ev));
+	expect_ready("listener with a pending connection", lfd, POLLIN);
+	struct sockaddr_in from;
+	memset(&from, 0xab, sizeof(from));
+	socklen_t fl = sizeof(from) + 8;
+	int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	result(fd >= 0, "accept4(SOCK_NONBLOCK|SOCK_CLOEXEC)", "expected an fd, got %d/%s", fd, fd < 0 ? errname(errno) : "-");
+	char fs[32] = "?";
+	inet_ntop(AF_INET, &from.sin_addr, fs, sizeof(fs));
+	result(fl == sizeof(from) && from.sin_family == AF_INET && !strcmp(fs, peer_ip) && ntohs(from.sin_port) == key,
+	       "accept4 fills the peer address", "expected %s:%d len %zu, got %s:%d len %u", peer_ip, key,
+	       sizeof(from), fs, ntohs(from.sin_port), fl);
+	result((fcntl(fd, F_GETFL) & O_NONBLOCK) != 0, "accept4: O_NONBLOCK visible via F_GETFL", "flags %#x",
+	       fcntl(fd, F_GETFL));
+	result(fcntl(fd, F_GETFD) == FD_CLOEXEC, "accept4: FD_CLOEXEC visible via F_GETFD", "got %#x",
+	       fcntl(fd, F_GETFD));
+	result((fcntl(lfd, F_GETFL) & O_NONBLOCK) != 0, "listener keeps O_NONBLOCK", "flags %#x", fcntl(lfd, F_GETFL));
+	char c;
+	EXPECT_ERR("accepted non-blocking socket: recv EAGAIN", recv(fd, &c, 1, 0), EAGAIN);
+	expect_ready("idle listener after accept", lfd, 0);
+	close_conn(fd, key);
+
+	/* Plain accept: no flags inherited from the non-blocking listener. */
+	r = ASK("CONNECT %d", TEST_PORT + 1);
+	sscanf(r, "OK %d", &key);
+	wait_events(lfd, POLLIN, 2000);
+	fd = accept(lfd, NULL, NULL);
+	result(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK) && fcntl(fd, F_GETFD) == 0,
+	       "plain accept: blocking, no FD_CLOEXEC", "fd %d, F_GETFL %#x, F_GETFD %#x", fd, fcntl(fd, F_GETFL),
+	       fcntl(fd, F_GETFD));
+	expect_int("accepted: TCP_INFO state", tcp_state(fd), TCP_ESTABLISHED);
+	close_conn(fd, key);
+	close(lfd);
+
+	/* An epoll set that holds the socket before listen sees the incoming connection. */
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	int ep = epoll_create1(0);
+	struct epoll_event eev = { .events = EPOLLIN, .data.fd = lfd }, eout = { 0 };
+	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &eev);
+	a = sin_of("0.0.0.0", TEST_PORT + 2);
+	bind(lfd, (struct sockaddr *)&a, sizeof(a));
+	listen(lfd, 16);
+	r = ASK("CONNECT %d", TEST_PORT + 2);
+	sscanf(r, "OK %d", &key);
+	int n = epoll_wait(ep, &eout, 1, 2000);
+	result(n == 1 && eout.events == EPOLLIN, "epoll_ctl ADD before listen: EPOLLIN for a connection",
+	       "expected 1 event IN, got %d event(s) %s", n, n == 1 ? events_str(eout.events) : "-");
+	fd = accept(lfd, NULL, NULL);
+	close(ep);
+	if (fd >= 0)
+		close(fd);
+	ASK("LINGER0 %d", key);
+	close(lfd);
+}
+
+static void test_data(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	if (!is_client())
+		check_names(fd, key);
+	expect_ready("connected idle", fd, POLLOUT);
+	struct tcp_info ti;
+	socklen_t il = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	int rc = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
+	result(rc == 0 && ti.tcpi_state == TCP_ESTABLISHED && ti.tcpi_snd_mss >= 500 && ti.tcpi_snd_mss <= 1460,
+	       "TCP_INFO: ESTABLISHED, snd_mss sane", "state %u, snd_mss %u", ti.tcpi_state, ti.tcpi_snd_mss);
+
+	/* 100 bytes each way, then 256 KiB each way. */
+	ask_send("RECV %d 100 3000", key);
+	ssize_t s = send_pattern(fd, 100, 0);
+	struct peer_recv pr = parse_recv(ask_wait());
+	result(s == 100 && pr.got == 100 && pr.hash == pattern_hash(100), "send 100 bytes",
+	       "sent %zd, peer got %zu hash %s", s, pr.got, pr.hash == pattern_hash(100) ? "ok" : "BAD");
+	ask_send("RECV %d %d 5000", key, 262144);
+	s = send_pattern(fd, 262144, 0);
+	pr = parse_recv(ask_wait());
+	result(s == 262144 && pr.got == 262144 && pr.hash == pattern_hash(262144), "send 256 KiB",
+	       "sent %zd, peer got %zu hash %s", s, pr.got, pr.hash == pattern_hash(262144) ? "ok" : "BAD");
+	ASK("SEND %d %d", key, 262144);
+	size_t got;
+	int ok = recv_pattern(fd, 262144, &got);
+	result(ok, "receive 256 KiB", "expected 262144 pattern bytes, got %zu%s", got, ok ? "" : " (or corrupt)");
+
+	/* MSG_DONTWAIT, MSG_PEEK, FIONREAD / SIOCINQ / SIOCOUTQ. */
+	unsigned char a[2048], b[2048];
+	EXPECT_ERR("MSG_DONTWAIT with nothing queued", recv(fd, a, sizeof(a), MSG_DONTWAIT), EAGAIN);
+	result(!(fcntl(fd, F_GETFL) & O_NONBLOCK), "MSG_DONTWAIT leaves the socket blocking", NULL);
+	ASK("SEND %d 1000", key);
+	int q = wait_bytes(fd, 1000, 3);
+	usleep(20000);
+	ioctl(fd, FIONREAD, &q);
+	expect_int("FIONREAD = queued bytes", q, 1000);
+	expect_ready("data pending", fd, POLLIN | POLLOUT);
+	ssize_t p = recv(fd, a, 64, MSG_PEEK);
+	ssize_t p2 = recv(fd, a + 64, 10, MSG_PEEK);
+	ioctl(fd, SIOCINQ, &q);
+	result(p == 64 && p2 == 10 && is_pattern(a, 64, 0) && is_pattern(a + 64, 10, 0) && q == 1000,
+	       "MSG_PEEK returns the head twice, consumes nothing", "peeks %zd %zd, SIOCINQ %d", p, p2, q);
+	ssize_t r = read(fd, b, 300);
+	ioctl(fd, FIONREAD, &q);
+	result(r == 300 && !memcmp(a, b, 64) && is_pattern(b, 300, 0) && q == 700,
+	       "read after MSG_PEEK gets the same bytes", "read %zd, FIONREAD then %d (want 700)", r, q);
+	r = recv(fd, b, sizeof(b), 0);
+	result(r == 700 && is_pattern(b, 700, 300), "the rest in order", "got %zd", r);
+	int outq = -1;
+	ioctl(fd, SIOCOUTQ, &outq);
+	expect_int("SIOCOUTQ when idle", outq, 0);
+
+	/* MSG_WAITALL assembles 5 sends 40 ms apart. */
+	ASK("SENDS %d 5 100 40", key);
+	double t0 = now_s();
+	r = recv(fd, b, 500, MSG_WAITALL);
+	double dt = now_s() - t0;
+	result(r == 500 && is_pattern(b, 500, 0) && dt > 0.1, "MSG_WAITALL assembles 5 x 100 bytes",
+	       "expected 500 after ~0.16 s, got %zd after %.3f s", r, dt);
+
+	/* SO_RCVTIMEO. */
+	set_rcvtimeo(fd, 200);
+	t0 = now_s();
+	errno = 0;
+	r = recv(fd, b, 10, 0);
+	int err = errno;
+	dt = now_s() - t0;
+	result(r == -1 && err == EAGAIN && dt > 0.15 && dt < 1.5, "SO_RCVTIMEO 200 ms",
+	       "expected -1/EAGAIN after ~0.2 s, got %zd/%s after %.3f s", r, errname(err), dt);
+	struct timeval tv;
+	socklen_t tl = sizeof(tv);
+	getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl);
+	result(tv.tv_sec == 0 && tv.tv_usec == 200000, "SO_RCVTIMEO reads back", "%ld.%06ld", (long)tv.tv_sec,
+	       (long)tv.tv_usec);
+	close_conn(fd, key);
+}
+
+static void test_sockopts(void)
+{
+	int key, fd;
+	/* TCP_MAXSEG before the handshake clamps the MSS both ways. */
+	if (is_client()) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		int m = 1000, got = 0;
+		socklen_t gl = sizeof(got);
+		setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &m, sizeof(m));
+		getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &got, &gl);
+		expect_int("TCP_MAXSEG 1000 reads back before connect", got, 1000);
+		struct sockaddr_in to = sin_of(peer_ip, PEER_PORT);
+		connect(fd, (struct sockaddr *)&to, sizeof(to));
+		key = port_of(fd, 0);
+	} else {
+		int m = 1000;
+		setsockopt(test_listen_fd, IPPROTO_TCP, TCP_MAXSEG, &m, sizeof(m));
+		fd = open_conn(&key);
+		m = 0;
+		setsockopt(test_listen_fd, IPPROTO_TCP, TCP_MAXSEG, &m, sizeof(m));
+		if (fd < 0)
+			return;
+	}
+	struct tcp_info ti;
+	socklen_t il = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
+	int ts = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+	int mss = 0;
+	socklen_t ml = sizeof(mss);
+	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+	result(mss == 1000 - ts && (int)ti.tcpi_snd_mss == 1000 - ts, "TCP_MAXSEG 1000: connected MSS",
+	       "expected %d (timestamps %s), got TCP_MAXSEG %d, snd_mss %u", 1000 - ts, ts ? "on" : "off", mss,
+	       ti.tcpi_snd_mss);
+	int pmss = 0, pstate = 0, popts = 0;
+	sscanf(ASK("INFO %d", key), "OK %d %d %d", &pmss, &pstate, &popts);
+	int pts = (popts & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+	result(pmss == 1000 - pts, "TCP_MAXSEG 1000: the peer's MSS toward us", "expected %d, got %d", 1000 - pts,
+	       pmss);
+	result(pts == ts, "both ends agree on timestamps", "we %d, peer %d", ts, pts);
+
+	static const struct { int level, name, value, want; const char *what; } opts[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, 1, 1, "TCP_NODELAY 1" },
+		{ IPPROTO_TCP, TCP_NODELAY, 0, 0, "TCP_NODELAY 0" },
+		{ IPPROTO_TCP, TCP_QUICKACK, 1, 1, "TCP_QUICKACK 1" },
+		{ IPPROTO_TCP, TCP_QUICKACK, 0, 0, "TCP_QUICKACK 0" },
+		{ SOL_SOCKET, SO_KEEPALIVE, 1, 1, "SO_KEEPALIVE 1" },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, 7, 7, "TCP_KEEPIDLE 7" },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, 3, 3, "TCP_KEEPINTVL 3" },
+		{ IPPROTO_TCP, TCP_KEEPCNT, 4, 4, "TCP_KEEPCNT 4" },
+		{ SOL_SOCKET, SO_KEEPALIVE, 0, 0, "SO_KEEPALIVE 0" },
+		{ SOL_SOCKET, SO_RCVBUF, 65536, 131072, "SO_RCVBUF 65536 (doubled)" },
+		{ SOL_SOCKET, SO_SNDBUF, 65536, 131072, "SO_SNDBUF 65536 (doubled)" },
+		{ SOL_SOCKET, SO_REUSEADDR, 1, 1, "SO_REUSEADDR 1" },
+	};
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		int v = opts[i].value, got = -1;
+		socklen_t gl = sizeof(got);
+		errno = 0;
+		int rc = setsockopt(fd, opts[i].level, opts[i].name, &v, sizeof(v));
+		int e = errno;
+		getsockopt(fd, opts[i].level, opts[i].name, &got, &gl);
+		char name[80];
+		snprintf(name, sizeof(name), "%s set and read back", opts[i].what);
+		result(rc == 0 && got == opts[i].want, name, "expected set 0 / %d, got set %d%s%s / %d", opts[i].want, rc,
+		       rc ? "/" : "", rc ? errname(e) : "", got);
+	}
+	int zero = 0, tiny = 10;
+	EXPECT_ERR("TCP_KEEPIDLE 0", setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &zero, sizeof(zero)), EINVAL);
+	EXPECT_ERR("TCP_KEEPCNT 0", setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &zero, sizeof(zero)), EINVAL);
+	EXPECT_ERR("TCP_MAXSEG 10", setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &tiny, sizeof(tiny)), EINVAL);
+	int type = 0;
+	socklen_t tl = sizeof(type);
+	getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl);
+	expect_int("SO_TYPE", type, SOCK_STREAM);
+	close_conn(fd, key);
+}
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void test_shutdown(void)
+{
+	unsigned char b[256];
+	ssize_t r;
+	/* The peer half-closes: we read its data, then EOF, and can still send. */
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	ASK("SEND %d 30", key);
+	ASK("SHUTWR %d", key);
+	wait_events(fd, POLLRDHUP, 2000);
+	expect_ready("after the peer's FIN", fd, POLLIN | POLLOUT | POLLRDHUP);
+	expect_int("TCP_INFO state after the peer's FIN", wait_state(fd, TCP_CLOSE_WAIT), TCP_CLOSE_WAIT);
+	r = recv(fd, b, sizeof(b), 0);
+	result(r == 30 && is_pattern(b, 30, 0), "data before the peer's FIN", "expected 30, got %zd", r);
+	expect_int("recv at EOF", recv(fd, b, sizeof(b), 0), 0);
+	expect_int("recv at EOF again", recv(fd, b, sizeof(b), MSG_DONTWAIT), 0);
+	ask_send("RECV %d 50 3000", key);
+	ssize_t s = send_pattern(fd, 50, 0);
+	struct peer_recv pr = parse_recv(ask_wait());
+	result(s == 50 && pr.got == 50 && pr.hash == pattern_hash(50) && !pr.eof,
+	       "half-closed: we still send, the peer receives", "sent %zd, peer got %zu (eof %d)", s, pr.got, pr.eof);
+	shutdown(fd, SHUT_WR);
+	pr = parse_recv(ASK("RECV %d 1 2000", key));
+	result(pr.got == 0 && pr.eof, "our SHUT_WR: the peer reads EOF", "got %zu, eof %d, err %s", pr.got, pr.eof,
+	       errname(pr.err));
+	usleep(50000);
+	/* Linux keeps POLLOUT after SHUT_WR so that a writer gets its EPIPE. */
+	expect_ready("both directions shut", fd, POLLIN | POLLOUT | POLLRDHUP | POLLHUP);
+	close(fd);
+	ASK("CLOSE %d", key);
+
+	/* Our SHUT_WR: the peer reads EOF, we still read, send fails with EPIPE + SIGPIPE. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	EXPECT_OK("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	pr = parse_recv(ASK("RECV %d 1 2000", key));
+	result(pr.got == 0 && pr.eof, "the peer reads EOF after our SHUT_WR", "got %zu, eof %d, err %s", pr.got,
+	       pr.eof, errname(pr.err));
+	expect_int("TCP_INFO state after our FIN is acked", wait_state(fd, TCP_FIN_WAIT2), TCP_FIN_WAIT2);
+	expect_ready("after our SHUT_WR, idle", fd, POLLOUT);
+	ASK("SEND %d 20", key);
+	wait_bytes(fd, 20, 2);
+	r = recv(fd, b, sizeof(b), 0);
+	result(r == 20 && is_pattern(b, 20, 0), "after SHUT_WR we still receive", "expected 20, got %zd", r);
+	struct sigaction sa = { .sa_handler = on_sigpipe }, old;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, &old);
+	sigpipes = 0;
+	EXPECT_ERR("send after SHUT_WR", send(fd, b, 10, 0), EPIPE);
+	expect_int("send after SHUT_WR raised SIGPIPE", sigpipes, 1);
+	EXPECT_ERR("send(MSG_NOSIGNAL) after SHUT_WR", send(fd, b, 10, MSG_NOSIGNAL), EPIPE);
+	expect_int("MSG_NOSIGNAL: no SIGPIPE", sigpipes, 1);
+	EXPECT_ERR("write after SHUT_WR", write(fd, b, 10), EPIPE);
+	expect_int("write after SHUT_WR raised SIGPIPE", sigpipes, 2);
+	sigaction(SIGPIPE, &old, NULL);
+	close_conn(fd, key);
+
+	/* SHUT_RD: reads return 0 at once, nothing goes to the peer, sending still works. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	EXPECT_OK("shutdown(SHUT_RD)", shutdown(fd, SHUT_RD));
+	expect_ready("after SHUT_RD", fd, POLLIN | POLLOUT | POLLRDHUP);
+	double t0 = now_s();
+	r = recv(fd, b, sizeof(b), 0);
+	result(r == 0 && now_s() - t0 < 0.5, "recv after SHUT_RD returns 0 at once", "got %zd after %.3f s", r,
+	       now_s() - t0);
+	pr = parse_recv(ASK("RECV %d 1 300", key));
+	result(pr.got == 0 && !pr.eof && pr.err == EAGAIN, "SHUT_RD sends nothing to the peer",
+	       "peer: got %zu, eof %d, err %s", pr.got, pr.eof, errname(pr.err));
+	ask_send("RECV %d 40 3000", key);
+	s = send_pattern(fd, 40, 0);
+	pr = parse_recv(ask_wait());
+	result(s == 40 && pr.got == 40 && pr.hash == pattern_hash(40), "after SHUT_RD we still send",
+	       "sent %zd, peer got %zu", s, pr.got);
+	ASK("SEND %d 10", key);
+	usleep(100000);
+	r = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	result(r == 10 && is_pattern(b, 10, 0), "data arriving after SHUT_RD is still readable (as Linux)",
+	       "expected 10, got %zd/%s", r, r < 0 ? errname(errno) : "-");
+	expect_int("TCP_INFO state after SHUT_RD", tcp_state(fd), TCP_ESTABLISHED);
+	close_conn(fd, key);
+}
+
+static void test_resets(void)
+{
+	unsigned char b[256];
+	/* Peer aborts: readiness, SO_ERROR (cleared by reading), then recv 0 and EPIPE. */
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	ASK("LINGER0 %d", key);
+	wait_events(fd, POLLERR, 2000);
+	expect_ready("after the peer's RST", fd, POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP);
+	expect_int("TCP_INFO state after RST", tcp_state(fd), TCP_CLOSE);
+	int e = sockerr(fd);
+	result(e == ECONNRESET, "SO_ERROR after the peer's RST", "expected ECONNRESET, got %s", errname(e));
+	expect_int("SO_ERROR is cleared by reading it", sockerr(fd), 0);
+	expect_ready("after RST, error consumed", fd, POLLIN | POLLOUT | POLLHUP | POLLRDHUP);
+	expect_int("recv after RST with the error consumed", recv(fd, b, sizeof(b), 0), 0);
+	EXPECT_ERR("send after RST", send(fd, b, 1, MSG_NOSIGNAL), EPIPE);
+	close(fd);
+
+	/* Peer aborts with data queued here: recv returns the data, then ECONNRESET, then 0; send EPIPE. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	ASK("SEND %d 10", key);
+	wait_bytes(fd, 10, 2);
+	ASK("LINGER0 %d", key);
+	wait_events(fd, POLLERR, 2000);
+	ssize_t r = recv(fd, b, sizeof(b), 0);
+	result(r == 10 && is_pattern(b, 10, 0), "queued data is still read after the peer's RST",
+	       "expected 10, got %zd/%s", r, r < 0 ? errname(errno) : "-");
+	EXPECT_ERR("then recv reports the RST", recv(fd, b, sizeof(b), 0), ECONNRESET);
+	expect_int("then recv returns 0", recv(fd, b, sizeof(b), 0), 0);
+	EXPECT_ERR("send after the RST was reported", send(fd, b, 1, MSG_NOSIGNAL), EPIPE);
+	close(fd);
+
+	/* Peer aborts while we are blocked in recv. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	ask_send("LINGER0 %d", key);
+	set_rcvtimeo(fd, 3000);
+	EXPECT_ERR("blocked recv when the peer aborts", recv(fd, b, sizeof(b), 0), ECONNRESET);
+	ask_wait();
+	close(fd);
+
+	/* We close with unread data: the peer sees ECONNRESET. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	ASK("SEND %d 100", key);
+	wait_bytes(fd, 100, 2);
+	close(fd);
+	struct peer_recv pr = parse_recv(ASK("RECV %d 1 2000", key));
+	result(pr.got == 0 && pr.err == ECONNRESET, "close with unread data: the peer gets ECONNRESET",
+	       "peer: got %zu, eof %d, err %s", pr.got, pr.eof, errname(pr.err));
+	ASK("CLOSE %d", key);
+
+	/* Our SO_LINGER {1,0}: same for the peer. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	struct linger lg = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	struct linger lgot = { 0, 0 };
+	socklen_t ll = sizeof(lgot);
+	getsockopt(fd, SOL_SOCKET, SO_LINGER, &lgot, &ll);
+	result(lgot.l_onoff == 1 && lgot.l_linger == 0, "SO_LINGER {1,0} reads back", "got {%d,%d}", lgot.l_onoff,
+	       lgot.l_linger);
+	close(fd);
+	pr = parse_recv(ASK("RECV %d 1 2000", key));
+	result(pr.got == 0 && pr.err == ECONNRESET, "our SO_LINGER {1,0} close: the peer gets ECONNRESET",
+	       "peer: got %zu, eof %d, err %s", pr.got, pr.eof, errname(pr.err));
+	ASK("CLOSE %d", key);
+}
+
+/* Fills the send buffer (non-blocking) until EAGAIN; returns bytes sent. */
+static size_t fill_until_eagain(int fd)
+{
+	static unsigned char b[16384];
+	size_t total = 0;
+	memset(b, 'f', sizeof(b));
+	for (int idle = 0; idle < 20;) {
+		ssize_t r = send(fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (r > 0) {
+			total += (size_t)r;
+			idle = 0;
+		} else if (r < 0 && errno == EAGAIN) {
+			idle++;   /* the peer's window may still be opening: let in-flight ACKs land */
+			usleep(2000);
+		} else {
+			break;
+		}
+	}
+	return total;
+}
+
+static void test_full_pipe(void)
+{
+	/* SO_SNDTIMEO on a blocking socket whose peer does not read. */
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int sb = 32768;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	struct timeval tv = { 0, 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	static unsigned char b[65536];
+	size_t total = 0;
+	ssize_t r = 0;
+	double t0 = 0, dt = 0;
+	int err = 0;
+	for (int i = 0; i < 2000; i++) {
+		t0 = now_s();
+		errno = 0;
+		r = send(fd, b, sizeof(b), MSG_NOSIGNAL);
+		err = errno;
+		dt = now_s() - t0;
+		if (r <= 0)
+			break;
+		total += (size_t)r;
+	}
+	result(r == -1 && err == EAGAIN && dt > 0.25 && dt < 1.5, "SO_SNDTIMEO 300 ms on a full pipe",
+	       "expected -1/EAGAIN after ~0.3 s, got %zd/%s after %.3f s (%zu bytes went)", r, errname(err), dt,
+	       total);
+	expect_ready("full send buffer", fd, 0);
+	close_conn(fd, key);
+
+	/* Edge-triggered EPOLLOUT: one edge when the peer drains, not one per ACK. */
+	fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	/* Full means: not writable for 300 ms (delayed ACKs of the last bytes may free room meanwhile). */
+	total = fill_until_eagain(fd);
+	for (int i = 0; i < 20 && wait_events(fd, POLLOUT, 300); i++)
+		total += fill_until_eagain(fd);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET, .data.fd = fd };
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	struct epoll_event out;
+	int early = epoll_wait(ep, &out, 1, 0);
+	expect_int("EPOLLET|EPOLLOUT on a full buffer: no event", early, 0);
+	if (early) {   /* say whether the buffer really had room again */
+		unsigned ev_now = wait_events(fd, POLLOUT, 0);
+		size_t more = fill_until_eagain(fd);
+		printf("INFO: %s: the early EPOLLOUT: poll said %s, then %zu more bytes were accepted\n", role,
+		       events_str(ev_now), more);
+		total += more;
+	}
+	ask_send("DRAIN %d %zu 2048 2", key, total);
+	ask_wait();
+	int edges = 0;
+	double end = now_s() + (double)total / 2048 * 0.0025 + 0.5;
+	while (now_s() < end)
+		if (epoll_wait(ep, &out, 1, 50) == 1 && (out.events & EPOLLOUT))
+			edges++;
+	result(edges == 1, "EPOLLET|EPOLLOUT while the peer drains slowly: one edge",
+	       "expected 1 wakeup, got %d (%zu bytes drained)", edges, total);
+	r = send(fd, b, 1000, MSG_NOSIGNAL);
+	result(r == 1000, "writable after the edge", "send gave %zd", r);
+	close(ep);
+	close_conn(fd, key);
+}
+
+static void test_keepalive(void)
+{
+	if (peer_preloaded) {
+		printf("INFO: %s: keepalive against a silent peer skipped (the peer is under libvma, nft cannot silence it)\n",
+		       role);
+		return;
+	}
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int one = 1, two = 2;
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &two, sizeof(two));
+	ASK("SILENT %d 1", key);
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	set_rcvtimeo(fd, 8000);
+	char c;
+	double t0 = now_s();
+	errno = 0;
+	ssize_t r = recv(fd, &c, 1, 0);
+	int err = errno;
+	double dt = now_s() - t0;
+	result(r == -1 && err == ETIMEDOUT && dt > 2 && dt < 5.5,
+	       "keepalive (idle 1, intvl 1, cnt 2) against a silent peer",
+	       "expected -1/ETIMEDOUT after ~3 s, got %zd/%s after %.2f s", r, errname(err), dt);
+	expect_int("TCP_INFO state after keepalive timeout", tcp_state(fd), TCP_CLOSE);
+	ASK("SILENT %d 0", key);
+	close_conn(fd, key);
+}
+
+static void test_sendfile(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	char path[] = "/tmp/tcp_semantics.XXXXXX";
+	int file = mkstemp(path);
+	unlink(path);
+	static unsigned char b[65536];
+	const size_t size = 1 << 20;
+	for (size_t off = 0; off < size; off += sizeof(b)) {
+		fill_pattern(b, sizeof(b), off);
+		if (write(file, b, sizeof(b)) != (ssize_t)sizeof(b))
+			break;
+	}
+	ask_send("RECV %d %zu 5000", key, size);
+	off_t off = 0;
+	size_t sent = 0;
+	while (sent < size) {
+		ssize_t r = sendfile(fd, file, &off, size - sent);
+		if (r <= 0)
+			break;
+		sent += (size_t)r;
+	}
+	struct peer_recv pr = parse_recv(ask_wait());
+	result(sent == size && off == (off_t)size && pr.got == size && pr.hash == pattern_hash(size),
+	       "sendfile of 1 MiB arrives intact", "sent %zu, offset %lld, peer got %zu hash %s", sent, (long long)off,
+	       pr.got, pr.hash == pattern_hash(size) ? "ok" : "BAD");
+	close(file);
+	close_conn(fd, key);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "peer"))
+		return run_peer();
+	if (argc < 4 || strcmp(argv[1], "test")) {
+		fprintf(stderr, "usage: %s peer | test PEER_IP LOCAL_IP [ONLY_SECTION]\n", argv[0]);
+		return 2;
+	}
+	peer_ip = argv[2];
+	local_ip = argv[3];
+	const char *only = argc > 4 ? argv[4] : NULL;
+	ctl_fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in ctl = sin_of(peer_ip, CTL_PORT);
+	connect(ctl_fd, (struct sockaddr *)&ctl, sizeof(ctl));
+	set_rcvtimeo(ctl_fd, 500);
+	int hello = -1;
+	for (int i = 0; i < 20 && sscanf(ASK("HELLO"), "OK %d", &hello) != 1; i++)
+		;
+	if (hello < 0) {
+		printf("FAIL: the peer does not answer on UDP %d\n", CTL_PORT);
+		return 1;
+	}
+	peer_preloaded = hello;
+	printf("INFO: peer %s\n", peer_preloaded ? "under libvma" : "on the kernel");
+	test_listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(test_listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = sin_of("0.0.0.0", TEST_PORT);
+	if (bind(test_listen_fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(test_listen_fd, 64) < 0) {
+		printf("FAIL: listen on %d: %s\n", TEST_PORT, strerror(errno));
+		return 1;
+	}
+
+	static const struct { const char *name; void (*fn)(void); int both; } sections[] = {
+		{ "connect", test_connect_client, 0 }, { "accept", test_accept_server, 0 },
+		{ "data", test_data, 1 },	       { "sockopts", test_sockopts, 1 },
+		{ "shutdown", test_shutdown, 1 },      { "resets", test_resets, 1 },
+		{ "fullpipe", test_full_pipe, 1 },     { "keepalive", test_keepalive, 1 },
+		{ "sendfile", test_sendfile, 1 },
+	};
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		if (only && strcmp(only, sections[i].name))
+			continue;
+		if (sections[i].both) {
+			role = "client";
+			sections[i].fn();
+			role = "server";
+			sections[i].fn();
+		} else {
+			role = sections[i].fn == test_connect_client ? "client" : "server";
+			sections[i].fn();
+		}
+		role = "";
+	}
+	ASK("QUIT");
+	close(test_listen_fd);
+	printf("%s: %d checks, %d failure(s)\n", failures ? "FAILED" : "OK", checks, failures);
+	return failures ? 1 : 0;
+}
