@@ -287,6 +287,29 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
 
 /* Starts an offloaded active open. Returns 0 (SYN sent), 1 (kernel path:
  * nothing changed), -1 with errno. */
+/* The kernel chose a port whose 4-tuple one of our own closing connections
+ * still holds (the kernel never sees those): trade the kernel socket for a
+ * fresh, unbound one under the same fd number, keeping FD_CLOEXEC and
+ * O_NONBLOCK. Options set on the old kernel socket are not carried over
+ * (the offloaded path keeps its own copies). */
+static int sock_tcp_replace_kernel_socket(struct sock_tcp *s)
+{
+	int fd_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFD, 0);
+	int fl_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
+	int fresh = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM, 0);
+	if (fresh < 0)
+		return -1;
+	int r = REDIRECT_ORIG_FN(dup3)(fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	REDIRECT_ORIG_FN(close)(fresh);
+	if (r < 0)
+		return -1;
+	if (fl_flags > 0 && (fl_flags & O_NONBLOCK))
+		REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_SETFL, (void *)(long)O_NONBLOCK);
+	return 0;
+}
+
+#define SOCK_TCP_PORT_RETRIES 16
+
 static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx, const struct sockaddr_in *dst)
 {
 	int slot;
@@ -294,10 +317,14 @@ static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx
 	uint8_t mac[6];
 	if (sock_tcp_route(s, ctx, dst, &slot, &src, mac) != 0)
 		return 1;
+	bool autobound = false;
+	int port_retries = 0;
+retry_port:;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
 	REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
 	if (local.sin_port == 0) {
+		autobound = true;
 		/* The kernel picks and reserves the port. */
 		struct sockaddr_in want = { .sin_family = AF_INET };
 		want.sin_addr.s_addr = src;
@@ -352,6 +379,21 @@ static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx
 	s->mode = SOCK_TCP_ACTIVE;
 	sock_offload_clock_locked(ctx);
 	err = s->pcb ? tcp_connect(s->pcb, dst->sin_addr.s_addr, dst->sin_port, src, mac) : -ECONNABORTED;
+	if (err == -EADDRNOTAVAIL && autobound && port_retries < SOCK_TCP_PORT_RETRIES) {
+		/* Our closing connection holds that tuple: another port. */
+		vlog_debug("fd %d: port %u still used by a closing connection: retrying with another", s->obj.fd,
+			   ntohs(local.sin_port));
+		s->connecting = false;
+		sock_tcp_disconnect_locked(s, true);
+		s->shut_send = false;
+		s->mode = SOCK_TCP_KERNEL;
+		sock_offload_unlock(ctx);
+		port_retries++;
+		if (sock_tcp_replace_kernel_socket(s) == 0)
+			goto retry_port;
+		errno = EADDRNOTAVAIL;
+		return -1;
+	}
 	if (err < 0) {
 		s->connecting = false;
 		sock_tcp_disconnect_locked(s, true);
