@@ -183,8 +183,9 @@ static void vma_init(void)
 			     g_cfg.stats_shmem_dir, STATS_FILE_PREFIX) >= sizeof(vma_stats_prefix))
 		vma_stats_prefix[0] = '\0';
 	engine_exit_hook_add(vma_stats_unlink, NULL, ENGINE_HOOK_SIGNAL_SAFE | ENGINE_HOOK_FORK_SAFE);
-	if (g_cfg.handle_sigintr)
-		vma_set_sigint_cleanup(engine_shutdown_from_signal);
+	/* Runs before the default action of a terminating signal (and for
+	 * SIGINT/SIGTERM always with VMA_HANDLE_SIGINTR=1): redirect_signal.c. */
+	vma_set_sigint_cleanup(engine_shutdown_from_signal);
 
 	redirect_signal_init();
 	/* Covers forks that bypass our fork symbol (glibc's daemon(), a

@@ -1,7 +1,13 @@
-/* sigaction and signal. Pass-through, except SIGINT and SIGTERM when
- * VMA_HANDLE_SIGINTR=1: then our handler stays installed in the kernel, runs
- * libvma's cleanup hook, then the application's handler (or its default
- * action). What the application installs is kept here and reported back by
+/* sigaction and signal. libvma keeps its own handler installed in the
+ * kernel for the signals whose default action ends the process, so that
+ * offloaded TCP connections are closed toward their peers and the rings
+ * released when such a signal kills the process:
+ * - the application's action is the default: libvma's cleanup runs, then the
+ *   default action is re-raised (same exit status, core dump where due);
+ * - the application has a handler: it runs (the process may survive), with
+ *   libvma's cleanup first only for SIGINT/SIGTERM under VMA_HANDLE_SIGINTR=1;
+ * - SIG_IGN is given to the kernel as is.
+ * What the application installs is kept here and reported back by
  * sigaction(sig, NULL, &old), so it never sees our handler. */
 #undef _FORTIFY_SOURCE
 #include <pthread.h>
@@ -11,9 +17,10 @@
 #include "redirect/redirect.h"
 #include "vma_main.h"
 
-/* The signals that end a process by default and that a user sends to stop
- * it cleanly (^C, kill, systemd stop). */
-static const int redirect_managed_signals[] = { SIGINT, SIGTERM };
+/* The asynchronous signals that end a process by default (the ones raised
+ * by faults, SIGSEGV and friends, are left alone: nothing safe can run). */
+static const int redirect_managed_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
+						SIGUSR2 };
 #define REDIRECT_MANAGED_COUNT (sizeof(redirect_managed_signals) / sizeof(redirect_managed_signals[0]))
 
 /* The application's disposition per managed signal, and whether ours is in
@@ -36,9 +43,12 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 	int slot = redirect_managed_slot(sig);
 	if (slot < 0)
 		return;
-	vlog_debug("signal %d: running libvma's cleanup, then the application's action", sig);
-	vma_run_sigint_cleanup();
 	struct sigaction app = redirect_app_action[slot];
+	bool dies = !(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_DFL;
+	if (dies || (g_cfg.handle_sigintr && (sig == SIGINT || sig == SIGTERM))) {
+		vlog_debug("signal %d: running libvma's cleanup, then the application's action", sig);
+		vma_run_sigint_cleanup();
+	}
 	if (app.sa_flags & SA_RESETHAND) {
 		redirect_app_action[slot].sa_handler = SIG_DFL;
 		redirect_app_action[slot].sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
@@ -47,8 +57,8 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 	if (app.sa_flags & SA_SIGINFO) {
 		app.sa_sigaction(sig, info, context);
 	} else if (app.sa_handler == SIG_DFL) {
-		/* The default action of SIGINT/SIGTERM is to terminate:
-		 * restore it and re-raise; the signal stays pending until we
+		/* The default action of every managed signal ends the
+		 * process: restore it and re-raise; the signal stays pending until we
 		 * return (it is blocked during its handler), then ends the
 		 * process with the status the plain signal would give. */
 		struct sigaction dfl;
@@ -87,13 +97,14 @@ void redirect_signal_init(void)
 {
 	REDIRECT_ENSURE_ORIGINALS();
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
-	if (!g_cfg.handle_sigintr || !orig)
+	if (!orig)
 		return;
 	for (size_t i = 0; i < REDIRECT_MANAGED_COUNT; i++) {
 		int sig = redirect_managed_signals[i];
 		if (orig(sig, NULL, &redirect_app_action[i]) != 0 || redirect_sig_apply((int)i) != 0) {
-			vlog_warn("VMA_HANDLE_SIGINTR=1: cannot install the handler of signal %d (%s); SIGINT and "
-				  "SIGTERM left to the application", sig, strerror(errno));
+			vlog_warn("cannot install libvma's handler of signal %d (%s): a signal that kills the "
+				  "process will not close offloaded TCP connections toward their peers", sig,
+				  strerror(errno));
 			/* All or nothing: put back what was installed already. */
 			for (size_t j = 0; j < i; j++)
 				orig(redirect_managed_signals[j], &redirect_app_action[j], NULL);
@@ -101,7 +112,8 @@ void redirect_signal_init(void)
 		}
 	}
 	__atomic_store_n(&redirect_sig_managed, true, __ATOMIC_RELEASE);
-	vlog_debug("SIGINT and SIGTERM handled by libvma (VMA_HANDLE_SIGINTR=1)");
+	vlog_debug("terminating signals pass through libvma's handler (cleanup before a default action%s)",
+		   g_cfg.handle_sigintr ? "; SIGINT/SIGTERM always, VMA_HANDLE_SIGINTR=1" : "");
 }
 
 /* Swaps the application's action of a managed signal while ours stays

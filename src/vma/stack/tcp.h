@@ -56,6 +56,7 @@ struct tcp_counters {
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
 	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
+	uint64_t tx_lost_rexmits;      /* resent holes found lost again in recovery (resent before the RTO) */
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* demux cost: pcb lookups and hash-chain entries they examined */
 	uint64_t lookups, lookup_steps;

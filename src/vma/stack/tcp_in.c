@@ -222,6 +222,9 @@ static void enter_recovery(struct tcp_pcb *pcb)
 	else if (pcb->fin_sent)
 		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
 	pcb->rexmit_next = pcb->snd_una + len;
+	pcb->rexmit_mark = pcb->snd_max;
+	pcb->rexmit_probe_backoff = 0;
+	tcp_arm_rexmit_probe(pcb);
 	tcp_arm_rto(pcb);
 }
 
@@ -244,6 +247,11 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		uint32_t before = tcp_sack_bytes(pcb);
 		tcp_sack_update(pcb, &seg->opt);
 		sack_news = tcp_sack_bytes(pcb) != before;
+		/* data sent after the last resent hole arrived and the hole is
+		 * still open (3 MSS, the DupThresh margin for reordering) */
+		if (sack_news && pcb->in_recovery && SEQ_GT(pcb->rexmit_next, seg->ack) &&
+		    tcp_sack_bytes_above(pcb, pcb->rexmit_mark) >= 3 * pcb->mss)
+			tcp_rexmit_lost_again(pcb);
 	}
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
 		uint32_t acked = seg->ack - pcb->snd_una;
@@ -268,11 +276,19 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 				/* full ACK (RFC 6582 3.2 step 3) */
 				pcb->in_recovery = false;
 				pcb->dupacks = 0;
+				pcb->rexmit_probe_at = 0;
 				pcb->cwnd = tcp_min32(pcb->ssthresh,
 						      tcp_max32(pcb->snd_max - pcb->snd_una, pcb->mss) + pcb->mss);
 				if (ctx->set.cc_algo == TCP_CC_NONE)
 					tcp_cc_init(pcb);
-			} else if (!pcb->sack_ok || !pcb->nsacked) {
+			} else if (pcb->sack_ok && pcb->nsacked) {
+				/* progress: the probe restarts from this ACK */
+				pcb->rexmit_probe_backoff = 0;
+				if (SEQ_GT(pcb->rexmit_next, pcb->snd_una))
+					tcp_arm_rexmit_probe(pcb);
+				else
+					pcb->rexmit_probe_at = 0;
+			} else {
 				/* partial ACK: the next hole is lost too */
 				uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
 				uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ?
@@ -295,14 +311,25 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 				return false;
 		}
 	} else if (seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
-		   ((!seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd) ||
-		    sack_news)) {
-		/* duplicate ACK (RFC 5681 section 2), or one bringing SACK news */
+		   (pcb->sack_ok && seg->opt.nsack ? sack_news :
+		    (!seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd))) {
+		/* Duplicate ACK (RFC 5681 section 2). With SACK only one bringing
+		 * new SACK information counts (RFC 6675 DupThresh): the D-SACK a
+		 * receiver sends for a duplicated segment is not a loss signal. */
 		pcb->dupacks++;
+		/* Early retransmit (RFC 5827): with fewer than four segments out,
+		 * three duplicate ACKs can never come, and only the RTO would. */
+		uint32_t out_segs = (pcb->snd_max - pcb->snd_una + pcb->mss - 1) / pcb->mss;
 		bool lost = pcb->dupacks >= 3 ||
-			    (pcb->sack_ok && tcp_sack_bytes(pcb) >= 3 * pcb->mss);
+			    (pcb->sack_ok && tcp_sack_bytes(pcb) >= 3 * pcb->mss) ||
+			    (out_segs < 4 && pcb->dupacks + 1 >= out_segs);
 		if (!pcb->in_recovery && lost && SEQ_GT(seg->ack, pcb->recover - 1))
 			enter_recovery(pcb);
+	}
+	if (pcb->in_recovery && pcb->rexmit_probe_at && ctx->now_ms >= pcb->rexmit_probe_at &&
+	    SEQ_GT(pcb->rexmit_next, pcb->snd_una)) {
+		pcb->rexmit_probe_backoff++;
+		tcp_rexmit_lost_again(pcb);
 	}
 	/* send window update (RFC 9293 3.10.7.4, fifth check) */
 	if (SEQ_LT(pcb->snd_wl1, seg->seq) ||
@@ -354,6 +381,8 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		if (SEQ_LT(seg->seq, pcb->rcv_nxt)) {
 			uint32_t skip = pcb->rcv_nxt - seg->seq;
 			ctx->cnt.rx_duplicate_bytes += skip;
+			tcp_rcv_dsack_note(pcb, seg->seq, pcb->rcv_nxt);
+			pcb->ack_now = true;   /* the D-SACK tells the sender at once */
 			b->data += skip;
 			b->len -= skip;
 			seg->seq = pcb->rcv_nxt;
@@ -457,8 +486,11 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 	}
 	if (!seq_acceptable(pcb, seg->seq, seg_space)) {
 		ctx->cnt.rx_out_of_window++;
-		if (SEQ_LT(seg->seq, pcb->rcv_nxt))
+		if (SEQ_LT(seg->seq, pcb->rcv_nxt)) {
 			ctx->cnt.rx_duplicate_bytes += seg->len;
+			if (seg->len)
+				tcp_rcv_dsack_note(pcb, seg->seq, seg->seq + seg->len);
+		}
 		if (!rst) {
 			if (pcb->state == TCP_TIME_WAIT && (seg->flags & TCP_FIN))
 				tcp_enter_time_wait(pcb);

@@ -107,7 +107,7 @@ uint32_t tcp_rcv_window(struct tcp_pcb *pcb)
 	return pcb->rcv_adv - pcb->rcv_nxt;
 }
 
-static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint8_t *o)
+static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uint8_t *o)
 {
 	uint32_t n = 0;
 
@@ -144,9 +144,15 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint8_t *o)
 		put32(o + n + 4, pcb->ts_recent);
 		n += 8;
 	}
-	if (pcb->sack_ok && pcb->ooo && !(flags & TCP_RST)) {
+	bool dsack = pcb->dsack_pending && !len && (flags & TCP_ACK);
+	if (pcb->sack_ok && (pcb->ooo || dsack) && !(flags & TCP_RST)) {
 		struct tcp_range r[TCP_SACK_MAX_BLOCKS];
-		unsigned nb = tcp_rcv_sack_blocks(pcb, r, pcb->ts_ok ? 3 : 4);
+		unsigned max = pcb->ts_ok ? 3 : 4, nb = 0;
+		if (dsack) {
+			r[nb++] = pcb->dsack;
+			pcb->dsack_pending = false;
+		}
+		nb += tcp_rcv_sack_blocks(pcb, r + nb, max - nb);
 		if (nb) {
 			o[n++] = 1; o[n++] = 1; o[n++] = 5; o[n++] = (uint8_t)(2 + 8 * nb);
 			for (unsigned i = 0; i < nb; i++) {
@@ -182,7 +188,7 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	e.wnd = (flags & TCP_SYN) ? (uint16_t)tcp_min32(win, 65535) : (uint16_t)(win >> pcb->rcv_wscale);
 	if ((flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK))
 		pcb->rcv_adv = pcb->rcv_nxt + e.wnd;   /* a SYN's window is never scaled */
-	e.optlen = build_opts(pcb, flags, e.opts);
+	e.optlen = build_opts(pcb, flags, len, e.opts);
 	if (flags & TCP_ACK) {
 		pcb->last_ack_sent = pcb->rcv_nxt;
 		/* data within a delayed-ACK time of the peer's: a request/response
@@ -358,7 +364,29 @@ static void resend_holes(struct tcp_pcb *pcb, uint32_t *pipe)
 		*pipe += len;
 		seq += len;
 		pcb->rexmit_next = seq;
+		pcb->rexmit_mark = pcb->snd_max;
+		if (!pcb->rexmit_probe_at)
+			tcp_arm_rexmit_probe(pcb);
 	}
+}
+
+/* About two round trips: an ACK for a resent hole is overdue by then. The
+ * clock is in ms, so on a sub-ms path srtt is 0-1 and the floor decides. */
+void tcp_arm_rexmit_probe(struct tcp_pcb *pcb)
+{
+	uint64_t wait = 2ull * pcb->srtt_ms + 4ull * pcb->rttvar_ms + 2;
+	wait <<= tcp_min32(pcb->rexmit_probe_backoff, 6);
+	if (wait > pcb->rto_ms)
+		wait = pcb->rto_ms;
+	pcb->rexmit_probe_at = pcb->ctx->now_ms + wait;
+}
+
+void tcp_rexmit_lost_again(struct tcp_pcb *pcb)
+{
+	pcb->rexmit_next = pcb->snd_una;
+	pcb->rexmit_mark = pcb->snd_max;
+	pcb->rexmit_probe_at = 0;
+	pcb->ctx->cnt.tx_lost_rexmits++;
 }
 
 int tcp_output(struct tcp_pcb *pcb)

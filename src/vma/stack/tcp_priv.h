@@ -85,6 +85,13 @@ struct tcp_pcb {
 	uint32_t cwnd, ssthresh, dupacks, recover, bytes_acked_ca;
 	bool in_recovery;
 	uint32_t rexmit_next;            /* SACK recovery: holes below this were resent */
+	/* Lost retransmissions (a RACK-like shortcut past the RTO): snd_max
+	 * when the last hole was resent; SACKs for 3 MSS above it, or the
+	 * recovery probe timer expiring without snd_una moving, mean the
+	 * resent holes are lost again and are resent once more. */
+	uint32_t rexmit_mark;
+	uint64_t rexmit_probe_at;        /* absolute ms, 0 = off */
+	uint32_t rexmit_probe_backoff;
 	struct tcp_range sacked[TCP_SCOREBOARD_MAX];
 	unsigned nsacked;
 	struct tcp_cc_state cc;
@@ -102,6 +109,10 @@ struct tcp_pcb {
 	struct ring_buf *ooo;            /* sorted by scratch[0] (seq), via link */
 	uint32_t ooo_count, ooo_mem;
 	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
+	/* D-SACK (RFC 2883) for a duplicate just received; it rides on the
+	 * next pure ACK only, once, so a data segment never grows past the MSS */
+	struct tcp_range dsack;
+	bool dsack_pending;
 	bool ack_now, ack_delayed;
 	/* Interactive (request/response) mode, as Linux's "pingpong": set when
 	 * our data carried a delayed ACK, cleared when the delack timer had to
@@ -192,17 +203,22 @@ uint32_t tcp_rcv_window(struct tcp_pcb *pcb);
 uint32_t tcp_flight(const struct tcp_pcb *pcb);
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n);
 void tcp_arm_rto(struct tcp_pcb *pcb);
+/* Recovery: the resent holes are taken as lost again (resent by tcp_output). */
+void tcp_rexmit_lost_again(struct tcp_pcb *pcb);
+void tcp_arm_rexmit_probe(struct tcp_pcb *pcb);
 
 /* tcp_sack.c */
 void tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o);
 void tcp_sack_trim(struct tcp_pcb *pcb);               /* drop blocks below snd_una */
 uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb);
 uint32_t tcp_sack_highest(const struct tcp_pcb *pcb);
+uint32_t tcp_sack_bytes_above(const struct tcp_pcb *pcb, uint32_t seq);
 bool tcp_sack_is_sacked(const struct tcp_pcb *pcb, uint32_t seq, uint32_t *run_end);
 bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq);
 struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
 void tcp_ooo_free(struct tcp_pcb *pcb);
 void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
+void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
 unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, struct tcp_range *out, unsigned max);
 
 /* tcp_cc.c */

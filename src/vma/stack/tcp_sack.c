@@ -74,6 +74,18 @@ uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb)
 	return n;
 }
 
+uint32_t tcp_sack_bytes_above(const struct tcp_pcb *pcb, uint32_t seq)
+{
+	uint32_t n = 0;
+	for (unsigned i = 0; i < pcb->nsacked; i++) {
+		uint32_t s = pcb->sacked[i].start, e = pcb->sacked[i].end;
+		if (SEQ_LEQ(e, seq))
+			continue;
+		n += e - (SEQ_GT(s, seq) ? s : seq);
+	}
+	return n;
+}
+
 uint32_t tcp_sack_highest(const struct tcp_pcb *pcb)
 {
 	return pcb->nsacked ? pcb->sacked[pcb->nsacked - 1].end : pcb->snd_una;
@@ -113,8 +125,10 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pp = &(*pp)->link;
 	/* Covered entirely by one neighbour: a duplicate. */
 	for (struct ring_buf *b = pcb->ooo; b; b = b->link)
-		if (SEQ_LEQ(OOO_SEQ(b), seq) && SEQ_GEQ(OOO_SEQ(b) + b->len, end))
+		if (SEQ_LEQ(OOO_SEQ(b), seq) && SEQ_GEQ(OOO_SEQ(b) + b->len, end)) {
+			tcp_rcv_dsack_note(pcb, seq, end);
 			return false;
+		}
 	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes) {
 		pcb->ctx->cnt.rx_ooo_dropped++;
 		return false;
@@ -183,6 +197,17 @@ void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end)
 	memmove(pcb->sack_recent + 1, pcb->sack_recent, 2 * sizeof(pcb->sack_recent[0]));
 	pcb->sack_recent[0].start = seq;
 	pcb->sack_recent[0].end = end;
+}
+
+/* A duplicate [seq, end) arrived (RFC 2883): reported as the first block of
+ * the next ACK, so the sender can tell duplication from loss (as Linux). */
+void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end)
+{
+	if (!pcb->sack_ok || !SEQ_LT(seq, end))
+		return;
+	pcb->dsack.start = seq;
+	pcb->dsack.end = end;
+	pcb->dsack_pending = true;
 }
 
 /* The contiguous queued run that contains [s, e). */

@@ -49,13 +49,32 @@ static void on_rto(struct tcp_pcb *pcb)
 	tcp_cc_on_rto(pcb);
 	pcb->backoff++;
 	pcb->snd_nxt = pcb->snd_una;
-	pcb->nsacked = 0;          /* the peer may renege: resend everything */
+	/* The scoreboard stays (as Linux without reneging evidence): resending
+	 * what the peer already SACKed would only draw D-SACKs. */
 	pcb->in_recovery = false;
+	pcb->rexmit_probe_at = 0;
+	/* ...unless it looks reneged: the ACK stops at SACKed data, or this
+	 * is a repeated expiry (RFC 2018 section 8) */
+	if (pcb->backoff > 1 || (pcb->nsacked && pcb->sacked[0].start == pcb->snd_una))
+		pcb->nsacked = 0;
 	pcb->dupacks = 0;
 	pcb->rtt_timing = false;   /* Karn */
 	pcb->recover = pcb->snd_max;
 	tcp_output(pcb);
 	tcp_arm_rto(pcb);
+}
+
+/* No ACK for a resent hole in about two round trips while in recovery: it
+ * was lost too. Resending it now costs one segment; the RTO would cost
+ * at least rto_min and the whole window. */
+static void on_rexmit_probe(struct tcp_pcb *pcb)
+{
+	pcb->rexmit_probe_at = 0;
+	if (!pcb->in_recovery || !SEQ_GT(pcb->rexmit_next, pcb->snd_una))
+		return;
+	pcb->rexmit_probe_backoff++;
+	tcp_rexmit_lost_again(pcb);
+	tcp_output(pcb);
 }
 
 static void on_persist(struct tcp_pcb *pcb)
@@ -118,7 +137,9 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			pcb->pingpong = false;   /* no reply came in time */
 			tcp_send_ack(pcb);
 		}
-		if (pcb->rto_at && now_ms >= pcb->rto_at)
+		if (pcb->rexmit_probe_at && now_ms >= pcb->rexmit_probe_at)
+			on_rexmit_probe(pcb);
+		if (!pcb->dead && pcb->rto_at && now_ms >= pcb->rto_at)
 			on_rto(pcb);
 		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)
 			on_persist(pcb);
