@@ -90,6 +90,12 @@ static int redirect_sig_apply(int slot)
 	struct sigaction ours = *app;
 	ours.sa_sigaction = redirect_sig_handler;
 	ours.sa_flags = (app->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	/* Behind a default action the process ends anyway: restartable, so a
+	 * blocking call never sees EINTR from a signal the application does
+	 * not handle (and the "every handler restarts" test of our blocking
+	 * paths stays true). */
+	if (!(app->sa_flags & SA_SIGINFO) && app->sa_handler == SIG_DFL)
+		ours.sa_flags |= SA_RESTART;
 	return orig(sig, &ours, NULL);
 }
 
