@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,6 +139,12 @@ static int sock_offload_engine_drain(void *arg, int budget)
 		ring_tx_flush(ifc->ring);
 	}
 	sock_offload_unlock_raw(ctx);
+	/* A poll()/select() sleeper on this ring's wait fd may have been
+	 * woken by these packets and found the ring empty when it looked
+	 * again: the eventfd every sleeper also waits on tells it to look at
+	 * the sockets instead. */
+	if (done > 0 && ctx->drain_wake_fd >= 0)
+		eventfd_write(ctx->drain_wake_fd, 1);
 	return done;
 }
 
@@ -270,6 +277,7 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 
 static bool sock_offload_build(struct sock_offload *ctx)
 {
+	ctx->drain_wake_fd = -1;
 	int err = net_open(&ctx->net);
 	if (err < 0) {
 		vlog_warn("UDP offload disabled: cannot read the network configuration (%s)", strerror(-err));
@@ -324,6 +332,7 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		net_close(ctx->net);
 		return false;
 	}
+	ctx->drain_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ctx->tcp_period_ms = SOCK_OFFLOAD_TICK_MS;
 	sock_offload_tcp_create(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
@@ -506,6 +515,11 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		if (ring_tx_pending(ctx->ifs[i].ring))
 			ring_tx_flush(ctx->ifs[i].ring);
+	/* The internal thread delivered packets since the last sleep: some
+	 * socket may be ready, so look again before sleeping. */
+	eventfd_t drained = 0;
+	if (ctx->drain_wake_fd >= 0 && eventfd_read(ctx->drain_wake_fd, &drained) == 0 && drained)
+		return -1;
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		int armed = ring_wait_arm(ctx->ifs[i].ring);
 		if (armed == 1)
@@ -513,6 +527,8 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 		if (armed == 0 && count < max)
 			fds[count++] = ring_wait_fd(ctx->ifs[i].ring);
 	}
+	if (ctx->drain_wake_fd >= 0 && count < max)
+		fds[count++] = ctx->drain_wake_fd;
 	return count;
 }
 

@@ -55,6 +55,10 @@ struct sock_offload {
 	/* Set under lock at exit (rings closed) or in a forked child: every
 	 * socket then serves its calls from the kernel socket. */
 	bool dead;
+	/* Written by the internal thread after it delivered packets; read
+	 * (reset) by every wait_prepare and slept on with the rings' wait fds,
+	 * so a sleeper whose packets the internal thread took still wakes. */
+	int drain_wake_fd;
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */
