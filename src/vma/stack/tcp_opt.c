@@ -4,6 +4,7 @@
 
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #define OPT_END      0
 #define OPT_NOP      1
@@ -128,6 +129,15 @@ uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip
 	uint64_t m0 = (uint64_t)lip << 32 | rip;
 	uint64_t m1 = ((uint64_t)lport << 16 | rport) | (12ull << 56);
 	uint32_t f = (uint32_t)siphash_2_4(ctx->isn_key, m0, m1);
-	/* M: a clock ticking every 4 microseconds. */
-	return (uint32_t)(ctx->now_ms * 250u) + f;
+	/* M: a fine monotonic clock (64 ns ticks, as Linux). Not the stack's
+	 * millisecond clock: a connection that reuses a port within the same
+	 * millisecond (the kernel picks our ports and may hand the same one back
+	 * at once) would get the same ISN, and a peer still in TIME_WAIT would
+	 * answer its SYN with an ACK instead of accepting it (1 s RTO stall). The
+	 * stack's clock still counts, so a test clock moving faster than real
+	 * time keeps ISNs increasing. */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t ticks = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) >> 6;
+	return (uint32_t)(ticks + ctx->now_ms * 15625u) + f;
 }
