@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "config/cfg_params.h"
 #include "engine/engine_net.h"
 #include "log/vlog.h"
+#include "redirect/redirect_orig.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
@@ -587,4 +589,35 @@ void sock_offload_after_fork_child(void)
 	__atomic_store_n(&sock_offload_ctx.dead, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	ring_mgr_forget_after_fork();
+}
+
+/* Whether Linux would restart a blocking call a handler interrupted: the
+ * signal is not known here, so only when every installed handler has
+ * SA_RESTART (libvma's own handler behind a default action has it). */
+bool sock_offload_signal_restarts(void)
+{
+	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
+	if (!get)
+		return false;
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || get(sig, NULL, &sa) != 0)
+			continue;
+		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
+							 : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+		if (handled && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+int sock_offload_wait_prepare(struct sock_offload *ctx, int *fds, int max)
+{
+	if (!ctx)
+		return 0;
+	sock_offload_lock(ctx);
+	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
+	sock_offload_unlock(ctx);
+	return n;
 }

@@ -120,6 +120,12 @@ void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const s
 /* Arms every ring's wait fd and stores up to max of them. Lock held.
  * Returns the count, or -1 when a ring already has packets (do not sleep). */
 int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max);
+/* The same, taking the lock; 0 when ctx is NULL (the socket is on the
+ * kernel path). The wait_prepare op of every offloaded kind. */
+int sock_offload_wait_prepare(struct sock_offload *ctx, int *fds, int max);
+/* Whether a blocking call interrupted by a signal handler restarts
+ * (SA_RESTART on every installed handler). */
+bool sock_offload_signal_restarts(void);
 
 /* Lock held: delivers a copy of a multicast datagram just sent on if_slot
  * to this process's own member sockets (IP_MULTICAST_LOOP). Other

@@ -553,13 +553,7 @@ static int sock_tcp_progress(struct sock_obj *obj)
 
 static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
-	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
-	if (!ctx)
-		return 0;
-	sock_offload_lock(ctx);
-	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
-	sock_offload_unlock(ctx);
-	return n;
+	return sock_offload_wait_prepare(sock_tcp_ctx(sock_tcp_of(obj)), fds, max);
 }
 
 /* ---- lifecycle ---- */

@@ -16,25 +16,6 @@
 #define SOCK_TCP_SLEEP_CAP_MS 200
 #define SOCK_TCP_SENDFILE_CHUNK 65536
 
-/* Whether Linux would restart the call after a handler interrupted the
- * sleep (same rule as the UDP kind: every handler has SA_RESTART). */
-static bool sock_tcp_signal_restarts(void)
-{
-	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
-	if (!get)
-		return false;
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
-		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || get(sig, NULL, &sa) != 0)
-			continue;
-		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
-							 : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
-		if (handled && !(sa.sa_flags & SA_RESTART))
-			return false;
-	}
-	return true;
-}
 
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
 		   bool (*ready)(const struct sock_tcp *s))
@@ -78,7 +59,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		eventfd_read(s->wake_fd, &drained);
 	}
 	if (r < 0) {
-		if (saved == EINTR && !deadline_ms && sock_tcp_signal_restarts())
+		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
 		errno = saved;
 		return saved == EINTR ? -1 : 0;

@@ -118,31 +118,6 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 	return ret;
 }
 
-/* After a handler interrupted our sleep: whether Linux would restart the
- * recv. It restarts when the handler has SA_RESTART and no SO_RCVTIMEO is
- * set. poll() does not say which signal ran, so the recv restarts only when
- * every signal with a handler has SA_RESTART (any handler without it may
- * have been the one, and then the application expects EINTR). Fault
- * signals are left out: they come from the faulting instruction, never
- * into a sleep, and runtimes (sanitizers, JVMs) install them without
- * SA_RESTART. */
-static bool sock_udp_signal_restarts(void)
-{
-	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
-	if (!get)
-		return false;
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
-		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || get(sig, NULL, &sa) != 0)
-			continue;
-		bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
-							 : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
-		if (handled && !(sa.sa_flags & SA_RESTART))
-			return false;
-	}
-	return true;
-}
 
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
  * Returns 0 after a wake-up or a restartable signal, -1 with EAGAIN
@@ -188,7 +163,7 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 		return -1;
 	}
 	if (r < 0) {
-		if (saved == EINTR && !deadline_ms && sock_udp_signal_restarts())
+		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
 		errno = saved;
 		return saved == EINTR ? -1 : 0;
