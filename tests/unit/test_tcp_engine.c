@@ -163,8 +163,18 @@ START_TEST(rto_backoff_doubles_to_cap_and_resets)
 	tcp_pcb_get_info(a, &in);
 	uint32_t rto = in.rto_ms;
 	ck_assert_uint_eq(rto, 200);   /* rto_min with a ~2 ms RTT */
-	uint64_t expect[] = { 200, 400, 800, 1600, 1600 };
+	/* one tail loss probe at PTO (10 ms floor + 40 ms delayed-ACK allowance
+	 * for a single segment), no backoff; then the RTO, still counted from
+	 * the original send, and its doublings */
 	uint64_t last = w->side[0].frames_sent, t0 = w->now;
+	while (w->side[0].frames_sent == last)
+		th_step(w);
+	last = w->side[0].frames_sent;
+	ck_assert_uint_eq(w->now - t0, 50);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->tx_tail_probes, 1);
+	tcp_pcb_get_info(a, &in);
+	ck_assert_uint_eq(in.backoff, 0);
+	uint64_t expect[] = { 150, 400, 800, 1600, 1600 };
 	for (unsigned i = 0; i < 5; i++) {
 		uint64_t start = w->now;
 		while (w->side[0].frames_sent == last)
@@ -176,12 +186,73 @@ START_TEST(rto_backoff_doubles_to_cap_and_resets)
 		tcp_pcb_get_info(a, &in);
 		ck_assert_uint_eq(in.backoff, i + 1);
 	}
-	(void)t0;
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->tx_tail_probes, 1);
 	w->drop_all = false;
 	th_run(w, 2000);
 	tcp_pcb_get_info(a, &in);
 	ck_assert_uint_eq(in.backoff, 0);
 	ck_assert_uint_eq(w->side[1].rx_bytes, 1000);
+}
+END_TEST
+
+/* The receiver's last ACK for a flight is lost: nothing else would come
+ * back, so without a tail loss probe only the RTO (200 ms, then cwnd 1)
+ * would move. The probe at PTO (2*srtt, 10 ms floor, off the 10 ms timer
+ * grid) draws the ACK; no RTO, cwnd untouched. */
+START_TEST(tail_loss_probe_recovers_lost_last_ack)
+{
+	open_pair();
+	struct tcp_pcb *a = w->side[0].pcb;
+	struct tcp_pcb_info in;
+	th_run(w, 20);
+	tcp_pcb_get_info(a, &in);
+	/* one flight of 9 full segments (within the initial window) in one
+	 * write: the receiver ACKs the first at once (quickack) then every
+	 * second one, so the lost last ACK covers two and PTO has no
+	 * delayed-ACK allowance */
+	uint32_t goal = 9 * (in.mss - (in.ts_ok ? 12 : 0));
+	static uint8_t data[16384];
+	ck_assert_uint_le(goal, sizeof(data));
+	uint32_t end = in.snd_una + goal, cwnd0 = in.cwnd;
+	ck_assert_uint_eq(tcp_ctx_next_deadline_ms(w->side[0].tcp), UINT64_MAX);
+	w->drop_ack_once[1] = end;
+	for (uint32_t i = 0; i < goal; i++)
+		data[i] = th_pattern(i);
+	w->side[0].tx_goal = w->side[0].tx_bytes = goal;   /* no pump */
+	uint64_t t0 = w->now;
+	ck_assert_int_eq(tcp_write(a, data, goal, 0), (int)goal);
+	tcp_pcb_get_info(a, &in);
+	ck_assert_uint_eq(in.snd_nxt, end);   /* all of it left at once */
+	while (w->side[1].rx_bytes < goal && w->now < t0 + 100)
+		th_step(w);
+	uint64_t t_rx = w->now;
+	ck_assert_uint_lt(t_rx, t0 + 100);
+	/* the engine says when to call it: the probe, well before the RTO */
+	uint64_t due = tcp_ctx_next_deadline_ms(w->side[0].tcp);
+	ck_assert_uint_gt(due, t_rx - 2);
+	ck_assert_uint_le(due, t_rx + 12);
+	for (;;) {
+		tcp_pcb_get_info(a, &in);
+		if (in.snd_una == end || w->now > t_rx + 1000)
+			break;
+		th_step(w);
+	}
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_eq(in.snd_una, end);
+	ck_assert_msg(w->now - t_rx <= 13, "recovered %llu ms after the last ACK was lost",
+		      (unsigned long long)(w->now - t_rx));
+	ck_assert_uint_eq(c->tx_tail_probes, 1);
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+	ck_assert_uint_eq(c->tx_fast_retransmits, 0);
+	ck_assert_uint_eq(c->tx_retransmits, 1);
+	ck_assert_uint_ge(in.cwnd, cwnd0);
+	ck_assert_uint_eq(in.backoff, 0);
+	ck_assert_uint_eq(w->side[1].rx_bytes, goal);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	th_run(w, 300);   /* nothing more: no RTO behind the probe */
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+	ck_assert_uint_eq(c->tx_tail_probes, 1);
+	ck_assert_uint_eq(tcp_ctx_next_deadline_ms(w->side[0].tcp), UINT64_MAX);
 }
 END_TEST
 
@@ -348,6 +419,7 @@ static Suite *suite(void)
 	tcase_add_test(t, stream_loss_5pct);
 	tcase_add_test(t, stream_cubic_lossy);
 	tcase_add_test(t, rto_backoff_doubles_to_cap_and_resets);
+	tcase_add_test(t, tail_loss_probe_recovers_lost_last_ack);
 	tcase_add_test(t, fast_retransmit_after_three_dupacks);
 	tcase_add_test(t, sack_resends_only_holes);
 	tcase_add_test(t, newreno_halves);

@@ -53,6 +53,12 @@ static int side_tx_send(void *ctx, struct ring_buf *b)
 		return 0;
 	}
 	struct th_tcp t;
+	if (w->drop_ack_once[s->index] && th_parse(b, &t) && !t.len && !(t.flags & 0x07) &&
+	    t.ack == w->drop_ack_once[s->index]) {
+		w->drop_ack_once[s->index] = 0;
+		ring_buf_free(b);
+		return 0;
+	}
 	if (th_parse(b, &t) && t.len) {
 		long nth = (long)++w->data_frames[s->index];
 		for (int i = 0; i < 8; i++) {

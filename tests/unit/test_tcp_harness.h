@@ -43,6 +43,7 @@ struct th_wire {
 	bool drop_all;
 	long drop_nth_data[2][8];      /* data frames from side i to drop (1-based counts), 0 = unused */
 	uint64_t data_frames[2];
+	uint32_t drop_ack_once[2];     /* the next pure ACK from side i with this ack number is dropped; 0 = off */
 	bool capture;                  /* frames are kept in captured[] instead of delivered */
 	struct ring_buf *captured[256];
 	unsigned ncaptured;

@@ -21,6 +21,12 @@
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
 #define SOCK_OFFLOAD_TICK_MS 100
+/* The internal thread's tick period: a TCP deadline (RTO, tail loss probe,
+ * delayed ACK) is run within this of being due even when no application
+ * thread polls. A tick with nothing due is a trylock and two compares. */
+#define SOCK_OFFLOAD_FINE_TICK_MS 10
+/* Next stats refresh / send backstop by the tick (one context per process). */
+static uint64_t sock_offload_tick_routine_ms;
 /* How long the exit hook waits for a thread inside a progress pass. */
 #define SOCK_OFFLOAD_EXIT_LOCK_TRIES 100000
 
@@ -109,11 +115,19 @@ static void sock_offload_input_batch(struct sock_offload *ctx, struct sock_offlo
 		tcp_rx_batch_end(ctx->tcp);
 }
 
-/* Runs the stack's timers (IP reassembly, TCP) when due. Lock held. */
+/* Runs the stack's timers (IP reassembly, TCP) when due: the routine pass
+ * every tcp_period_ms, and the TCP engine alone as soon as one of its
+ * deadlines (RTO, tail loss probe, delayed ACK, persist) is reached, so they
+ * fire on time rather than on the tcp_period_ms grid. Lock held. */
 static void sock_offload_timers_locked(struct sock_offload *ctx, uint64_t now)
 {
-	if (now < ctx->timers_next_ms)
+	if (now < ctx->timers_next_ms) {
+		if (ctx->tcp && now >= tcp_ctx_next_deadline_ms(ctx->tcp)) {
+			stack_clock_set(ctx->stack, now);
+			tcp_timer_tick(ctx->tcp, now);
+		}
 		return;
+	}
 	ctx->timers_next_ms = now + ctx->tcp_period_ms;
 	stack_timer_tick(ctx->stack, now);
 	if (ctx->tcp)
@@ -207,13 +221,19 @@ static void sock_offload_tick(void *arg)
 	if (pthread_spin_trylock(&ctx->lock) != 0)
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
-		sock_offload_timers_locked(ctx, engine_now_ms());
-		/* Backstop for sends held in a burst when the progress engine is
-		 * off or keeps being skipped. */
-		for (unsigned i = 0; i < ctx->nifs; i++)
-			if (ring_tx_pending(ctx->ifs[i].ring))
-				ring_tx_flush(ctx->ifs[i].ring);
-		sock_offload_stats_refresh_locked(ctx);
+		uint64_t now = engine_now_ms();
+		sock_offload_timers_locked(ctx, now);
+		if (now >= sock_offload_tick_routine_ms) {
+			uint32_t period = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms :
+										    SOCK_OFFLOAD_TICK_MS;
+			sock_offload_tick_routine_ms = now + period;
+			/* Backstop for sends held in a burst when the progress
+			 * engine is off or keeps being skipped. */
+			for (unsigned i = 0; i < ctx->nifs; i++)
+				if (ring_tx_pending(ctx->ifs[i].ring))
+					ring_tx_flush(ctx->ifs[i].ring);
+			sock_offload_stats_refresh_locked(ctx);
+		}
 	}
 	pthread_spin_unlock(&ctx->lock);
 }
@@ -341,7 +361,8 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
 		sock_offload_stats_attach(i, &ctx->ifs[i]);
 	}
-	uint32_t tick = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms : SOCK_OFFLOAD_TICK_MS;
+	uint32_t tick = ctx->tcp_period_ms < SOCK_OFFLOAD_FINE_TICK_MS ? ctx->tcp_period_ms :
+									SOCK_OFFLOAD_FINE_TICK_MS;
 	engine_timer_init(&ctx->tick);
 	engine_timer_add(&ctx->tick, tick, tick, sock_offload_tick, ctx);
 	engine_exit_hook_add(sock_offload_exit, ctx, 0);

@@ -57,6 +57,7 @@ struct tcp_counters {
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
 	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
 	uint64_t tx_lost_rexmits;      /* resent holes found lost again in recovery (resent before the RTO) */
+	uint64_t tx_tail_probes;       /* tail loss probes sent (RFC 8985 section 7) */
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* demux cost: pcb lookups and hash-chain entries they examined */
 	uint64_t lookups, lookup_steps;
@@ -192,7 +193,14 @@ void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *l
 		      uint32_t *remote_ip, uint16_t *remote_port);
 const char *tcp_state_name(enum tcp_state s);
 
-/* Called by stack_timer_tick; exposed for callers that drive TCP alone. */
+/* Called by stack_timer_tick; exposed for callers that drive TCP alone.
+ * Runs every timer that is due at now_ms (any time it is called); the
+ * routine scan (keepalive, TIME_WAIT) keeps the timer_resolution_ms period. */
 void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms);
+/* Earliest deadline (ms, the tcp_timer_tick clock) of a retransmission, tail
+ * loss probe, recovery probe, delayed ACK or persist timer of any pcb;
+ * UINT64_MAX when no pcb has one. O(1); it may be
+ * early (a cancelled timer), never late: call tcp_timer_tick when reached. */
+uint64_t tcp_ctx_next_deadline_ms(const struct tcp_ctx *ctx);
 
 #endif

@@ -226,6 +226,7 @@ static void enter_recovery(struct tcp_pcb *pcb)
 	pcb->rexmit_probe_backoff = 0;
 	tcp_arm_rexmit_probe(pcb);
 	tcp_arm_rto(pcb);
+	pcb->tlp_at = 0;   /* recovery has its own probe */
 }
 
 /* ACK processing (step five). false: the segment is done with. */
@@ -305,6 +306,8 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			pcb->rto_at = 0;
 		else
 			tcp_arm_rto(pcb);
+		pcb->tlp_sent = false;   /* a new flight may probe again */
+		tcp_arm_tlp(pcb);
 		if (data_acked && pcb->cb.sent) {
 			pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
 			if (callback_killed(pcb))
@@ -413,7 +416,7 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			if (pcb->quickack || filled_hole || pcb->segs_unacked >= 2 || (seg->flags & TCP_PSH && pcb->quickack))
 				pcb->ack_now = true;
 			else if (!pcb->delack_at)
-				pcb->delack_at = ctx->now_ms + ctx->set.delack_ms;
+				pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
 			if (seg->flags & TCP_PSH)
 				pcb->ack_pushed = true;
 			deliver(pcb, b);

@@ -280,7 +280,7 @@ void tcp_arm_rto(struct tcp_pcb *pcb)
 	uint64_t rto = (uint64_t)pcb->rto_ms << pcb->backoff;
 	if (rto > pcb->ctx->set.rto_max_ms)
 		rto = pcb->ctx->set.rto_max_ms;
-	pcb->rto_at = pcb->ctx->now_ms + rto;
+	pcb->rto_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + rto);
 }
 
 int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flags)
@@ -378,7 +378,38 @@ void tcp_arm_rexmit_probe(struct tcp_pcb *pcb)
 	wait <<= tcp_min32(pcb->rexmit_probe_backoff, 6);
 	if (wait > pcb->rto_ms)
 		wait = pcb->rto_ms;
-	pcb->rexmit_probe_at = pcb->ctx->now_ms + wait;
+	pcb->rexmit_probe_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + wait);
+}
+
+/* PTO (RFC 8985 section 7.2): two round trips, at least TCP_TLP_MIN_MS (the
+ * ms clock and a peer's scheduling make shorter ones spurious); with one
+ * segment out the peer may hold its ACK for the delayed-ACK timer, so that
+ * allowance is added (Linux's minimum delayed ACK). A PTO at or after the
+ * RTO is pointless: the RTO acts first. */
+#define TCP_TLP_MIN_MS 10u
+#define TCP_TLP_DELACK_ALLOWANCE_MS 40u
+void tcp_arm_tlp(struct tcp_pcb *pcb)
+{
+	pcb->tlp_at = 0;
+	switch (pcb->state) {
+	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING:
+	case TCP_LAST_ACK:
+		break;
+	default:
+		return;
+	}
+	/* not in any recovery: fast recovery has its own probe, and after an
+	 * RTO (backoff until a new ACK) the whole flight is being resent */
+	if (pcb->tlp_sent || pcb->in_recovery || pcb->backoff || pcb->snd_una == pcb->snd_max ||
+	    !pcb->rto_at ||
+	    (!pcb->srtt_ms && !pcb->rttvar_ms))
+		return;
+	uint64_t pto = tcp_max32(2 * pcb->srtt_ms, TCP_TLP_MIN_MS);
+	if (pcb->snd_max - pcb->snd_una <= pcb->mss)
+		pto += TCP_TLP_DELACK_ALLOWANCE_MS;
+	uint64_t at = pcb->ctx->now_ms + pto;
+	if (at < pcb->rto_at)
+		pcb->tlp_at = tcp_deadline(pcb->ctx, at);
 }
 
 void tcp_rexmit_lost_again(struct tcp_pcb *pcb)
@@ -466,9 +497,13 @@ int tcp_output(struct tcp_pcb *pcb)
 	 * is in flight to bring a window update back. */
 	if (!pcb->snd_wnd && SEQ_LT(pcb->snd_nxt, data_end) && pcb->snd_nxt == pcb->snd_una) {
 		if (!pcb->persist_at)
-			pcb->persist_at = pcb->ctx->now_ms + tcp_max32(pcb->rto_ms, pcb->ctx->set.rto_min_ms);
+			pcb->persist_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms +
+						       tcp_max32(pcb->rto_ms, pcb->ctx->set.rto_min_ms));
 		pcb->rto_at = 0;
+		pcb->tlp_at = 0;
 	}
+	if (sent_any && pcb->rto_at)
+		tcp_arm_tlp(pcb);   /* measured from the last segment of the flight */
 	if (!sent_any && pcb->ack_now)
 		tcp_send_ack(pcb);
 	return 0;

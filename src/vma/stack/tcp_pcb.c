@@ -86,6 +86,7 @@ struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
 	ctx->st = st;
 	ctx->nif = nif;
 	ctx->set = *set;
+	ctx->deadline_min = UINT64_MAX;
 	if (!ctx->set.timer_resolution_ms)
 		ctx->set.timer_resolution_ms = 100;
 	if (!ctx->set.rto_min_ms)
@@ -529,6 +530,7 @@ void tcp_pcb_done(struct tcp_pcb *pcb)
 	tcp_estab_count(pcb, false);
 	pcb->state = TCP_CLOSED;
 	pcb->rto_at = pcb->delack_at = pcb->persist_at = pcb->keepalive_at = pcb->timewait_at = 0;
+	pcb->tlp_at = 0;
 	pcb->keepalive = false;
 	tcp_ooo_free(pcb);
 }
@@ -575,6 +577,7 @@ void tcp_enter_time_wait(struct tcp_pcb *pcb)
 		pcb->sbuf_off = 0;
 	}
 	pcb->rto_at = pcb->persist_at = pcb->keepalive_at = pcb->delack_at = 0;
+	pcb->tlp_at = 0;
 	pcb->timewait_at = pcb->ctx->now_ms + pcb->ctx->set.time_wait_ms;
 	if (!pcb->timewait_at)
 		pcb->timewait_at = 1;

@@ -129,6 +129,11 @@ struct tcp_pcb {
 	/* timers: absolute ms, 0 = off */
 	uint64_t rto_at, delack_at, persist_at, keepalive_at, timewait_at, idle_since;
 	uint32_t persist_backoff, keepalive_sent;
+	/* Tail loss probe (RFC 8985 section 7): when no ACK comes for PTO with
+	 * data out, one segment goes to draw an ACK (or SACK) instead of waiting
+	 * for the RTO. One per flight: tlp_sent is cleared by an ACK advancing. */
+	uint64_t tlp_at;
+	bool tlp_sent;
 };
 
 enum { TCP_HASH_NONE, TCP_HASH_CONN, TCP_HASH_PORT };
@@ -145,6 +150,10 @@ struct tcp_ctx {
 	struct tcp_settings set;
 	struct tcp_counters cnt;
 	uint64_t now_ms, next_fast_ms, next_slow_ms;
+	/* Lower bound of every pcb's fine deadline (RTO, TLP, recovery probe,
+	 * delayed ACK, persist); UINT64_MAX = none. Lowered when one is armed,
+	 * made exact by each timer scan, so a stale value only costs a scan. */
+	uint64_t deadline_min;
 	struct tcp_pcb *pcbs;
 	unsigned npcbs, ndead;
 	struct tcp_hash conns;           /* synchronized/SYN pcbs by 4-tuple */
@@ -206,6 +215,7 @@ void tcp_arm_rto(struct tcp_pcb *pcb);
 /* Recovery: the resent holes are taken as lost again (resent by tcp_output). */
 void tcp_rexmit_lost_again(struct tcp_pcb *pcb);
 void tcp_arm_rexmit_probe(struct tcp_pcb *pcb);
+void tcp_arm_tlp(struct tcp_pcb *pcb);                 /* (re)arms or stops the tail loss probe */
 
 /* tcp_sack.c */
 void tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o);
@@ -229,6 +239,15 @@ void tcp_cc_on_rto(struct tcp_pcb *pcb);
 
 /* tcp_timer.c */
 void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);
+
+/* Every fine timer is armed through this, so the socket layer learns when
+ * to run tcp_timer_tick (tcp_ctx_next_deadline_ms). */
+static inline uint64_t tcp_deadline(struct tcp_ctx *ctx, uint64_t at)
+{
+	if (at < ctx->deadline_min)
+		ctx->deadline_min = at;
+	return at;
+}
 
 static inline uint32_t tcp_min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static inline uint32_t tcp_max32(uint32_t a, uint32_t b) { return a > b ? a : b; }

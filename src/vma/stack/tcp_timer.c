@@ -1,4 +1,5 @@
-/* TCP timers, driven by stack_timer_tick at VMA_TCP_TIMER_RESOLUTION_MSEC:
+/* TCP timers, driven by stack_timer_tick (at their deadline, or at the
+ * VMA_TCP_TIMER_RESOLUTION_MSEC grid):
  * delayed ACK, retransmission (RFC 6298, exponential backoff to rto_max),
  * persist (zero-window probes), keepalive and TIME_WAIT. Every deadline is
  * an absolute time on the caller's clock, so tests are deterministic. */
@@ -44,6 +45,8 @@ static void on_rto(struct tcp_pcb *pcb)
 		tcp_arm_rto(pcb);
 		return;
 	}
+	pcb->tlp_at = 0;
+	pcb->tlp_sent = false;
 	if (pcb->snd_una == pcb->snd_max)
 		return;
 	tcp_cc_on_rto(pcb);
@@ -77,6 +80,45 @@ static void on_rexmit_probe(struct tcp_pcb *pcb)
 	tcp_output(pcb);
 }
 
+/* Tail loss probe (RFC 8985 section 7.3): no ACK for PTO with data out, so
+ * either the tail of the flight or its ACK was lost. One segment draws an
+ * ACK (with SACK or D-SACK) that starts fast recovery, or simply acknowledges
+ * everything when only the ACK was lost; cwnd is untouched and the RTO stays
+ * armed behind it. New data first (it tells more), else the last segment. */
+static void on_tlp(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	uint32_t seg_max = tcp_seg_max(pcb);
+
+	pcb->tlp_at = 0;
+	if (pcb->tlp_sent || pcb->in_recovery || pcb->snd_una == pcb->snd_max || !pcb->rto_at)
+		return;
+	pcb->tlp_sent = true;
+	ctx->cnt.tx_tail_probes++;
+	uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
+	if (pcb->snd_nxt == pcb->snd_max && SEQ_LT(pcb->snd_nxt, data_end) && !pcb->fin_sent &&
+	    SEQ_GT(wnd_edge, pcb->snd_nxt)) {
+		uint32_t seq = pcb->snd_nxt;
+		uint32_t len = tcp_min32(tcp_min32(data_end - seq, seg_max), wnd_edge - seq);
+		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) == 0) {
+			pcb->snd_nxt = pcb->snd_max = seq + len;
+			if (len < seg_max)
+				pcb->snd_sml = pcb->snd_nxt;
+		}
+		return;
+	}
+	pcb->rtt_timing = false;   /* Karn */
+	uint32_t sent_end = pcb->fin_sent ? data_end : pcb->snd_max;
+	if (SEQ_GT(sent_end, pcb->snd_una)) {
+		uint32_t len = tcp_min32(sent_end - pcb->snd_una, seg_max);
+		uint32_t seq = sent_end - len;
+		tcp_send_segment(pcb, seq, len, TCP_PSH);
+	} else if (pcb->fin_sent) {
+		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
+	}
+}
+
 static void on_persist(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
@@ -92,7 +134,7 @@ static void on_persist(struct tcp_pcb *pcb)
 	if (pcb->persist_backoff < 16)
 		pcb->persist_backoff++;
 	uint64_t wait = (uint64_t)tcp_max32(pcb->rto_ms, ctx->set.rto_min_ms) << pcb->persist_backoff;
-	pcb->persist_at = ctx->now_ms + (wait > ctx->set.rto_max_ms ? ctx->set.rto_max_ms : wait);
+	pcb->persist_at = tcp_deadline(ctx, ctx->now_ms + (wait > ctx->set.rto_max_ms ? ctx->set.rto_max_ms : wait));
 }
 
 static void on_keepalive(struct tcp_pcb *pcb)
@@ -114,21 +156,43 @@ static void on_keepalive(struct tcp_pcb *pcb)
 	pcb->keepalive_at = ctx->now_ms + pcb->ka_intvl_ms;
 }
 
+static inline void fold_deadline(uint64_t *min, uint64_t at)
+{
+	if (at && at < *min)
+		*min = at;
+}
+
+uint64_t tcp_ctx_next_deadline_ms(const struct tcp_ctx *ctx)
+{
+	return ctx->deadline_min;
+}
+
+/* Runs due timers. Fine deadlines (RTO, TLP, recovery probe, delayed ACK,
+ * persist) run whenever they are due, so a caller polling at its deadline
+ * (tcp_ctx_next_deadline_ms) fires them on time; the scan also refreshes
+ * that deadline. Keepalive, TIME_WAIT and poll keep the resolution grid. */
 void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 {
 	ctx->now_ms = now_ms;
-	if (now_ms < ctx->next_fast_ms)
+	bool routine = now_ms >= ctx->next_fast_ms;
+	if (!routine && now_ms < ctx->deadline_min)
 		return;
-	ctx->next_fast_ms = now_ms + ctx->set.timer_resolution_ms;
-	bool slow = now_ms >= ctx->next_slow_ms;
-	if (slow)
-		ctx->next_slow_ms = now_ms + 500;
+	bool slow = false;
+	if (routine) {
+		ctx->next_fast_ms = now_ms + ctx->set.timer_resolution_ms;
+		slow = now_ms >= ctx->next_slow_ms;
+		if (slow)
+			ctx->next_slow_ms = now_ms + 500;
+	}
 
+	/* Handlers re-arm through tcp_deadline, lowering this again. */
+	ctx->deadline_min = UINT64_MAX;
+	uint64_t next = UINT64_MAX;
 	ctx->depth++;
 	for (struct tcp_pcb *pcb = ctx->pcbs; pcb; pcb = pcb->next) {
 		if (pcb->dead)
 			continue;
-		if (pcb->timewait_at && now_ms >= pcb->timewait_at) {
+		if (routine && pcb->timewait_at && now_ms >= pcb->timewait_at) {
 			tcp_pcb_done(pcb);
 			continue;
 		}
@@ -141,13 +205,24 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			on_rexmit_probe(pcb);
 		if (!pcb->dead && pcb->rto_at && now_ms >= pcb->rto_at)
 			on_rto(pcb);
+		if (!pcb->dead && pcb->tlp_at && now_ms >= pcb->tlp_at)
+			on_tlp(pcb);
 		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)
 			on_persist(pcb);
-		if (!pcb->dead && pcb->keepalive && pcb->keepalive_at && now_ms >= pcb->keepalive_at)
+		if (!pcb->dead && routine && pcb->keepalive && pcb->keepalive_at &&
+		    now_ms >= pcb->keepalive_at)
 			on_keepalive(pcb);
 		if (!pcb->dead && slow && pcb->cb.poll)
 			pcb->cb.poll(pcb->cb_arg, pcb);
+		if (!pcb->dead) {
+			fold_deadline(&next, pcb->rto_at);
+			fold_deadline(&next, pcb->tlp_at);
+			fold_deadline(&next, pcb->rexmit_probe_at);
+			fold_deadline(&next, pcb->delack_at);
+			fold_deadline(&next, pcb->persist_at);
+		}
 	}
+	fold_deadline(&ctx->deadline_min, next);
 	ctx->depth--;
 	if (!ctx->depth)
 		tcp_reap(ctx);
