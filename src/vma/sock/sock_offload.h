@@ -71,10 +71,12 @@ struct sock_offload {
 	struct sock_offload_pending pending[SOCK_OFFLOAD_PENDING_MAX];
 	unsigned npending;
 	/* The TCP engine on stack (NULL when it could not be created: TCP
-	 * sockets then stay with the kernel). Its timers run every
-	 * tcp_period_ms: application threads run them during progress when
-	 * due (VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING=0), the internal
-	 * thread's tick otherwise. */
+	 * sockets then stay with the kernel). Its routine scan (keepalive,
+	 * TIME_WAIT) runs every tcp_period_ms; RTO, tail-loss probe, delayed
+	 * ACK and persist run as soon as tcp_ctx_next_deadline_ms is reached.
+	 * Application threads run them during progress when due
+	 * (VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING=0), the internal thread's
+	 * 10 ms tick otherwise. */
 	struct tcp_ctx *tcp;
 	uint32_t tcp_period_ms;
 	uint64_t timers_next_ms;
