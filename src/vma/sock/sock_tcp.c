@@ -32,13 +32,6 @@ bool sock_tcp_wanted(int domain, int type)
 	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_STREAM && g_cfg.offloaded_sockets;
 }
 
-uint64_t sock_tcp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void sock_tcp_put_addr(struct sockaddr *addr, socklen_t *len, uint32_t ip, uint16_t port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = port };
@@ -245,7 +238,7 @@ static bool sock_tcp_is_connected(const struct sock_tcp *s)
 
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
 {
-	uint64_t deadline = timeo_ms ? sock_tcp_now_ms() + (uint64_t)timeo_ms : 0;
+	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (s->connecting)
@@ -580,7 +573,7 @@ static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
 	sock_offload_unlock(ctx);
 	if (!go)
 		return;
-	uint64_t deadline = sock_tcp_now_ms() + (uint64_t)s->linger_s * 1000;
+	uint64_t deadline = engine_now_ms() + (uint64_t)s->linger_s * 1000;
 	for (;;) {
 		sock_offload_lock(ctx);
 		sock_offload_progress_locked(ctx);
@@ -590,7 +583,7 @@ static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
 			return;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_fin_settled) < 0 && errno != EINTR)
 			return;
-		if (sock_tcp_now_ms() >= deadline)
+		if (engine_now_ms() >= deadline)
 			return;
 	}
 }

@@ -98,7 +98,7 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort)
 	o->flow = s->flow;
 	o->flow_held = s->flow_held;
 	s->flow_held = false;
-	o->deadline_ms = sock_tcp_now_ms() + SOCK_TCP_ORPHAN_TIMEOUT_MS;
+	o->deadline_ms = engine_now_ms() + SOCK_TCP_ORPHAN_TIMEOUT_MS;
 	tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, o);
 	tcp_shutdown(pcb, true, true);
 	sock_tcp_tx_kick_locked(s);
@@ -168,7 +168,7 @@ void sock_tcp_exit(void *arg)
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0);
 		sock_tcp_all_del_locked(s);
 	}
-	uint64_t deadline = sock_tcp_now_ms() + SOCK_TCP_EXIT_GRACE_MS;
+	uint64_t deadline = engine_now_ms() + SOCK_TCP_EXIT_GRACE_MS;
 	for (;;) {
 		sock_offload_progress_locked(ctx);
 		stack_timer_tick(ctx->stack, engine_now_ms());
@@ -178,10 +178,10 @@ void sock_tcp_exit(void *arg)
 		for (struct sock_tcp_orphan *o = sock_tcp_orphans; o && settled; o = o->next)
 			settled = !o->pcb || tcp_pcb_state(o->pcb) == TCP_TIME_WAIT ||
 				  tcp_pcb_state(o->pcb) == TCP_CLOSED;
-		if (settled || sock_tcp_now_ms() >= deadline)
+		if (settled || engine_now_ms() >= deadline)
 			break;
 	}
-	sock_tcp_orphans_reap_locked(ctx, sock_tcp_now_ms(), true);
+	sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), true);
 	sock_offload_progress_locked(ctx);   /* the RSTs leave */
 	pthread_spin_unlock(&ctx->lock);
 }

@@ -120,7 +120,6 @@ static inline struct sock_offload *sock_tcp_ctx(const struct sock_tcp *s)
 extern const struct sock_ops sock_tcp_kernel_ops;   /* undecided / kernel for life */
 extern const struct sock_ops sock_tcp_offload_ops;  /* connection or listener offloaded */
 
-uint64_t sock_tcp_now_ms(void);
 struct sockaddr_in;
 /* Copies an IPv4 address out as getsockname does. */
 void sock_tcp_put_addr(struct sockaddr *addr, socklen_t *len, uint32_t ip, uint16_t port);

@@ -26,7 +26,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	 * eventfd, but a missed edge must never hang the application. */
 	int timeout = SOCK_TCP_SLEEP_CAP_MS;
 	if (deadline_ms) {
-		uint64_t now = sock_tcp_now_ms();
+		uint64_t now = engine_now_ms();
 		if (now >= deadline_ms) {
 			errno = EAGAIN;
 			return -1;
@@ -64,7 +64,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		errno = saved;
 		return saved == EINTR ? -1 : 0;
 	}
-	if (r == 0 && deadline_ms && sock_tcp_now_ms() >= deadline_ms) {
+	if (r == 0 && deadline_ms && engine_now_ms() >= deadline_ms) {
 		errno = EAGAIN;
 		return -1;
 	}
@@ -149,7 +149,7 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	bool peek = (flags & MSG_PEEK) != 0;
 	bool waitall = (flags & MSG_WAITALL) && !peek && !nonblock;
-	uint64_t deadline = s->rcvtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	size_t copied = 0;
 	long spins = 0;
 	int rx_poll = g_cfg.rx_poll;
@@ -210,7 +210,7 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 			return -1;
 		}
 		if (rx_poll < 0 || spins++ < rx_poll) {
-			if (deadline && (spins & 1023) == 0 && sock_tcp_now_ms() >= deadline)
+			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
 			continue;
 		}
@@ -341,7 +341,7 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0)
 			return -1;
 	}
-	uint64_t deadline = s->sndtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->sndtimeo_ms : 0;
+	uint64_t deadline = s->sndtimeo_ms ? engine_now_ms() + (uint64_t)s->sndtimeo_ms : 0;
 	size_t total = 0, sent = 0;
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;

@@ -329,7 +329,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 	}
 	if (!ctx)
 		return sock_tcp_accept_kernel(s, addr, len, flags);
-	uint64_t deadline = s->rcvtimeo_ms ? sock_tcp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (!s->acceptq_head)

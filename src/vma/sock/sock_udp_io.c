@@ -17,13 +17,6 @@
 #define SOCK_UDP_NEIGH_TIMEOUT_MS 1000
 #define SOCK_UDP_TX_RETRIES 100000
 
-static uint64_t sock_udp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- receive ---- */
 
 /* One non-blocking read of the kernel socket: the result, or
@@ -128,7 +121,7 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	int timeout = -1;
 	if (deadline_ms) {
-		uint64_t now = sock_udp_now_ms();
+		uint64_t now = engine_now_ms();
 		if (now >= deadline_ms) {
 			errno = EAGAIN;
 			return -1;
@@ -179,7 +172,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	int ratio = g_cfg.rx_udp_poll_os_ratio;
 	int rx_poll = g_cfg.rx_poll;
-	uint64_t deadline = s->rcvtimeo_ms ? sock_udp_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	long spins = 0;
 	bool slept = false;
 	for (;;) {
@@ -215,7 +208,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			return -1;
 		}
 		if (rx_poll < 0 || spins++ < rx_poll) {
-			if (deadline && (spins & 1023) == 0 && sock_udp_now_ms() >= deadline) {
+			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
 				errno = EAGAIN;
 				return -1;
 			}
@@ -279,7 +272,7 @@ int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 	struct sock_udp *s = sock_udp_of(obj);
 	if (!sock_udp_ctx(s))
 		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
-	uint64_t deadline = timeout ? sock_udp_now_ms() + (uint64_t)timeout->tv_sec * 1000 +
+	uint64_t deadline = timeout ? engine_now_ms() + (uint64_t)timeout->tv_sec * 1000 +
 					      (uint64_t)timeout->tv_nsec / 1000000 : 0;
 	int first_flags = flags & ~MSG_WAITFORONE;
 	unsigned int got = 0;
@@ -292,7 +285,7 @@ int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 			return -1;
 		}
 		vec[got++].msg_len = (unsigned int)r;
-		if (deadline && sock_udp_now_ms() >= deadline)
+		if (deadline && engine_now_ms() >= deadline)
 			break;
 	}
 	return (int)got;
