@@ -141,9 +141,24 @@ static const char *vma_program_name(char *buf, size_t size)
 	return slash ? slash + 1 : buf;
 }
 
+/* Reset in a forked child, whose internal thread is gone. */
+static int vma_engine_started;
+
 static void vma_atfork_child(void)
 {
 	vma_after_fork_child();
+}
+
+/* Before every fork (ours, glibc's daemon(), a library's): see
+ * sock_offload_before_fork. */
+static void vma_atfork_prepare(void)
+{
+	sock_offload_before_fork();
+}
+
+static void vma_atfork_parent(void)
+{
+	sock_offload_after_fork_parent();
 }
 
 static void vma_init(void)
@@ -190,7 +205,7 @@ static void vma_init(void)
 	redirect_signal_init();
 	/* Covers forks that bypass our fork symbol (glibc's daemon(), a
 	 * library calling __fork); the pid guard makes it run once per child. */
-	pthread_atfork(NULL, NULL, vma_atfork_child);
+	pthread_atfork(vma_atfork_prepare, vma_atfork_parent, vma_atfork_child);
 
 	vma_in_init = false;
 	__atomic_store_n(&vma_ready, true, __ATOMIC_RELEASE);
@@ -219,6 +234,7 @@ void vma_after_fork_child(void)
 	/* First: the rings, flows and XDP program are the parent's. */
 	sock_offload_after_fork_child();
 	engine_after_fork_child();
+	__atomic_store_n(&vma_engine_started, 0, __ATOMIC_RELEASE);
 	stats_after_fork_child();
 	vlog_debug("fork: child process %d inherits %u tracked fds", (int)self, sock_fd_tracked_count());
 }
@@ -242,10 +258,9 @@ __attribute__((constructor)) static void vma_constructor(void)
 
 void vma_engine_start(void)
 {
-	static int started;
-	if (__atomic_load_n(&started, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&vma_engine_started, __ATOMIC_ACQUIRE))
 		return;
-	if (__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+	if (__atomic_exchange_n(&vma_engine_started, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (engine_start() != 0)
 		return;   /* engine_start warned; sockets work without the thread */

@@ -216,7 +216,7 @@ int main(int argc, char **argv)
 	const char *five = getenv("RING_ECHO_FLOW");
 	const char *group = getenv("RING_ECHO_GROUP");
 	for (unsigned i = 0; i < nports; i++) {
-		struct ring_flow f = { .proto = IPPROTO_UDP, .local_port = ports[i] };
+		struct ring_flow f = { .proto = IPPROTO_UDP, .local_port = ports[i], .owner_fd = -1 };
 		char lip[32], rip[32];
 		unsigned rport;
 		if (five && sscanf(five, "5:%31[^:]:%31[^:]:%u", lip, rip, &rport) == 3) {

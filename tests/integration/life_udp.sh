@@ -7,11 +7,13 @@
 #  1 fork: the child exits / execs /bin/true / uses a socket of its own;
 #    afterwards the parent still receives offloaded (server Udp InDatagrams
 #    flat) and the XDP program stays attached until the parent exits
-#  2 a second process on the same interface: kernel path, one warning, both work
-#  3 exit leaves no xdp, no /sys/fs/bpf/vma/<if>/ pin, no /tmp/vmastat.<pid>:
-#    normal exit, SIGINT and SIGTERM with VMA_HANDLE_SIGINTR=1 (the app's own
-#    SIGINT handler still runs); with 0 a signal leaves them, and so does
-#    kill -9: the next start removes them with a message
+#  2 a second process on the same interface: offloaded too (it joins the
+#    same vmad domain, docs/process_model.md), no warning, both work
+#  3 exit leaves no /tmp/vmastat.<pid>, and vmad removes the program and its
+#    pin after its linger (2 s): normal exit, SIGINT and SIGTERM with
+#    VMA_HANDLE_SIGINTR=1 (the app's own SIGINT handler still runs); with 0
+#    a signal, and kill -9: vmad takes the dead process's port back, the
+#    next start on that port is offloaded
 #  4 the internal thread drains a ring nobody polls (2 s unread, 2000 datagrams)
 #  5 VMA_INTERNAL_THREAD_AFFINITY=0 puts vma-internal on CPU 0
 #  6 an address added while running: datagrams to it arrive, no crash
@@ -119,8 +121,10 @@ offloaded() {
 	[ "$reply" = "recv 200" ] && [ "$got" = 200 ] && [ $((after - before)) -le 2 ]
 	check $? "$3: 200/200 echoed ($reply, client got $got), Udp InDatagrams delta $((after - before))"
 }
-no_leftovers() {  # PID LABEL
-	local p; p=$(pins)
+no_leftovers() {  # PID LABEL: the program is vmad's, gone after its linger
+	local p i=0
+	while [ $i -lt 50 ] && { xdp_on || [ -n "$(pins)" ]; }; do sleep 0.1; i=$((i + 1)); done
+	p=$(pins)
 	! xdp_on && [ -z "$p" ] && [ ! -e /tmp/vmastat.$1 ]
 	check $? "$2: no xdp on $IF, no pins under /sys/fs/bpf/vma/$IF ($p), no /tmp/vmastat.$1"
 }
@@ -145,12 +149,12 @@ start two 14002 || echo "FAIL: second server did not start"
 before=$(udp_in)
 echo "recv 50 3000" >&"$two_IN"; got=$(send 198.18.0.2 14002 50 1); read -r -t 30 reply <&"$two_OUT"
 after=$(udp_in)
-[ "$reply" = "recv 50" ] && [ "$got" = 50 ] && [ $((after - before)) -ge 50 ]
-check $? "second process works on the kernel path ($reply, client got $got, Udp InDatagrams delta $((after - before)))"
+[ "$reply" = "recv 50" ] && [ "$got" = 50 ] && [ $((after - before)) -le 2 ]
+check $? "second process offloaded too ($reply, client got $got, Udp InDatagrams delta $((after - before)))"
 offloaded srv 14001 "first process still offloaded while the second runs"
 nwarn=$(grep -c "WARN" "$WORK/two.err")
 grep "WARN" "$WORK/two.err" | sed 's/^/  two: /'
-[ "$nwarn" = 1 ] && grep -q "$IF" "$WORK/two.err"; check $? "second process: exactly one warning naming $IF (got $nwarn)"
+[ "$nwarn" = 0 ]; check $? "second process: no warning (got $nwarn)"
 cmd two quit >/dev/null; stop two; check $? "second process exits 0"
 xdp_on; check $? "first process's XDP program survives the second's exit"
 offloaded srv 14001 "first process still offloaded after the second exited"
@@ -214,7 +218,7 @@ for sig in INT TERM; do
 	no_leftovers "$pid" "VMA_HANDLE_SIGINTR=1, SIG$sig"
 done
 
-echo "== 3b. VMA_HANDLE_SIGINTR=0 / kill -9: leftovers, cleaned at the next start"
+echo "== 3b. VMA_HANDLE_SIGINTR=0 / kill -9: vmad reclaims, the next start gets the port"
 for sig in INT KILL; do
 	start z$sig 14004 VMA_HANDLE_SIGINTR=0 || echo "FAIL: server did not start"
 	offloaded z$sig 14004 "VMA_HANDLE_SIGINTR=0 server"
@@ -222,15 +226,8 @@ for sig in INT KILL; do
 	cmd z$sig dflint >/dev/null
 	kill -$sig "$pid"; stop z$sig; st=$?
 	[ $sig = INT ] && { [ $st = 130 ]; check $? "VMA_HANDLE_SIGINTR=0: SIGINT ends the process (status $st)"; }
-	left=""; xdp_on && left="xdp "; left="$left$(pins)"; [ -e /tmp/vmastat.$pid ] && left="$left /tmp/vmastat.$pid"
-	echo "  after SIG$sig with VMA_HANDLE_SIGINTR=0 left: ${left:-nothing}"
 	start next 14004 || echo "FAIL: server did not start"
-	offloaded next 14004 "the next start after SIG$sig works offloaded"
-	grep -i "dead process $pid" "$WORK/next.err" | sed 's/^/  next: /'
-	if [ -n "$left" ]; then
-		grep -q "dead process $pid" "$WORK/next.err" && [ ! -e /sys/fs/bpf/vma/$IF/$pid ]
-		check $? "the next start removed what process $pid left, with a message"
-	fi
+	offloaded next 14004 "the next start after SIG$sig works offloaded (vmad took the port back)"
 	npid=$next_PID
 	cmd next quit >/dev/null; stop next
 	no_leftovers "$npid" "after the next start's normal exit"

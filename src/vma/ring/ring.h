@@ -26,6 +26,13 @@ struct ring_flow {
 	uint32_t remote_ip;
 	uint16_t remote_port;
 	uint32_t group;
+	/* Not part of the flow's identity: how it may be steered. */
+	int owner_fd;         /* the kernel socket that owns the port (proof for vmad); -1 = none */
+	uint8_t share;        /* 3-tuple / group: join the share group (sockets shared across fork) */
+	/* 5-tuple: the kernel owns this connection now (handed over at fork):
+	 * send its packets to the kernel even where a 3-tuple would steer
+	 * them to us. Attaching it over an attached flow rewrites that entry. */
+	uint8_t to_kernel;
 };
 
 struct ring_counters {
@@ -82,6 +89,10 @@ struct ring_ops {
 	 * side counts (and updates the RX pool's empty count from it). */
 	void (*read_counters)(struct ring *ring, struct ring_counters *out);
 	void (*close)(struct ring *ring);
+	/* In a forked child: lets go of what the child inherited of the
+	 * parent's ring (its XSK and vmad connection) without touching the
+	 * parent's state; memory stays mapped. NULL: nothing to do. */
+	void (*forget)(struct ring *ring);
 };
 
 struct ring {

@@ -28,16 +28,9 @@ struct ring_mgr_binding {
 	struct ring *ring;
 };
 
-/* Interfaces whose rings belonged to the parent before a fork. */
-struct ring_mgr_foreign {
-	struct ring_mgr_foreign *next;
-	unsigned ifindex;
-};
-
 static pthread_mutex_t ring_mgr_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ring_mgr_ring *ring_mgr_rings;
 static struct ring_mgr_binding *ring_mgr_bindings;
-static struct ring_mgr_foreign *ring_mgr_foreigns;
 static struct ring_mgr_config ring_mgr_cfg;
 static int ring_mgr_configured;
 static unsigned ring_mgr_rr; /* round-robin position for shared rings */
@@ -115,14 +108,6 @@ static struct ring_mgr_ring *ring_mgr_find(const struct ring *ring)
 	return NULL;
 }
 
-static int ring_mgr_is_foreign(unsigned ifindex)
-{
-	for (struct ring_mgr_foreign *f = ring_mgr_foreigns; f; f = f->next)
-		if (f->ifindex == ifindex)
-			return 1;
-	return 0;
-}
-
 /* Lowest queue of ifindex without a ring of ours, or -1. */
 static int ring_mgr_free_queue(unsigned ifindex, unsigned queues)
 {
@@ -164,12 +149,6 @@ static struct ring *ring_mgr_get_locked(const char *ifname, unsigned ifindex, ui
 		if (b->ifindex == ifindex && b->key == key)
 			ring = b->ring;
 	if (!ring) {
-		if (ring_mgr_is_foreign(ifindex)) {
-			vlog_warn("ring: %s: this process was forked from the owner of the interface's rings; "
-				  "the parent keeps the queues, traffic stays on the kernel path", ifname);
-			errno = EBUSY;
-			return NULL;
-		}
 		ring_mgr_ensure_config();
 		unsigned queues = ring_mgr_cfg.queues ? ring_mgr_cfg.queues : ring_mgr_queue_count(ifname);
 		unsigned limit = ring_mgr_cfg.limit_per_interface;
@@ -321,16 +300,12 @@ void ring_mgr_forget_after_fork(void)
 	pthread_mutex_init(&ring_mgr_lock, NULL);
 	while (ring_mgr_rings) {
 		struct ring_mgr_ring *e = ring_mgr_rings;
-		if (!ring_mgr_is_foreign(e->ring->ifindex)) {
-			struct ring_mgr_foreign *f = calloc(1, sizeof(*f));
-			if (f) {
-				f->ifindex = e->ring->ifindex;
-				f->next = ring_mgr_foreigns;
-				ring_mgr_foreigns = f;
-			}
-		}
-		/* The ring itself (fds, UMEM copy) is left alone: closing it
-		 * here would detach the parent's flows and program. */
+		/* Closing the ring here would detach the parent's flows; the
+		 * backend only drops the child's copies of the parent's fds so
+		 * the parent's membership ends with the parent. The child opens
+		 * rings of its own (its own vmad membership) when it needs them. */
+		if (e->ring->ops->forget)
+			e->ring->ops->forget(e->ring);
 		ring_mgr_unlink(e->ring);
 	}
 }

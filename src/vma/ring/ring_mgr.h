@@ -55,9 +55,8 @@ unsigned ring_mgr_count(const char *ifname);
 /* At exit: closes every ring of this process, whatever its references. */
 void ring_mgr_close_all(void);
 /* In a forked child, before anything else: the rings are the parent's (its
- * XSKs, its steering program); they are forgotten, never closed, and new
- * rings on those interfaces are refused with a warning (the parent owns the
- * queues). */
+ * vmad membership, its XSKs); they are forgotten, never closed. The child
+ * joins with rings of its own when it needs them (docs/process_model.md). */
 void ring_mgr_forget_after_fork(void);
 
 #endif

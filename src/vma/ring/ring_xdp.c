@@ -1,13 +1,19 @@
-/* The AF_XDP ring backend: one XSK per ring with its own UMEM.
+/* The AF_XDP ring backend: this process's XSK on the shared UMEM of one
+ * (interface, queue), as a member of the domain vmad owns
+ * (docs/process_model.md, ring_domain.h).
  *
- * The UMEM is rx_frames RX frames followed by tx_frames TX frames (sizes
- * from ring_sizes_compute). Each frame has one struct ring_buf for its whole
- * life: RX frame i is rx_pool descriptor i (addr / frame size), so rx_burst
- * hands out descriptors without allocating. An RX frame is in the fill ring
- * or the kernel, held by the application, or freed and waiting in `refill`
- * for the next batch to the fill ring. A TX frame is free (tx_pool's free
- * list), being written by the application, or in flight until its
- * completion frees it. Neither side can starve the other.
+ * vmad hands us, at join: the domain's memfd (header, frame states, frames),
+ * the UMEM socket (to map the queue's one fill and one completion ring) and
+ * our own XSK with its RX and TX rings; root members also get the 5-tuple
+ * flow map, so connection set-up needs no round trip. Our RX and TX rings
+ * are ours alone and lock-free; the fill ring, the completion ring and the
+ * free TX frames are shared by every member and change under the domain
+ * lock, taken once per batch (refills of rx_batch frames, TX frames cached
+ * RING_XDP_TX_CACHE at a time, completions reaped when there are any).
+ *
+ * RX frame i is rx_pool descriptor i; TX frame rx_frames + j is tx_pool
+ * descriptor j. Each process has its own descriptors; the state word of a
+ * frame in the domain says which member holds it.
  * need_wakeup is on: the RX and TX paths make a syscall only when the
  * kernel asks for one. In copy mode (veth, generic XDP) the kernel always
  * asks on TX and the syscall does the transmit, so sends are batched under
@@ -22,24 +28,19 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <linux/if_xdp.h>
 
 #include <bpf/bpf.h>
-#include <xdp/xsk.h>
 
 #include "log/vlog.h"
 #include "ring/ring.h"
 #include "ring/ring_buf_pool.h"
+#include "ring/ring_domain.h"
 #include "ring/ring_flow.h"
 #include "ring/ring_xdp_maps.h"
-#include "ring/ring_xdp_prog.h"
-
-/* Ethernet starts 2 bytes into a 4-aligned spot, so the IP header behind it
- * is 4-byte aligned, on RX (UMEM frame headroom) and TX (pool headroom).
- * RING_XDP_FRAME_SIZE is in ring_xdp_maps.h: the program knows it too. */
-#define RING_XDP_ALIGN_PAD RING_XDP_FRAME_HEADROOM
+#include "ring/ring_xsk.h"
+#include "vmad/vmad_client.h"
 
 /* Adaptive doorbell: a send that comes less than BURST_GAP after the
  * previous one is part of a burst and may wait; no frame waits longer than
@@ -51,34 +52,30 @@
 /* The kernel's copy-mode transmit handles at most 32 descriptors per call
  * (then EAGAIN); one doorbell may need a few calls. */
 #define RING_XDP_TX_KERNEL_BUDGET 32u
+/* TX frames taken from (and given back to) the domain per lock. */
+#define RING_XDP_TX_CACHE 32u
 
 struct ring_xdp {
 	struct ring base;
-	struct ring_xdp_prog *prog;
-	void *area;
-	size_t area_size;
-	struct xsk_umem *umem;
-	struct xsk_socket *xsk;
-	struct xsk_ring_prod fill;
-	struct xsk_ring_cons comp;
-	struct xsk_ring_cons rx;
-	struct xsk_ring_prod tx;
+	struct vmad_membership member;
+	struct ring_domain dom;
+	unsigned slot;
+	pid_t owner;              /* a forked child never tears down its parent's ring */
+	bool native;
+	struct ring_xsk_ring rx;
+	struct ring_xsk_ring tx;
+	int xsk_fd;
 	struct ring_sizes sizes;
-	uint64_t *refill;        /* freed RX frames not yet back in the fill ring */
+	uint64_t *refill;         /* freed RX frames not yet back in the fill ring */
 	uint32_t refill_count;
-	/* Per RX frame: 1 while it is in the fill ring or the kernel. A
-	 * frame handed back twice would overrun the fill ring and `refill`;
-	 * the guards below count such events instead. */
-	uint8_t *rx_in_kernel;
-	uint64_t rx_double_returns; /* freed while the kernel had it: not refilled */
-	uint64_t rx_unknown;        /* delivered while we had it: dropped */
-	uint64_t fill_deferred;     /* refills that left frames for the next one */
+	uint32_t *tx_cache;       /* TX frame numbers this process holds, free to use */
+	uint32_t tx_cache_count;
+	uint64_t rx_unknown;      /* delivered while we had it: dropped */
 	uint32_t tx_unflushed;    /* queued, the kernel not yet kicked about them */
-	uint32_t tx_in_flight;
 	uint64_t tx_last_send_ns; /* CLOCK_MONOTONIC of the last tx_send_done */
 	uint64_t tx_held_since_ns; /* when the oldest held frame was held; 0 = none */
 	uint64_t fill_empty_seen; /* kernel's count at the last read_counters */
-	struct ring_flow *flows; /* attached by this ring, detached on close */
+	struct ring_flow *flows;  /* attached by this ring, detached on close */
 	unsigned flow_count;
 	unsigned flow_cap;
 };
@@ -88,99 +85,82 @@ static struct ring_xdp *ring_xdp_of(struct ring *ring)
 	return (struct ring_xdp *)ring;
 }
 
+static void ring_xdp_refill(struct ring_xdp *r)
+{
+	uint32_t n = r->refill_count;
+
+	if (!n)
+		return;
+	ring_domain_lock(&r->dom);
+	uint32_t done = ring_domain_fill_locked(&r->dom, r->slot, r->refill, n);
+	ring_domain_unlock(&r->dom);
+	r->refill_count -= done;
+	if (r->refill_count)
+		memmove(r->refill, r->refill + done, r->refill_count * sizeof(*r->refill));
+	r->base.counters.rx_refills++;
+}
+
 /* rx_pool's recycle hook: the last reference to an RX frame went away. */
 static void ring_xdp_rx_recycle(struct ring_buf_pool *pool, struct ring_buf *buf)
 {
 	struct ring_xdp *r = ring_buf_pool_owner(pool);
 
-	if (!r) /* the ring is closed, the frame just stays where it is */
+	if (!r) /* the ring is closed: vmad takes the frame back */
 		return;
-	if (r->rx_in_kernel[buf - pool->bufs]) {
-		r->rx_double_returns++;
-		return;
-	}
 	r->refill[r->refill_count++] = buf->handle;
+	if (r->refill_count == r->sizes.rx_frames)
+		ring_xdp_refill(r); /* never overrun the staging array */
 }
 
 static const struct ring_buf_pool_ops ring_xdp_rx_pool_ops = {
 	.recycle = ring_xdp_rx_recycle,
 };
 
-static uint32_t ring_xdp_frame_of(uint64_t addr)
+/* tx_pool's recycle hook: a TX frame freed without being sent (an error
+ * path, a dropped chain part) goes back to this process's cache. */
+static void ring_xdp_tx_recycle(struct ring_buf_pool *pool, struct ring_buf *buf)
 {
-	return (uint32_t)(addr / RING_XDP_FRAME_SIZE);
-}
+	struct ring_xdp *r = ring_buf_pool_owner(pool);
 
-/* The fill ring has a slot for every RX frame, yet it can look full: the
- * kernel publishes its consumer index lazily (at its next flush), so a frame
- * it took may reach us, be freed and come back here before the kernel says
- * it took it. What does not fit waits in `refill` for the next call. */
-static void ring_xdp_refill(struct ring_xdp *r)
-{
-	uint32_t idx = 0, n = r->refill_count;
-	uint32_t room = xsk_prod_nb_free(&r->fill, n);
-
-	if (room < n) {
-		r->fill_deferred++;
-		n = room;
-	}
-	if (!n)
+	if (!r)
 		return;
-	xsk_ring_prod__reserve(&r->fill, n, &idx);
-	for (uint32_t i = 0; i < n; i++) {
-		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = r->refill[i];
-		r->rx_in_kernel[ring_xdp_frame_of(r->refill[i])] = 1;
-	}
-	xsk_ring_prod__submit(&r->fill, n);
-	r->refill_count -= n;
-	memmove(r->refill, r->refill + n, r->refill_count * sizeof(*r->refill));
-	r->base.counters.rx_refills++;
+	r->tx_cache[r->tx_cache_count++] = r->sizes.rx_frames + (uint32_t)(buf - pool->bufs);
 }
+
+static const struct ring_buf_pool_ops ring_xdp_tx_pool_ops = {
+	.recycle = ring_xdp_tx_recycle,
+};
 
 static void ring_xdp_kick_rx(struct ring_xdp *r)
 {
-	if (xsk_ring_prod__needs_wakeup(&r->fill)) {
-		recvfrom(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	if (ring_xsk_needs_wakeup(&r->dom.fill)) {
+		recvfrom(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		r->base.counters.rx_wakeups++;
 	}
 }
 
 static void ring_xdp_reap_completions(struct ring_xdp *r)
 {
-	uint32_t idx;
-	uint32_t n = xsk_ring_cons__peek(&r->comp, r->sizes.tx_frames, &idx);
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t addr = *xsk_ring_cons__comp_addr(&r->comp, idx + i);
-		ring_buf_free(ring_buf_pool_by_handle_inline(r->base.tx_pool, addr));
-	}
-	if (n) {
-		xsk_ring_cons__release(&r->comp, n);
-		r->tx_in_flight -= n;
-		r->base.counters.tx_completions += n;
-	}
-}
-
-static int ring_xdp_flow_map(struct ring_xdp *r, int kind)
-{
-	static const enum ring_xdp_map maps[] = {
-		[RING_FLOW_5TUPLE] = RING_XDP_MAP_FLOWS5,
-		[RING_FLOW_3TUPLE] = RING_XDP_MAP_FLOWS3,
-		[RING_FLOW_GROUP] = RING_XDP_MAP_GROUPS,
-	};
-	return ring_xdp_prog_map_fd(r->prog, maps[kind]);
+	if (!ring_domain_has_completions(&r->dom))
+		return;
+	ring_domain_lock(&r->dom);
+	uint32_t n = ring_domain_reap_locked(&r->dom);
+	ring_domain_unlock(&r->dom);
+	r->base.counters.tx_completions += n;
 }
 
 static int ring_xdp_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned max)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 	struct ring_buf_pool *pool = ring->rx_pool;
+	const uint32_t fill_word = RING_DOMAIN_STATE(RING_DOMAIN_ST_FILL, 0);
+	const uint32_t held_word = RING_DOMAIN_STATE(RING_DOMAIN_ST_HELD, r->slot);
 	struct timespec now;
 	uint32_t idx;
 
 	if (r->refill_count >= r->sizes.rx_batch)
 		ring_xdp_refill(r);
-	uint32_t n = xsk_ring_cons__peek(&r->rx, max, &idx);
+	uint32_t n = ring_xsk_cons_peek(&r->rx, max, &idx);
 	if (!n) {
 		/* Idle: give back whatever was freed, however few. */
 		if (r->refill_count)
@@ -192,56 +172,63 @@ static int ring_xdp_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned
 	uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	uint32_t got = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct xdp_desc *desc = xsk_ring_cons__rx_desc(&r->rx, idx + i);
-		/* Aligned mode: addr is frame start + headroom; the shift in
-		 * by_handle drops the offset. */
-		struct ring_buf *buf = ring_buf_pool_by_handle_inline(pool, desc->addr);
-		uint32_t frame = ring_xdp_frame_of(desc->addr);
-		if (__builtin_expect(!r->rx_in_kernel[frame], 0)) {
+		const struct xdp_desc *desc = ring_xsk_desc(&r->rx, idx + i);
+		uint32_t frame = ring_domain_frame_of(&r->dom, desc->addr);
+		if (__builtin_expect(frame >= r->sizes.rx_frames ||
+					     ring_domain_get_state(&r->dom, frame) != fill_word, 0)) {
 			/* Someone holds it: retaking it would corrupt them. */
 			r->rx_unknown++;
 			continue;
 		}
-		r->rx_in_kernel[frame] = 0;
+		ring_domain_set_state(&r->dom, frame, held_word);
+		struct ring_buf *buf = &pool->bufs[frame];
 		ring_buf_pool_take_inline(pool, buf, RING_BUF_F_RX);
-		buf->data = (uint8_t *)r->area + desc->addr;
+		buf->data = r->dom.frames + desc->addr;
 		buf->len = desc->len;
 		buf->tot_len = desc->len;
 		buf->rx_time_ns = now_ns;
 		bufs[got++] = buf;
 		ring->counters.rx_bytes += desc->len;
 	}
-	xsk_ring_cons__release(&r->rx, n);
+	ring_xsk_cons_release(&r->rx, n);
 	ring->counters.rx_packets += got;
 	return (int)got;
 }
 
 static void ring_xdp_kick_tx(struct ring_xdp *r);
 
+/* Refills this process's TX frame cache from the domain. */
+static void ring_xdp_tx_cache_fill(struct ring_xdp *r)
+{
+	ring_domain_lock(&r->dom);
+	r->base.counters.tx_completions += ring_domain_reap_locked(&r->dom);
+	r->tx_cache_count += ring_domain_tx_take_locked(&r->dom, r->slot, r->tx_cache + r->tx_cache_count,
+							RING_XDP_TX_CACHE);
+	ring_domain_unlock(&r->dom);
+}
+
 static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 	struct ring_buf_pool *pool = ring->tx_pool;
 
-	if (!pool->counters.free_now) {
-		/* Held frames complete only once the kernel has them. */
-		ring_xdp_kick_tx(r);
-		ring_xdp_reap_completions(r);
+	if (!r->tx_cache_count) {
+		ring_xdp_tx_cache_fill(r);
+		if (!r->tx_cache_count) {
+			/* Held frames complete only once the kernel has them. */
+			ring_xdp_kick_tx(r);
+			ring_xdp_tx_cache_fill(r);
+		}
 	}
-	if (!pool->counters.free_now) {
+	if (!r->tx_cache_count) {
 		pool->counters.empty++;
 		ring->counters.tx_no_buffer++;
 		return NULL;
 	}
-	struct ring_buf *buf = pool->free_list[pool->counters.free_now - 1];
+	uint32_t frame = r->tx_cache[--r->tx_cache_count];
+	struct ring_buf *buf = &pool->bufs[frame - r->sizes.rx_frames];
 	ring_buf_pool_take_inline(pool, buf, RING_BUF_F_TX);
 	return buf;
-}
-
-/* Descriptors in the TX ring the kernel has not consumed yet. */
-static uint32_t ring_xdp_tx_unconsumed(struct ring_xdp *r)
-{
-	return r->sizes.tx_frames - xsk_prod_nb_free(&r->tx, r->sizes.tx_frames);
 }
 
 static void ring_xdp_kick_tx(struct ring_xdp *r)
@@ -249,7 +236,7 @@ static void ring_xdp_kick_tx(struct ring_xdp *r)
 	r->tx_held_since_ns = 0;
 	if (!r->tx_unflushed)
 		return;
-	if (!xsk_ring_prod__needs_wakeup(&r->tx)) {
+	if (!ring_xsk_needs_wakeup(&r->tx)) {
 		r->tx_unflushed = 0;   /* the kernel is consuming on its own */
 		return;
 	}
@@ -258,13 +245,13 @@ static void ring_xdp_kick_tx(struct ring_xdp *r)
 	uint32_t tries = r->tx_unflushed / RING_XDP_TX_KERNEL_BUDGET + 2;
 	do {
 		r->base.counters.tx_doorbells++;
-		if (sendto(xsk_socket__fd(r->xsk), NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+		if (sendto(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
 			break;
 	} while (--tries);
 	/* Whatever the kernel left stays counted, so the next flush (a
 	 * poller, a sleeper, the internal thread) kicks again: no frame
 	 * waits forever. */
-	r->tx_unflushed = ring_xdp_tx_unconsumed(r);
+	r->tx_unflushed = ring_xsk_prod_outstanding(&r->tx);
 }
 
 static uint64_t ring_xdp_now_ns(void)
@@ -298,7 +285,6 @@ static int ring_xdp_linearize(struct ring_buf *buf)
 static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
-	uint32_t idx;
 	int err = 0;
 
 	if (buf->pool != ring->tx_pool)
@@ -307,7 +293,7 @@ static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 		err = ring_xdp_linearize(buf);
 	if (!err && (buf->data < buf->head || buf->data + buf->len > buf->head + buf->size || !buf->len))
 		err = -EMSGSIZE;
-	if (!err && xsk_ring_prod__reserve(&r->tx, 1, &idx) != 1) {
+	if (!err && ring_xsk_prod_free(&r->tx, 1) < 1) {
 		ring->counters.tx_no_buffer++;
 		err = -ENOBUFS;
 	}
@@ -315,12 +301,19 @@ static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 		ring_buf_free(buf);
 		return err;
 	}
-	struct xdp_desc *desc = xsk_ring_prod__tx_desc(&r->tx, idx);
-	desc->addr = (uint64_t)(buf->data - (uint8_t *)r->area);
+	uint32_t idx = r->tx.cached_prod;
+	struct xdp_desc *desc = ring_xsk_desc(&r->tx, idx);
+	uint64_t addr = (uint64_t)(buf->data - r->dom.frames);
+	desc->addr = addr;
 	desc->len = buf->len;
 	desc->options = 0;
-	xsk_ring_prod__submit(&r->tx, 1);
-	r->tx_in_flight++;
+	/* The frame leaves this process: whoever reaps its completion puts
+	 * it back on the domain's free stack. */
+	ring_domain_set_state(&r->dom, ring_domain_frame_of(&r->dom, addr),
+			      RING_DOMAIN_STATE(RING_DOMAIN_ST_TXQ, r->slot));
+	buf->refcount = 0;
+	ring->tx_pool->counters.free_now++;
+	ring_xsk_prod_submit(&r->tx, 1);
 	ring->counters.tx_packets++;
 	ring->counters.tx_bytes += buf->len;
 	if (++r->tx_unflushed >= r->sizes.tx_batch)
@@ -360,15 +353,8 @@ static unsigned ring_xdp_tx_pending(const struct ring *ring)
 	return ((const struct ring_xdp *)ring)->tx_unflushed;
 }
 
-static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
+static int ring_xdp_flow_remember(struct ring_xdp *r, const struct ring_flow *flow)
 {
-	struct ring_xdp *r = ring_xdp_of(ring);
-	union ring_flow_key key;
-	__u32 value = ring->queue;
-	int kind = ring_flow_key(flow, &key);
-
-	if (kind < 0)
-		return kind;
 	if (r->flow_count == r->flow_cap) {
 		unsigned cap = r->flow_cap ? r->flow_cap * 2 : 8;
 		struct ring_flow *grown = realloc(r->flows, cap * sizeof(*grown));
@@ -377,10 +363,50 @@ static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
 		r->flows = grown;
 		r->flow_cap = cap;
 	}
-	/* BPF_NOEXIST: a flow belongs to one ring; a second owner is a bug. */
-	if (bpf_map_update_elem(ring_xdp_flow_map(r, kind), &key, &value, BPF_NOEXIST) != 0)
-		return errno == E2BIG ? -ENOSPC : -errno;
 	r->flows[r->flow_count++] = *flow;
+	return 0;
+}
+
+static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	struct ring_xdp *r = ring_xdp_of(ring);
+	union ring_flow_key key;
+	int kind = ring_flow_key(flow, &key);
+	int err;
+
+	if (kind < 0)
+		return kind;
+	if (flow->to_kernel) {
+		if (kind != RING_FLOW_5TUPLE)
+			return -EINVAL;
+		for (unsigned i = 0; i < r->flow_count; i++) {
+			if (ring_flow_same(&r->flows[i], flow)) {
+				r->flows[i].to_kernel = 1;
+				if (r->member.flows5_fd < 0)
+					return vmad_client_flow(&r->member, VMAD_OP_FLOW_ADD, flow, VMAD_FLOW_EXCLUSIVE,
+								flow->owner_fd);
+				__u32 value = RING_XDP_KERNEL_OF(r->slot);
+				return bpf_map_update_elem(r->member.flows5_fd, &key, &value, BPF_EXIST) == 0 ? 0 : -errno;
+			}
+		}
+		return -ENOENT;
+	}
+	err = ring_xdp_flow_remember(r, flow);
+	if (err)
+		return err;
+	if (kind == RING_FLOW_5TUPLE && r->member.flows5_fd >= 0) {
+		/* Root member: straight into the map, no round trip (vmad
+		 * removes what our slot left behind when we go). */
+		__u32 value = r->slot;
+		err = bpf_map_update_elem(r->member.flows5_fd, &key, &value, BPF_NOEXIST) == 0 ? 0 : -errno;
+	} else {
+		err = vmad_client_flow(&r->member, VMAD_OP_FLOW_ADD, flow,
+				       flow->share ? VMAD_FLOW_SHARE : VMAD_FLOW_EXCLUSIVE, flow->owner_fd);
+	}
+	if (err) {
+		r->flow_count--;
+		return err == -E2BIG ? -ENOSPC : err;
+	}
 	return 0;
 }
 
@@ -393,10 +419,12 @@ static int ring_xdp_detach_flow(struct ring *ring, const struct ring_flow *flow)
 	if (kind < 0)
 		return kind;
 	for (unsigned i = 0; i < r->flow_count; i++) {
-		if (ring_flow_same(&r->flows[i], flow)) {
-			r->flows[i] = r->flows[--r->flow_count];
-			return bpf_map_delete_elem(ring_xdp_flow_map(r, kind), &key) == 0 ? 0 : -errno;
-		}
+		if (!ring_flow_same(&r->flows[i], flow))
+			continue;
+		r->flows[i] = r->flows[--r->flow_count];
+		if (kind == RING_FLOW_5TUPLE && r->member.flows5_fd >= 0)
+			return bpf_map_delete_elem(r->member.flows5_fd, &key) == 0 ? 0 : -errno;
+		return vmad_client_flow(&r->member, VMAD_OP_FLOW_DEL, flow, 0, -1);
 	}
 	return -ENOENT;
 }
@@ -405,7 +433,7 @@ static int ring_xdp_wait_arm(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 
-	if (xsk_cons_nb_avail(&r->rx, 1))
+	if (ring_xsk_cons_avail(&r->rx))
 		return 1;
 	/* Frames freed since the last burst must reach the kernel before we
 	 * sleep, or it may have nothing to receive the awaited packet into. */
@@ -414,18 +442,16 @@ static int ring_xdp_wait_arm(struct ring *ring)
 	/* Without a fill-ring kick the kernel may never deliver the packet
 	 * that poll() is about to wait for. */
 	ring_xdp_kick_rx(r);
-	return xsk_cons_nb_avail(&r->rx, 1) ? 1 : 0;
+	return ring_xsk_cons_avail(&r->rx) ? 1 : 0;
 }
 
 static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 	struct xdp_statistics st;
-	socklen_t len = sizeof(st);
 
 	*out = ring->counters;
-	memset(&st, 0, sizeof(st));
-	if (getsockopt(xsk_socket__fd(r->xsk), SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
+	if (ring_xsk_statistics(r->xsk_fd, &st) == 0) {
 		out->rx_dropped = st.rx_dropped + st.rx_invalid_descs + st.rx_ring_full;
 		out->rx_fill_empty = st.rx_fill_ring_empty_descs;
 		/* The kernel counts the packets it could not receive for want
@@ -437,56 +463,56 @@ static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)
 	}
 }
 
-/* Buffers the application still holds (TX frames in flight are the
- * kernel's, and go away with the socket). */
+/* RX buffers the application still holds (sockets' queues). */
 static unsigned ring_xdp_held(struct ring_xdp *r)
 {
-	unsigned held = 0;
-
-	if (r->base.rx_pool)
-		held += ring_buf_pool_in_use(r->base.rx_pool);
-	if (r->base.tx_pool)
-		held += ring_buf_pool_in_use(r->base.tx_pool) - r->tx_in_flight;
-	return held;
+	if (!r->base.rx_pool || !r->base.tx_pool)
+		return 0;
+	return ring_buf_pool_in_use(r->base.rx_pool) + ring_buf_pool_in_use(r->base.tx_pool);
 }
 
 static void ring_xdp_destroy(struct ring_xdp *r)
 {
-	unsigned held;
+	bool ours = r->owner == getpid();
 
-	if (r->xsk) {
-		__u32 key = r->base.queue;
-		bpf_map_delete_elem(ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_XSKS), &key);
+	if (ours && r->dom.sh) {
 		ring_xdp_kick_tx(r);   /* held frames still leave */
-		ring_xdp_reap_completions(r);
-		xsk_socket__delete(r->xsk);
+		ring_xdp_refill(r);
+		ring_domain_lock(&r->dom);
+		ring_domain_tx_give_locked(&r->dom, r->tx_cache, r->tx_cache_count);
+		ring_domain_unlock(&r->dom);
+		r->tx_cache_count = 0;
+		if (r->rx_unknown)
+			vlog_warn("ring: %s: queue %u: %llu RX descriptors for frames we held were ignored",
+				  r->base.ifname, r->base.queue, (unsigned long long)r->rx_unknown);
 	}
-	if (r->umem)
-		xsk_umem__delete(r->umem);
-	if (r->rx_double_returns || r->rx_unknown)
-		vlog_warn("ring: %s: queue %u: %llu RX frames freed twice and %llu delivered twice were ignored",
-			  r->base.ifname, r->base.queue, (unsigned long long)r->rx_double_returns,
-			  (unsigned long long)r->rx_unknown);
-	if (r->fill_deferred)
-		vlog_debug("ring: %s: queue %u: %llu refills waited for the kernel's fill consumer", r->base.ifname,
-			   r->base.queue, (unsigned long long)r->fill_deferred);
-	held = ring_xdp_held(r);
+	unsigned held = ring_xdp_held(r);
+	ring_xsk_unmap_ring(&r->rx);
+	ring_xsk_unmap_ring(&r->tx);
 	if (held) {
-		/* Freeing the memory under its holders would crash them later:
-		 * keep the frames and the pools (their hooks now only count). */
-		vlog_warn("ring: %s: queue %u closed while %u buffers are still held; their %zu bytes stay allocated",
-			  r->base.ifname, r->base.queue, held, r->area_size);
+		/* vmad takes the frames back when we leave; the memory stays
+		 * mapped here so the holders never touch an unmapped page. */
+		vlog_debug("ring: %s: queue %u closed while %u buffers are still held; the mapping stays",
+			   r->base.ifname, r->base.queue, held);
 		ring_buf_pool_set_owner(r->base.rx_pool, NULL);
 		ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+		ring_xsk_unmap_ring(&r->dom.fill);
+		ring_xsk_unmap_ring(&r->dom.comp);
 	} else {
-		if (r->area)
-			munmap(r->area, r->area_size);
+		if (r->dom.sh)
+			ring_domain_detach(&r->dom);
 		ring_buf_pool_destroy(r->base.rx_pool);
 		ring_buf_pool_destroy(r->base.tx_pool);
 	}
-	ring_xdp_prog_put(r->prog);
+	/* Closing the connection ends the membership: vmad drops our XSK and
+	 * flows and takes back any frame we still had. The memfd and UMEM
+	 * socket were closed by ring_domain_detach or stay with the mapping. */
+	if (ours)
+		vmad_client_leave(&r->member);
+	else
+		vmad_client_forget(&r->member);
 	free(r->refill);
-	free(r->rx_in_kernel);
+	free(r->tx_cache);
 	free(r->flows);
 	free(r);
 }
@@ -495,11 +521,41 @@ static void ring_xdp_close(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 
-	while (r->flow_count) {
-		struct ring_flow flow = r->flows[r->flow_count - 1];
-		ring_xdp_detach_flow(ring, &flow);
+	/* Root members' 5-tuples are removed here; vmad drops the rest with
+	 * the membership in any case. */
+	if (r->owner == getpid()) {
+		while (r->flow_count) {
+			struct ring_flow flow = r->flows[r->flow_count - 1];
+			if (ring_xdp_detach_flow(ring, &flow) == -ENOENT)
+				break;
+		}
 	}
 	ring_xdp_destroy(r);
+}
+
+static void ring_xdp_forget(struct ring *ring)
+{
+	struct ring_xdp *r = ring_xdp_of(ring);
+
+	/* The parent's RX and TX rings: unmapped so the parent's XSK is
+	 * released when the parent goes; the frames stay mapped for the
+	 * inherited objects that point into them. */
+	ring_xsk_unmap_ring(&r->rx);
+	ring_xsk_unmap_ring(&r->tx);
+	ring_buf_pool_set_owner(r->base.rx_pool, NULL);
+	ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+	/* The UMEM socket and its rings too: a child holding them would keep
+	 * the queue's UMEM bound after vmad let it go. */
+	ring_xsk_unmap_ring(&r->dom.fill);
+	ring_xsk_unmap_ring(&r->dom.comp);
+	if (r->dom.umem_fd >= 0)
+		close(r->dom.umem_fd);
+	if (r->dom.memfd >= 0)
+		close(r->dom.memfd);
+	r->dom.umem_fd = r->dom.memfd = -1;
+	vmad_client_forget(&r->member);
+	r->xsk_fd = -1;
+	r->base.wait_fd = -1;
 }
 
 static const struct ring_ops ring_xdp_ops = {
@@ -515,6 +571,7 @@ static const struct ring_ops ring_xdp_ops = {
 	.wait_arm = ring_xdp_wait_arm,
 	.read_counters = ring_xdp_read_counters,
 	.close = ring_xdp_close,
+	.forget = ring_xdp_forget,
 };
 
 static void ring_xdp_read_link(struct ring *ring)
@@ -533,73 +590,43 @@ static void ring_xdp_read_link(struct ring *ring)
 	close(fd);
 }
 
-/* Creates the UMEM, its two pools and the XSK, and registers the XSK in the
- * xsks map. */
-static int ring_xdp_socket(struct ring_xdp *r)
+/* Maps the domain and our rings, and lays the pools over the frames. */
+static int ring_xdp_map(struct ring_xdp *r)
 {
-	const struct ring_sizes *sz = &r->sizes;
-	const uint32_t frames = sz->rx_frames + sz->tx_frames;
-	struct xsk_umem_config ucfg = {
-		.fill_size = sz->rx_frames,
-		.comp_size = sz->tx_frames,
-		.frame_size = RING_XDP_FRAME_SIZE,
-		.frame_headroom = RING_XDP_ALIGN_PAD,
-		.flags = 0,
-	};
-	struct xsk_socket_config scfg = {
-		.rx_size = sz->rx_descs,
-		.tx_size = sz->tx_frames,
-		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
-		.xdp_flags = 0,
-		.bind_flags = XDP_USE_NEED_WAKEUP,
-	};
+	int err = ring_domain_attach(&r->dom, r->member.memfd, r->member.umem_fd);
 	char name[32];
-	uint32_t idx;
-	int err;
 
-	r->area_size = (size_t)frames * RING_XDP_FRAME_SIZE;
-	r->area = mmap(NULL, r->area_size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (r->area == MAP_FAILED) {
-		r->area = NULL;
-		return -errno;
-	}
-	r->refill = calloc(sz->rx_frames, sizeof(*r->refill));
-	r->rx_in_kernel = calloc(sz->rx_frames, 1);
+	/* The domain owns those two fds now (closed by detach). */
+	r->member.memfd = r->member.umem_fd = -1;
+	if (err)
+		return err;
+	const struct ring_domain_shared *sh = r->dom.sh;
+	r->sizes.rx_frames = sh->rx_frames;
+	r->sizes.tx_frames = sh->tx_frames;
+	r->sizes.rx_descs = sh->rx_descs;
+	if (r->sizes.rx_batch > sh->rx_frames / 2)
+		r->sizes.rx_batch = sh->rx_frames / 2;
+	if (r->sizes.tx_batch > sh->tx_descs)
+		r->sizes.tx_batch = sh->tx_descs;
+	r->xsk_fd = r->member.xsk_fd;
+	err = ring_xsk_map_ring(r->xsk_fd, RING_XSK_RX, sh->rx_descs, &r->rx);
+	if (!err)
+		err = ring_xsk_map_ring(r->xsk_fd, RING_XSK_TX, sh->tx_descs, &r->tx);
+	if (err)
+		return err;
+	r->refill = calloc(sh->rx_frames, sizeof(*r->refill));
+	r->tx_cache = calloc(sh->tx_frames, sizeof(*r->tx_cache));
 	snprintf(name, sizeof(name), "%.15s:%u rx", r->base.ifname, r->base.queue);
-	r->base.rx_pool = ring_buf_pool_create_over(name, sz->rx_frames, r->area, RING_XDP_FRAME_SIZE, 0, 0,
+	r->base.rx_pool = ring_buf_pool_create_over(name, sh->rx_frames, r->dom.frames, sh->frame_size, 0, 0,
 						    &ring_xdp_rx_pool_ops, r);
 	snprintf(name, sizeof(name), "%.15s:%u tx", r->base.ifname, r->base.queue);
-	r->base.tx_pool = ring_buf_pool_create_over(name, sz->tx_frames,
-						    (uint8_t *)r->area + (size_t)sz->rx_frames * RING_XDP_FRAME_SIZE,
-						    RING_XDP_FRAME_SIZE, RING_XDP_ALIGN_PAD,
-						    (uint64_t)sz->rx_frames * RING_XDP_FRAME_SIZE, NULL, r);
-	if (!r->refill || !r->rx_in_kernel || !r->base.rx_pool || !r->base.tx_pool)
+	r->base.tx_pool = ring_buf_pool_create_over(name, sh->tx_frames,
+						    r->dom.frames + (size_t)sh->rx_frames * sh->frame_size,
+						    sh->frame_size, sh->frame_headroom,
+						    (uint64_t)sh->rx_frames * sh->frame_size, &ring_xdp_tx_pool_ops, r);
+	if (!r->refill || !r->tx_cache || !r->base.rx_pool || !r->base.tx_pool)
 		return -ENOMEM;
-	err = xsk_umem__create(&r->umem, r->area, r->area_size, &r->fill, &r->comp, &ucfg);
-	if (err) {
-		r->umem = NULL;
-		return err;
-	}
-	err = xsk_socket__create(&r->xsk, r->base.ifname, r->base.queue, r->umem, &r->rx, &r->tx, &scfg);
-	if (err) {
-		r->xsk = NULL;
-		return err;
-	}
-	/* Every RX frame starts in the fill ring. */
-	if (xsk_ring_prod__reserve(&r->fill, sz->rx_frames, &idx) != sz->rx_frames)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < sz->rx_frames; i++) {
-		*xsk_ring_prod__fill_addr(&r->fill, idx + i) = (uint64_t)i * RING_XDP_FRAME_SIZE;
-		r->rx_in_kernel[i] = 1;
-	}
-	xsk_ring_prod__submit(&r->fill, sz->rx_frames);
-
-	int xsk_fd = xsk_socket__fd(r->xsk);
-	__u32 key = r->base.queue;
-	if (bpf_map_update_elem(ring_xdp_prog_map_fd(r->prog, RING_XDP_MAP_XSKS), &key, &xsk_fd, 0) != 0)
-		return -errno;
-	r->base.wait_fd = xsk_fd;
+	r->base.wait_fd = r->xsk_fd;
 	return 0;
 }
 
@@ -607,6 +634,7 @@ struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring
 {
 	struct ring_xdp *r;
 	unsigned ifindex = if_nametoindex(ifname);
+	char why[192];
 	int err;
 
 	if (!ifindex) {
@@ -630,31 +658,35 @@ struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring
 	r->base.ifindex = ifindex;
 	r->base.queue = queue;
 	r->base.wait_fd = -1;
+	r->xsk_fd = -1;
+	r->owner = getpid();
+	r->member = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1,
+					      .flows5_fd = -1 };
 	ring_sizes_compute(cfg, RING_XDP_FRAME_SIZE, &r->sizes);
 	ring_xdp_read_link(&r->base);
 
-	r->prog = ring_xdp_prog_get(ifname, ifindex, cfg ? cfg->force_skb_mode : 0);
-	if (!r->prog) {
-		err = errno;
-		ring_xdp_destroy(r);
-		errno = err;
+	why[0] = '\0';
+	err = vmad_client_join(ifname, queue, &r->sizes, &r->member, why, sizeof(why));
+	if (err) {
+		vlog_warn("ring: %s: cannot join the interface's ring domain: %s; traffic stays on the kernel path",
+			  ifname, why[0] ? why : strerror(-err));
+		free(r);
+		errno = -err;
 		return NULL;
 	}
-	ring_xdp_quiet_libs(1);
-	err = ring_xdp_socket(r);
-	ring_xdp_quiet_libs(0);
+	r->slot = r->member.slot;
+	r->native = (r->member.flags & VMAD_JOIN_F_NATIVE) != 0;
+	err = ring_xdp_map(r);
 	if (err) {
-		const char *lib = ring_xdp_lib_message();
-		if (err == -EINVAL && !*lib)
-			lib = "queue does not exist?";
-		vlog_warn("ring: %s: cannot open AF_XDP socket on queue %u: %s%s%s%s; traffic stays on the kernel path",
-			  ifname, queue, ring_xdp_reason(err), *lib ? " (" : "", lib, *lib ? ")" : "");
+		vlog_warn("ring: %s: cannot map the ring domain of queue %u: %s; traffic stays on the kernel path",
+			  ifname, queue, strerror(-err));
 		ring_xdp_destroy(r);
 		errno = -err;
 		return NULL;
 	}
-	vlog_debug("ring: %s: queue %u open (xdp %s mode, %u rx + %u tx frames of %u bytes, %u rx descriptors)",
-		   ifname, queue, ring_xdp_prog_mode(r->prog), r->sizes.rx_frames, r->sizes.tx_frames,
+	vlog_debug("ring: %s: queue %u joined as member %u (xdp %s mode, %u rx + %u tx frames of %u bytes, "
+		   "%u rx descriptors)",
+		   ifname, queue, r->slot, r->native ? "native" : "skb", r->sizes.rx_frames, r->sizes.tx_frames,
 		   RING_XDP_FRAME_SIZE, r->sizes.rx_descs);
 	return &r->base;
 }

@@ -9,6 +9,23 @@
 
 #define RING_XDP_MAX_QUEUES 64
 #define RING_XDP_MAX_FLOWS 4096
+/* Processes (members) per interface that own an XSK on the shared UMEM of a
+ * queue. The XSK map's key is queue * RING_XDP_MAX_MEMBERS + member slot;
+ * flow values name the member slot (docs/process_model.md). */
+#define RING_XDP_MAX_MEMBERS 32
+#define RING_XDP_XSK_KEYS (RING_XDP_MAX_QUEUES * RING_XDP_MAX_MEMBERS)
+/* A flows3 value with this bit set names a share group (vma_shares index):
+ * a listening or bound socket several processes use, spread over them by
+ * the hash of the remote address and port, as SO_REUSEPORT would. */
+#define RING_XDP_SHARE_BIT 0x80000000u
+#define RING_XDP_MAX_SHARES 1024
+/* A flow value that sends matching packets to the kernel (e.g. a multicast
+ * group several processes joined: each one's kernel socket gets a copy). */
+#define RING_XDP_TO_KERNEL 0xffffffffu
+/* The same, for one member's entry (a connection it handed to the kernel):
+ * any value >= RING_XDP_MAX_MEMBERS passes; the slot says whose it is, so
+ * vmad removes it with the member's other entries. */
+#define RING_XDP_KERNEL_OF(slot) (0x40000000u | (slot))
 /* UMEM frames are 4096 bytes; the kernel keeps XDP_PACKET_HEADROOM (256)
  * and we 2 (alignment) in front of the packet. A longer frame cannot be
  * received into an XSK: the program leaves it to the kernel instead. */
@@ -37,6 +54,12 @@ struct ring_xdp_keygrp {
 	__be16 port; /* 0 = any port */
 	__u8 proto;
 	__u8 pad;
+};
+
+/* vma_shares value: the member slots a share group spreads over. */
+struct ring_xdp_share {
+	__u32 count;
+	__u32 slots[RING_XDP_MAX_MEMBERS];
 };
 
 #endif

@@ -1,11 +1,11 @@
 /* Loading, sharing and cleaning up the eBPF steering program.
  *
- * Each process attaches its own instance of vma_steer through the libxdp
- * dispatcher; instances chain on XDP_PASS, so several libvma processes (each
- * on its own queue) and other XDP users coexist. A crashed process leaves its
- * instance in the dispatcher; to find it again we pin its flows5 map as
- * /sys/fs/bpf/vma/<ifname>/<pid>: on the next start, pins whose pid is dead
- * name the map id whose program must be detached. */
+ * vmad (src/vma/vmad) attaches one instance of vma_steer per interface, for
+ * every libvma process there (docs/process_model.md); through the libxdp
+ * dispatcher where the kernel has one, so other XDP users coexist. A killed
+ * vmad leaves its program attached; to find it again we pin its flows5 map
+ * as /sys/fs/bpf/vma/<ifname>/<pid>: on the next start, pins whose pid is
+ * dead name the map id whose program must be detached. */
 #include "config.h"
 
 #include <dirent.h>
@@ -42,6 +42,7 @@ static const char *const ring_xdp_map_names[RING_XDP_MAP_COUNT] = {
 	[RING_XDP_MAP_FLOWS5] = "vma_flows5",
 	[RING_XDP_MAP_FLOWS3] = "vma_flows3",
 	[RING_XDP_MAP_GROUPS] = "vma_groups",
+	[RING_XDP_MAP_SHARES] = "vma_shares",
 };
 
 struct ring_xdp_prog {
@@ -199,6 +200,26 @@ static void ring_xdp_detach_by_map(unsigned ifindex, __u32 map_id)
 	xdp_multiprog__close(mp);
 }
 
+/* A killed vmad is reparented to init, which may reap it late: a zombie
+ * still answers kill(pid, 0) but holds nothing. */
+static int ring_xdp_pid_alive(pid_t pid)
+{
+	char path[64], buf[256];
+	FILE *f;
+
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
 static void ring_xdp_reap_stale(const char *ifname, unsigned ifindex)
 {
 	char dir_path[64], path[64 + 1 + 256];
@@ -214,7 +235,7 @@ static void ring_xdp_reap_stale(const char *ifname, unsigned ifindex)
 		long pid = strtol(entry->d_name, &end, 10);
 		if (*end || pid <= 0 || pid == getpid())
 			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (ring_xdp_pid_alive((pid_t)pid))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir_path, entry->d_name);
 		int fd = bpf_obj_get(path);

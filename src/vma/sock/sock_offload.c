@@ -17,6 +17,7 @@
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
+#include "sock/sock_udp.h"
 #include "stats/stats.h"
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
@@ -31,10 +32,14 @@ static uint64_t sock_offload_tick_routine_ms;
 #define SOCK_OFFLOAD_EXIT_LOCK_TRIES 100000
 
 struct sock_offload *sock_offload_live;
-static struct sock_offload sock_offload_ctx;
+/* This process's context. A forked child builds a new one (its own stack
+ * and ring membership) and leaves the parent's copy untouched: inherited
+ * sockets still point at it, marked dead. */
+static struct sock_offload *sock_offload_cur;
 static pthread_mutex_t sock_offload_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool sock_offload_tried;
-static bool sock_offload_forked;
+/* The context fork() found live and locked in the prepare handler. */
+static struct sock_offload *sock_offload_fork_locked;
 /* The thread building the context: the sockets its own helpers open (ring
  * ioctls, neighbour triggers) are plain kernel sockets. */
 static __thread bool sock_offload_building;
@@ -138,7 +143,7 @@ static void sock_offload_timers_locked(struct sock_offload *ctx, uint64_t now)
 static int sock_offload_engine_drain(void *arg, int budget)
 {
 	struct sock_offload_if *ifc = arg;
-	struct sock_offload *ctx = &sock_offload_ctx;
+	struct sock_offload *ctx = ifc->ctx;
 	if (pthread_spin_trylock(&ctx->lock) != 0)
 		return 0;
 	int done = 0;
@@ -248,7 +253,7 @@ static void sock_offload_exit(void *arg)
 		locked = pthread_spin_trylock(&ctx->lock) == 0;
 	__atomic_store_n(&ctx->dead, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
-	if (!sock_offload_forked)
+	if (ctx == sock_offload_cur)
 		ring_mgr_close_all();
 	if (locked)
 		pthread_spin_unlock(&ctx->lock);
@@ -333,6 +338,7 @@ static bool sock_offload_build(struct sock_offload *ctx)
 			continue;
 		}
 		struct sock_offload_if *ifc = &ctx->ifs[ctx->nifs++];
+		ifc->ctx = ctx;
 		ifc->ring = ring;
 		memcpy(ifc->name, c->name, sizeof(ifc->name));
 		memcpy(ifc->nif.mac, ring->mac, 6);
@@ -365,6 +371,9 @@ static bool sock_offload_build(struct sock_offload *ctx)
 									SOCK_OFFLOAD_FINE_TICK_MS;
 	engine_timer_init(&ctx->tick);
 	engine_timer_add(&ctx->tick, tick, tick, sock_offload_tick, ctx);
+	/* A forked child builds its context before any socket() call of its
+	 * own would start the internal thread. */
+	engine_start();
 	engine_exit_hook_add(sock_offload_exit, ctx, 0);
 	/* Hooks run in reverse order: connections get their FIN (or RST)
 	 * while the rings are still open. */
@@ -382,12 +391,17 @@ struct sock_offload *sock_offload_get(void)
 	    __atomic_load_n(&sock_offload_tried, __ATOMIC_ACQUIRE))
 		return NULL;
 	pthread_mutex_lock(&sock_offload_init_lock);
-	if (!sock_offload_tried && !sock_offload_forked) {
+	if (!sock_offload_tried) {
+		struct sock_offload *fresh = calloc(1, sizeof(*fresh));
 		sock_offload_building = true;
-		bool built = sock_offload_build(&sock_offload_ctx);
+		bool built = fresh && sock_offload_build(fresh);
 		sock_offload_building = false;
-		if (built)
-			__atomic_store_n(&sock_offload_live, &sock_offload_ctx, __ATOMIC_RELEASE);
+		if (built) {
+			sock_offload_cur = fresh;
+			__atomic_store_n(&sock_offload_live, fresh, __ATOMIC_RELEASE);
+		} else {
+			free(fresh);
+		}
 		__atomic_store_n(&sock_offload_tried, true, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&sock_offload_init_lock);
@@ -519,6 +533,36 @@ int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const st
 	return 0;
 }
 
+int sock_offload_flow_to_kernel_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (!ref || ref->refs != 1 || ref->flow.to_kernel)
+		return -ENOENT;
+	struct ring_flow k = ref->flow;
+	k.to_kernel = 1;
+	int err = ring_attach_flow(ctx->ifs[if_slot].ring, &k);
+	if (err < 0)
+		return err;
+	ref->flow.to_kernel = 1;
+	ctx->kernel_flows++;
+	return 0;
+}
+
+void sock_offload_kernel_flows_gc_locked(struct sock_offload *ctx, bool (*alive)(const struct ring_flow *flow))
+{
+	for (unsigned i = 0; i < ctx->nflows;) {
+		struct sock_offload_flow_ref *ref = &ctx->flows[i];
+		if (!ref->flow.to_kernel || alive(&ref->flow)) {
+			i++;
+			continue;
+		}
+		struct ring_flow gone = ref->flow;
+		ctx->kernel_flows--;
+		/* put moves the last entry into slot i: look at i again */
+		sock_offload_flow_put_locked(ctx, ref->if_slot, &gone);
+	}
+}
+
 void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
 {
 	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
@@ -601,15 +645,61 @@ void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const st
 	}
 }
 
+/* Spins bounded: fork() called from a signal handler that interrupted a
+ * thread inside a pass must not hang; the child then just gets no help. */
+#define SOCK_OFFLOAD_FORK_LOCK_TRIES 1000000
+
+void sock_offload_before_fork(void)
+{
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	sock_offload_fork_locked = NULL;
+	if (!ctx)
+		return;
+	bool locked = false;
+	for (int i = 0; i < SOCK_OFFLOAD_FORK_LOCK_TRIES && !locked; i++)
+		locked = pthread_spin_trylock(&ctx->lock) == 0;
+	if (!locked)
+		return;
+	if (!ctx->dead) {
+		/* Listening and bound sockets the child inherits stop being
+		 * steered to this process: until a process accepts or reads
+		 * on one, its new flows reach the kernel socket every process
+		 * shares; then that process joins the port's share group. */
+		sock_tcp_fork_release_locked(ctx);
+		sock_udp_fork_release_locked(ctx);
+	}
+	/* Held across the fork: the child's copy of every socket is taken
+	 * between passes, never in the middle of one. */
+	sock_offload_fork_locked = ctx;
+}
+
+void sock_offload_after_fork_parent(void)
+{
+	struct sock_offload *ctx = sock_offload_fork_locked;
+	sock_offload_fork_locked = NULL;
+	if (ctx)
+		sock_offload_unlock(ctx);
+}
+
 void sock_offload_after_fork_child(void)
 {
-	sock_offload_forked = true;
-	__atomic_store_n(&sock_offload_tried, true, __ATOMIC_RELEASE);
-	/* The parent may have held the lock at fork time: never take it here.
-	 * dead is read without the lock by every socket entry point. */
-	__atomic_store_n(&sock_offload_ctx.dead, true, __ATOMIC_RELEASE);
+	struct sock_offload *old = sock_offload_cur;
+	sock_offload_fork_locked = NULL;
+	sock_offload_cur = NULL;
+	pthread_mutex_init(&sock_offload_init_lock, NULL);
+	if (old) {
+		/* The parent's: dead here, never touched. Its lock (maybe held
+		 * at fork) is made free for the exit hooks that still see it. */
+		__atomic_store_n(&old->dead, true, __ATOMIC_RELEASE);
+		pthread_spin_init(&old->lock, PTHREAD_PROCESS_PRIVATE);
+		old->npending = 0;
+	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	ring_mgr_forget_after_fork();
+	sock_tcp_after_fork_child();
+	sock_udp_after_fork_child(old);
+	/* The next socket that needs it builds this process's own context. */
+	__atomic_store_n(&sock_offload_tried, false, __ATOMIC_RELEASE);
 }
 
 /* Whether Linux would restart a blocking call a handler interrupted: the

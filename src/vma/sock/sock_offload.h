@@ -22,7 +22,10 @@
 
 #define SOCK_OFFLOAD_MAX_IFS 8
 
+struct sock_offload;
+
 struct sock_offload_if {
+	struct sock_offload *ctx;
 	struct ring *ring;
 	struct stack_netif nif;        /* ctx = ring */
 	struct engine_poller poller;
@@ -64,6 +67,7 @@ struct sock_offload {
 	 * group share the steering entry). Guarded by lock. */
 	struct sock_offload_flow_ref *flows;
 	unsigned nflows, cap_flows;
+	unsigned kernel_flows;      /* of them, connections handed to the kernel (to_kernel) */
 	/* IP_MULTICAST_LOOP: copies of our own multicast sends, fed back in. */
 	struct ring_buf_pool *loop_pool;
 	struct ring_buf *loop_frames[SOCK_OFFLOAD_LOOP_FRAMES];
@@ -118,6 +122,13 @@ int sock_offload_if_slot_by_ip(const struct sock_offload *ctx, uint32_t ip);
  * Lock held. Returns 0 or a negative errno. */
 int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+/* The connection of flow (held once) now belongs to a kernel socket
+ * (sock_tcp_handoff.c): its entry sends its packets to the kernel, and the
+ * reference moves from the socket to the context until the GC below finds
+ * the kernel's connection gone. 0 or -errno. */
+int sock_offload_flow_to_kernel_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+/* Drops the to_kernel entries whose connection alive() says is gone. */
+void sock_offload_kernel_flows_gc_locked(struct sock_offload *ctx, bool (*alive)(const struct ring_flow *flow));
 
 /* Arms every ring's wait fd and stores up to max of them. Lock held.
  * Returns the count, or -1 when a ring already has packets (do not sleep). */
@@ -135,9 +146,14 @@ bool sock_offload_signal_restarts(void);
 void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const struct stack_udp_tx *tx,
 				 const struct iovec *iov, int iovcnt);
 
-/* In a forked child: forget the parent's rings (never closed here) and
- * disable offload for the rest of this process; inherited sockets go to
- * their kernel socket. */
+/* fork() (pthread_atfork handlers, docs/process_model.md). Prepare: the
+ * listening and bound sockets a child may inherit stop being steered here
+ * (each process joins the port's share group when it accepts or reads),
+ * and the context lock is held across the fork. Child: the parent's context
+ * and rings are forgotten, never closed; the child builds its own on first
+ * use, and adopts inherited listeners and bound sockets when it uses them. */
+void sock_offload_before_fork(void);
+void sock_offload_after_fork_parent(void);
 void sock_offload_after_fork_child(void);
 
 #endif

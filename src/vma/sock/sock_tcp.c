@@ -341,6 +341,7 @@ retry_port:;
 			s->flow.remote_ip = dst->sin_addr.s_addr;
 			s->flow.remote_port = dst->sin_port;
 		}
+		s->flow.owner_fd = s->obj.fd;
 		err = sock_offload_flow_get_locked(ctx, slot, &s->flow);
 		s->flow_held = err == 0;
 	}
@@ -540,6 +541,8 @@ static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
 
 static int sock_tcp_progress(struct sock_obj *obj)
 {
+	/* A process that polls a listener it shares after fork accepts. */
+	sock_tcp_fork_check(sock_tcp_of(obj));
 	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
 	return ctx ? sock_offload_progress(ctx) : 0;
 }
@@ -595,7 +598,8 @@ static void sock_tcp_release(struct sock_obj *obj)
 		return;
 	iomux_forget(obj);
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (ctx && s->mode != SOCK_TCP_KERNEL) {
+	/* A socket of the parent's context (fork) is the parent's to end. */
+	if (ctx && s->ctx == ctx && s->mode != SOCK_TCP_KERNEL) {
 		sock_offload_lock(ctx);
 		if (s->mode == SOCK_TCP_LISTENER)
 			sock_tcp_listener_close_locked(s);

@@ -21,5 +21,10 @@ void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms);
 /* Exit hook (before the rings close): FIN for every open connection,
  * up to SOCK_TCP_EXIT_GRACE_MS of progress, RST for what is left. */
 void sock_tcp_exit(void *ctx);
+/* fork (sock_offload_before_fork / after_fork_child): listeners of ctx stop
+ * being steered (lock held); in the child, every socket of the parent's
+ * context is marked inherited and the lists restart empty. */
+void sock_tcp_fork_release_locked(struct sock_offload *ctx);
+void sock_tcp_after_fork_child(void);
 
 #endif

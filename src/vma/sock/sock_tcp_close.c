@@ -54,6 +54,42 @@ void sock_tcp_all_del_locked(struct sock_tcp *s)
 	s->on_all = false;
 }
 
+/* ---- fork (docs/process_model.md) ---- */
+
+void sock_tcp_fork_release_locked(struct sock_offload *ctx)
+{
+	unsigned handed = 0;
+	struct sock_tcp *s = sock_tcp_all;
+	while (s) {
+		struct sock_tcp *next = s->all_next;
+		if (s->ctx == ctx && s->mode == SOCK_TCP_LISTENER)
+			sock_tcp_listen_fork_release_locked(s);
+		else if (s->ctx == ctx && s->mode == SOCK_TCP_ACTIVE && sock_tcp_handoff_locked(s) == 0)
+			handed++;
+		s = next;
+	}
+	if (handed)
+		vlog_debug("fork: %u established connections handed to the kernel for the child", handed);
+}
+
+void sock_tcp_after_fork_child(void)
+{
+	/* Every listed socket is the parent's: connections stay the parent's
+	 * (their calls here get the kernel socket), listeners are adopted by
+	 * this process at its first accept or poll. */
+	struct sock_tcp *s = sock_tcp_all;
+	while (s) {
+		struct sock_tcp *next = s->all_next;
+		s->on_all = false;
+		s->all_prev = s->all_next = NULL;
+		if (s->mode == SOCK_TCP_LISTENER)
+			sock_tcp_listen_forget_parent(s);
+		s = next;
+	}
+	sock_tcp_all = NULL;
+	sock_tcp_orphans = NULL;
+}
+
 /* ---- background closes ---- */
 
 static void sock_tcp_orphan_err_cb(void *arg, int err)

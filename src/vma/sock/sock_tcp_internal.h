@@ -60,6 +60,18 @@ struct sock_tcp {
 	bool connect_reported;       /* connect() returned 0 once: the next says EISCONN */
 	bool failed_reported;        /* connect() returned the failure: the next connect retries */
 	uint32_t listen_slots;       /* listener: interfaces with its 3-tuple flow */
+	uint32_t listen_want;        /* listener: interfaces it should be steered on */
+	unsigned backlog;
+	/* fork (docs/process_model.md): dormant = this process stopped steering
+	 * the listener at a fork and rejoins the port's share group at its next
+	 * accept or poll; inherited = the parent's listener in a child, adopted
+	 * into the child's context then; share = steered as a share group. */
+	bool fork_dormant;
+	bool inherited;
+	bool share;
+	/* listener: this process accepted an offloaded connection from it (a
+	 * fork-per-connection master): a fork keeps steering it here. */
+	bool accepted_here;
 	struct ring_flow listen_flow; /* listener: the 3-tuple (local_ip may be INADDR_ANY) */
 	bool reset;                  /* ended by an error: pcb gone */
 	int err;                     /* pending SO_ERROR / once from recv, 0 none */
@@ -112,7 +124,7 @@ static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
 static inline struct sock_offload *sock_tcp_ctx(const struct sock_tcp *s)
 {
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(!ctx || s->mode == SOCK_TCP_KERNEL || s->released, 0))
+	if (__builtin_expect(!ctx || s->ctx != ctx || s->mode == SOCK_TCP_KERNEL || s->released, 0))
 		return NULL;
 	return ctx;
 }
@@ -155,6 +167,22 @@ void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
 void sock_tcp_listener_close_locked(struct sock_tcp *s);
+/* fork: a listener stops being steered here (parent, lock held); a child's
+ * copy of the parent's listener drops the parent's state. */
+void sock_tcp_listen_fork_release_locked(struct sock_tcp *l);
+void sock_tcp_listen_forget_parent(struct sock_tcp *l);
+/* fork: hands an established connection that no epoll set watches to the
+ * kernel (TCP_REPAIR) so a child can use it (sock_tcp_handoff.c). Lock
+ * held. 0, or -errno with the connection left offloaded. */
+int sock_tcp_handoff_locked(struct sock_tcp *s);
+/* An accept or poll on a listener a fork left dormant or inherited: joins
+ * this process's context and the port's share group. */
+void sock_tcp_fork_join(struct sock_tcp *s);
+static inline void sock_tcp_fork_check(struct sock_tcp *s)
+{
+	if (__builtin_expect(s->fork_dormant || s->inherited, 0))
+		sock_tcp_fork_join(s);
+}
 struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol);
 /* Flow helpers. */
 void sock_tcp_flow_put_locked(struct sock_tcp *s);

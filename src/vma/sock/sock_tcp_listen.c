@@ -40,25 +40,38 @@ static void sock_tcp_listen_flows_put_locked(struct sock_tcp *l)
 	l->listen_slots = 0;
 }
 
-int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
+/* Steers the listener's 3-tuple on every interface of listen_want: alone,
+ * or in the port's share group (inherited across fork, SO_REUSEPORT). */
+static void sock_tcp_listen_flows_get_locked(struct sock_tcp *s)
 {
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (s->mode == SOCK_TCP_ACTIVE && sock_tcp_ctx(s)) {
-		errno = EINVAL;
-		return -1;
+	struct sock_offload *ctx = s->ctx;
+	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
+		if (!(s->listen_want & (1u << slot)) || (s->listen_slots & (1u << slot)))
+			continue;
+		struct ring_flow flow = sock_tcp_listen_slot_flow(s, slot);
+		flow.owner_fd = s->obj.fd;
+		flow.share = s->share;
+		int ferr = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
+		if (ferr < 0)
+			vlog_debug("fd %d: listener steering on %s refused (%s)", s->obj.fd, ctx->ifs[slot].name,
+				   strerror(-ferr));
+		else
+			s->listen_slots |= 1u << slot;
 	}
-	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
-	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
-		return ret;
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (!ctx || !ctx->tcp)
-		return 0;
+}
+
+/* The offload half of listen(), once the kernel socket listens: a pcb in
+ * ctx's engine and the steering. Leaves the socket on the kernel path
+ * (os_only) when the rules, the address or the steering say so. */
+static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx)
+{
+	struct sock_obj *obj = &s->obj;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
 	if (REDIRECT_ORIG_FN(getsockname)(obj->fd, (struct sockaddr *)&local, &ll) != 0 ||
 	    cfg_rules_match(CFG_ROLE_TCP_SERVER, &local, NULL) != CFG_TRANSPORT_VMA) {
 		s->os_only = true;
-		return 0;
+		return;
 	}
 	uint32_t slots;
 	if (local.sin_addr.s_addr == INADDR_ANY) {
@@ -67,11 +80,10 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		int slot = sock_offload_if_slot_by_ip(ctx, local.sin_addr.s_addr);
 		if (slot < 0) {
 			s->os_only = true;   /* loopback or an interface we do not offload */
-			return 0;
+			return;
 		}
 		slots = 1u << slot;
 	}
-	unsigned bl = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
 	sock_offload_lock(ctx);
 	s->ctx = ctx;
 	struct tcp_pcb *pcb = tcp_pcb_new(ctx->tcp);
@@ -80,22 +92,13 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		sock_tcp_pcb_setup_locked(s, pcb);
 		err = tcp_bind(pcb, local.sin_addr.s_addr, local.sin_port);
 		if (err == 0)
-			err = tcp_listen(pcb, bl);
+			err = tcp_listen(pcb, s->backlog);
 	}
 	if (err == 0) {
 		s->listen_flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = local.sin_addr.s_addr,
 						     .local_port = local.sin_port };
-		for (unsigned slot = 0; slot < ctx->nifs; slot++) {
-			if (!(slots & (1u << slot)))
-				continue;
-			struct ring_flow flow = sock_tcp_listen_slot_flow(s, slot);
-			int ferr = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
-			if (ferr < 0)
-				vlog_debug("fd %d: listener steering on %s refused (%s)", obj->fd, ctx->ifs[slot].name,
-					   strerror(-ferr));
-			else
-				s->listen_slots |= 1u << slot;
-		}
+		s->listen_want = slots;
+		sock_tcp_listen_flows_get_locked(s);
 		if (!s->listen_slots)
 			err = -ENOSPC;
 	}
@@ -106,7 +109,7 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		s->os_only = true;
 		sock_offload_unlock(ctx);
 		vlog_debug("fd %d: TCP listener stays with the kernel (%s)", obj->fd, strerror(-err));
-		return 0;
+		return;
 	}
 	s->local_ip = local.sin_addr.s_addr;
 	s->local_port = local.sin_port;
@@ -125,8 +128,101 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		s->stats->local_addr = s->local_ip;
 		s->stats->local_port = s->local_port;
 	}
+}
+
+int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->mode == SOCK_TCP_ACTIVE && sock_tcp_ctx(s)) {
+		errno = EINVAL;
+		return -1;
+	}
+	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
+	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
+		return ret;
+	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (!ctx || !ctx->tcp)
+		return 0;
+	s->backlog = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
+	/* SO_REUSEPORT listeners of other processes may share the port. */
+	int reuseport = 0;
+	socklen_t rl = sizeof(reuseport);
+	if (REDIRECT_ORIG_FN(getsockopt)(obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+		s->share = true;
+	sock_tcp_listen_offload(s, ctx);
 	errno = 0;
 	return 0;
+}
+
+/* ---- fork (docs/process_model.md) ---- */
+
+void sock_tcp_listen_fork_release_locked(struct sock_tcp *l)
+{
+	if (!l->listen_slots)
+		return;
+	/* A process that accepts is a fork-per-connection master: it goes on
+	 * accepting after the fork, and its half-open connections (steered by
+	 * the listener's entry until they complete) must not lose their last
+	 * ACK to the kernel. A child that accepts too joins the share group.
+	 * A process that never accepted (a pre-fork master) lets go, so that
+	 * SYNs reach only the processes that accept. */
+	if (l->accepted_here)
+		return;
+	sock_tcp_listen_flows_put_locked(l);
+	l->fork_dormant = true;
+}
+
+void sock_tcp_listen_forget_parent(struct sock_tcp *l)
+{
+	/* The parent's pcb and not yet accepted children: memory copies,
+	 * dropped and never freed. The eventfd is shared with the parent. */
+	l->pcb = NULL;
+	l->acceptq_head = l->acceptq_tail = NULL;
+	__atomic_store_n(&l->acceptq_len, 0, __ATOMIC_RELEASE);
+	l->listen_slots = 0;
+	l->sleepers = 0;
+	l->wake_pending = false;
+	if (l->wake_fd >= 0)
+		REDIRECT_ORIG_FN(close)(l->wake_fd);
+	l->wake_fd = -1;
+	l->fork_dormant = false;
+	l->accepted_here = false;
+	l->inherited = true;
+}
+
+void sock_tcp_fork_join(struct sock_tcp *s)
+{
+	if (s->released || s->mode != SOCK_TCP_LISTENER) {
+		s->fork_dormant = s->inherited = false;
+		return;
+	}
+	if (s->inherited) {
+		s->inherited = false;
+		struct sock_offload *ctx = sock_offload_get();
+		if (!ctx || !ctx->tcp)
+			return;   /* the kernel socket keeps serving it */
+		s->mode = SOCK_TCP_KERNEL;
+		s->ctx = NULL;
+		s->share = true;
+		sock_tcp_listen_offload(s, ctx);
+		if (s->mode != SOCK_TCP_LISTENER) {
+			/* Adoption failed: a listener on the kernel path. */
+			s->mode = SOCK_TCP_LISTENER;
+			s->ctx = NULL;
+		}
+		return;
+	}
+	struct sock_offload *ctx = s->ctx;
+	if (ctx && ctx == __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE)) {
+		sock_offload_lock(ctx);
+		if (s->fork_dormant && !ctx->dead) {
+			s->share = true;
+			sock_tcp_listen_flows_get_locked(s);
+		}
+		s->fork_dormant = false;
+		sock_offload_unlock(ctx);
+	}
+	s->fork_dormant = false;
 }
 
 /* ---- children ---- */
@@ -170,7 +266,7 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 		/* VMA_TCP_3T_RULES: the listener's 3-tuple steers it; the child
 		 * holds a reference so it outlives a closed listener. */
 		c->flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = c->local_ip,
-					      .local_port = c->local_port };
+					      .local_port = c->local_port, .owner_fd = l->obj.fd };
 		if (!g_cfg.tcp_3t_rules) {
 			c->flow.remote_ip = c->remote_ip;
 			c->flow.remote_port = c->remote_port;
@@ -322,6 +418,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		errno = EINVAL;
 		return -1;
 	}
+	sock_tcp_fork_check(s);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (s->mode != SOCK_TCP_LISTENER) {
 		errno = EINVAL;
@@ -336,6 +433,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 			sock_offload_progress_locked(ctx);
 		struct sock_tcp *c = s->acceptq_head;
 		if (c) {
+			s->accepted_here = true;
 			s->acceptq_head = c->next_child;
 			if (!s->acceptq_head)
 				s->acceptq_tail = NULL;

@@ -15,6 +15,7 @@
 #include "iomux/iomux.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
 
 #define SOCK_TYPE_MASK 0xf
@@ -58,7 +59,8 @@ static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_gro
 	for (unsigned i = 0; i < s->ngroups; i++)
 		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
 			first = false;
-	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port };
+	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port,
+				  .owner_fd = s->obj.fd, .share = 1 };
 	if (first && sock_offload_flow_get_locked(s->ctx, g->if_slot, &flow) < 0) {
 		stack_udp_pcb_leave(s->pcb, g->group, g->source);
 		vlog_debug("fd %d: group steering refused: the kernel serves it", s->obj.fd);
@@ -79,20 +81,49 @@ static struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, unsigned sl
 	return flow;
 }
 
+static void sock_udp_flows_detach_locked(struct sock_udp *s);
+
 static void sock_udp_rx_teardown_locked(struct sock_udp *s)
 {
 	for (unsigned i = 0; i < s->ngroups; i++)
 		sock_udp_group_detach_locked(s, &s->groups[i]);
+	sock_udp_flows_detach_locked(s);
+	s->flow_want = 0;
+	if (s->pcb) {
+		stack_udp_pcb_free(s->pcb);
+		s->pcb = NULL;
+	}
+}
+
+/* Steers the socket's 3-tuple on every interface of flow_want: alone, or
+ * in the port's share group when several processes read the socket (fork)
+ * or it has SO_REUSEPORT. */
+static void sock_udp_flows_attach_locked(struct sock_udp *s)
+{
+	struct sock_offload *ctx = s->ctx;
+	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
+		if (!(s->flow_want & (1u << slot)) || (s->flow_slots & (1u << slot)))
+			continue;
+		struct ring_flow flow = sock_udp_slot_flow(s, slot);
+		flow.owner_fd = s->obj.fd;
+		flow.share = s->share;
+		int err = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
+		if (err < 0)
+			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
+				   ctx->ifs[slot].name, strerror(-err));
+		else
+			s->flow_slots |= 1u << slot;
+	}
+}
+
+static void sock_udp_flows_detach_locked(struct sock_udp *s)
+{
 	for (unsigned slot = 0; slot < s->ctx->nifs; slot++)
 		if (s->flow_slots & (1u << slot)) {
 			struct ring_flow flow = sock_udp_slot_flow(s, slot);
 			sock_offload_flow_put_locked(s->ctx, (int)slot, &flow);
 		}
 	s->flow_slots = 0;
-	if (s->pcb) {
-		stack_udp_pcb_free(s->pcb);
-		s->pcb = NULL;
-	}
 }
 
 static void sock_udp_rx_setup_locked(struct sock_udp *s)
@@ -123,17 +154,13 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 	if (s->connected)
 		stack_udp_pcb_connect(s->pcb, s->remote_ip, s->remote_port, s->local_ip);
 	s->flow = (struct ring_flow){ .proto = IPPROTO_UDP, .local_ip = s->local_ip, .local_port = s->local_port };
-	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
-		if (!(slots & (1u << slot)))
-			continue;
-		struct ring_flow flow = sock_udp_slot_flow(s, slot);
-		int err = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
-		if (err < 0)
-			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
-				   ctx->ifs[slot].name, strerror(-err));
-		else
-			s->flow_slots |= 1u << slot;
-	}
+	s->flow_want = slots;
+	/* SO_REUSEPORT sockets of other processes may share the port. */
+	int reuseport = 0;
+	socklen_t rl = sizeof(reuseport);
+	if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+		s->share = true;
+	sock_udp_flows_attach_locked(s);
 	for (unsigned i = 0; i < s->ngroups; i++)
 		sock_udp_group_attach_locked(s, &s->groups[i]);
 }
@@ -465,6 +492,8 @@ static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
 
 static int sock_udp_progress(struct sock_obj *obj)
 {
+	/* A process that polls a socket it shares after fork reads it. */
+	sock_udp_fork_check(sock_udp_of(obj));
 	struct sock_offload *ctx = sock_udp_ctx(sock_udp_of(obj));
 	return ctx ? sock_offload_progress(ctx) : 0;
 }
@@ -486,7 +515,7 @@ static void sock_udp_release(struct sock_obj *obj)
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
 	/* In a forked child or after exit the rings are gone or the parent's:
 	 * nothing of them is touched (the memory stays; the process ends). */
-	if (ctx) {
+	if (ctx && s->ctx == ctx) {
 		sock_offload_lock(ctx);
 		s->released = true;
 		sock_udp_rx_teardown_locked(s);
@@ -510,7 +539,8 @@ static int sock_udp_close(struct sock_obj *obj)
 static void sock_udp_destroy(struct sock_obj *obj)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	if (__atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE))
+	struct sock_offload *live = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	if (live && s->ctx == live)
 		sock_udp_queue_fini(&s->queue);
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
@@ -584,4 +614,73 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	s->stats->mc_loop = s->mc_loop;
 	s->stats->rx_ready_bytes_limit = s->rcvbuf;
 	return &s->obj;
+}
+
+/* ---- fork (docs/process_model.md) ---- */
+
+void sock_udp_fork_release_locked(struct sock_offload *ctx)
+{
+	unsigned size = sock_fd_table_size();
+	for (unsigned fd = 0; fd < size; fd++) {
+		struct sock_obj *obj = sock_fd_get((int)fd);
+		if (!obj || obj->ops != &sock_udp_ops)
+			continue;
+		struct sock_udp *s = sock_udp_of(obj);
+		if (s->ctx != ctx || s->released || !s->flow_slots)
+			continue;
+		sock_udp_flows_detach_locked(s);
+		s->fork_dormant = true;
+	}
+}
+
+void sock_udp_after_fork_child(struct sock_offload *old)
+{
+	unsigned size = sock_fd_table_size();
+	if (!old)
+		return;
+	for (unsigned fd = 0; fd < size; fd++) {
+		struct sock_obj *obj = sock_fd_get((int)fd);
+		if (!obj || obj->ops != &sock_udp_ops)
+			continue;
+		struct sock_udp *s = sock_udp_of(obj);
+		if (s->ctx != old || s->released)
+			continue;
+		/* What the copy points at (pcb, queued frames, flows) is the
+		 * parent's: dropped, never freed. The eventfd is shared with
+		 * the parent: ours is closed, a fresh one made at need. */
+		s->pcb = NULL;
+		s->flow_slots = 0;
+		for (unsigned i = 0; i < s->ngroups; i++)
+			s->groups[i].active = false;
+		sock_udp_queue_init(&s->queue, SOCK_UDP_QUEUE_ENTRIES);
+		s->sleepers = 0;
+		s->wake_pending = false;
+		if (s->wake_fd >= 0)
+			REDIRECT_ORIG_FN(close)(s->wake_fd);
+		s->wake_fd = -1;
+		s->route.valid = false;
+		s->fork_dormant = false;
+		s->inherited = true;
+	}
+}
+
+void sock_udp_fork_join(struct sock_udp *s)
+{
+	if (s->released || s->os_only)
+		return;
+	struct sock_offload *ctx = s->inherited ? sock_offload_get() : s->ctx;
+	if (!ctx)
+		return;   /* no context here: the kernel socket serves it */
+	sock_offload_lock(ctx);
+	if (s->inherited) {
+		s->ctx = ctx;
+		s->inherited = false;
+		s->share = true;
+		sock_udp_rx_setup_locked(s);
+	} else if (s->fork_dormant && s->ctx == ctx && !ctx->dead) {
+		s->share = true;
+		sock_udp_flows_attach_locked(s);
+	}
+	s->fork_dormant = false;
+	sock_offload_unlock(ctx);
 }

@@ -14,4 +14,11 @@ bool sock_udp_wanted(int domain, int type);
  * tracks a passthrough. type may carry SOCK_NONBLOCK. */
 struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol);
 
+struct sock_offload;
+/* fork (sock_offload_before_fork / after_fork_child): the bound sockets of
+ * ctx stop being steered (lock held); in the child, the sockets of the
+ * parent's context old are marked inherited and their queues emptied. */
+void sock_udp_fork_release_locked(struct sock_offload *ctx);
+void sock_udp_after_fork_child(struct sock_offload *old);
+
 #endif

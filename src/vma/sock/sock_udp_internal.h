@@ -45,10 +45,19 @@ struct sock_udp {
 	uint16_t local_port, remote_port;
 	bool connected;
 	bool os_only;                /* udp_connect rule said os: everything kernel */
+	/* fork (docs/process_model.md): dormant = this process stopped steering
+	 * the port at a fork and rejoins its share group at the next read;
+	 * inherited = the parent's socket in a child, adopted into the child's
+	 * context at the first read; share = the port's steering is a share
+	 * group (several processes read the same socket). */
+	bool fork_dormant;
+	bool inherited;
+	bool share;
 
 	/* RX offload: pcb and 3-tuple flows on the interfaces in flow_slots. */
 	struct stack_udp_pcb *pcb;
 	uint32_t flow_slots;
+	uint32_t flow_want;          /* interfaces the 3-tuple should be steered on */
 	struct ring_flow flow;
 	struct sock_udp_group groups[SOCK_UDP_MAX_GROUPS];
 	unsigned ngroups;
@@ -81,9 +90,18 @@ static inline struct sock_udp *sock_udp_of(struct sock_obj *obj)
 static inline struct sock_offload *sock_udp_ctx(const struct sock_udp *s)
 {
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(!ctx || s->os_only || s->released, 0))
+	if (__builtin_expect(!ctx || s->ctx != ctx || s->os_only || s->released, 0))
 		return NULL;
 	return ctx;
+}
+
+/* A read on a socket a fork left dormant or inherited: joins this
+ * process's context and the port's share group. Cheap when neither. */
+void sock_udp_fork_join(struct sock_udp *s);
+static inline void sock_udp_fork_check(struct sock_udp *s)
+{
+	if (__builtin_expect(s->fork_dormant || s->inherited, 0))
+		sock_udp_fork_join(s);
 }
 
 /* After the kernel socket's local address may have changed (bind, connect,

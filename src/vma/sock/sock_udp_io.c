@@ -166,6 +166,7 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
 {
+	sock_udp_fork_check(s);
 	struct sock_offload *ctx = sock_udp_ctx(s);
 	if (!ctx || (flags & (MSG_ERRQUEUE | MSG_OOB)))
 		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
@@ -270,6 +271,7 @@ int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 			 struct timespec *timeout)
 {
 	struct sock_udp *s = sock_udp_of(obj);
+	sock_udp_fork_check(s);
 	if (!sock_udp_ctx(s))
 		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
 	uint64_t deadline = timeout ? engine_now_ms() + (uint64_t)timeout->tv_sec * 1000 +

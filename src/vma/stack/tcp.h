@@ -53,6 +53,7 @@ struct tcp_settings {
 
 struct tcp_counters {
 	uint64_t rx_segments, rx_bad_checksum, rx_bad_header, rx_no_pcb, rx_fragmented;
+	uint64_t rx_handed_off;        /* segments of connections handed to the kernel: dropped, not reset */
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
 	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
@@ -113,6 +114,22 @@ struct tcp_pcb_info {
 	uint32_t probes;                                /* unanswered keepalive / zero-window probes */
 	uint32_t last_data_recv_ms, last_ack_recv_ms, last_data_sent_ms; /* ages, ms */
 	uint64_t bytes_acked, bytes_received, segs_in, segs_out;
+};
+
+/* What the kernel needs to continue an established connection (TCP_REPAIR,
+ * docs/process_model.md): sequence state, windows, options, and the bytes
+ * of the send buffer (sent but unacknowledged, then unsent) in order, as
+ * at most two pieces of the circular buffer. */
+struct tcp_pcb_export {
+	uint32_t snd_queue_seq;     /* sequence number of the first byte of the send buffer */
+	uint32_t snd_nxt, rcv_nxt;
+	uint32_t snd_wl1, snd_wnd, max_snd_wnd, rcv_wnd;
+	uint32_t mss;
+	uint8_t snd_wscale, rcv_wscale;
+	bool ws_ok, ts_ok, sack_ok;
+	uint32_t ts_now;            /* the TSval this side would send now */
+	const uint8_t *snd_data[2];
+	uint32_t snd_len[2];
 };
 
 void tcp_settings_default(struct tcp_settings *out);
@@ -189,6 +206,12 @@ void tcp_set_keepalive(struct tcp_pcb *pcb, bool on);
 enum tcp_state tcp_pcb_state(const struct tcp_pcb *pcb);
 uint32_t tcp_sndbuf_free(const struct tcp_pcb *pcb);
 void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *out);
+/* Fills *out for an ESTABLISHED pcb with no FIN queued, sent or received
+ * and nothing held out of order; -EINVAL otherwise. */
+int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *out);
+/* Frees the pcb without sending anything (its connection now lives
+ * elsewhere: the kernel took it over). No callback runs. */
+void tcp_pcb_forget(struct tcp_pcb *pcb);
 void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
 		      uint32_t *remote_ip, uint16_t *remote_port);
 const char *tcp_state_name(enum tcp_state s);

@@ -654,7 +654,10 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		tcp_pcb_done(pcb);
 		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
 	}
-	if (!pcb || pcb->state == TCP_CLOSED) {
+	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
+	    !(seg.flags & TCP_SYN) && tcp_handed_off(ctx, ip->dst, dport, ip->src, sport)) {
+		ctx->cnt.rx_handed_off++;
+	} else if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
 		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
 	} else if (pcb->state == TCP_LISTEN) {

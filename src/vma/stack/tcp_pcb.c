@@ -697,6 +697,56 @@ void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *l
 	if (remote_port) *remote_port = pcb->remote_port;
 }
 
+int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
+{
+	if (pcb->dead || pcb->state != TCP_ESTABLISHED || pcb->fin_queued || pcb->fin_sent || pcb->fin_rcvd ||
+	    pcb->ooo || pcb->in_batch || pcb->rd_shut || pcb->wr_shut)
+		return -EINVAL;
+	memset(o, 0, sizeof(*o));
+	o->snd_queue_seq = pcb->sbuf_seq;
+	o->snd_nxt = pcb->snd_nxt;
+	o->rcv_nxt = pcb->rcv_nxt;
+	o->snd_wl1 = pcb->snd_wl1;
+	o->snd_wnd = pcb->snd_wnd;
+	o->max_snd_wnd = pcb->max_snd_wnd;
+	o->rcv_wnd = pcb->rcv_adv - pcb->rcv_nxt;
+	o->mss = pcb->mss;
+	o->snd_wscale = pcb->snd_wscale;
+	o->rcv_wscale = pcb->rcv_wscale;
+	o->ws_ok = pcb->ws_ok;
+	o->ts_ok = pcb->ts_ok;
+	o->sack_ok = pcb->sack_ok;
+	o->ts_now = (uint32_t)pcb->ctx->now_ms;
+	uint32_t first = pcb->sbuf_size - pcb->sbuf_off;
+	if (first > pcb->sbuf_len)
+		first = pcb->sbuf_len;
+	o->snd_data[0] = pcb->sbuf ? pcb->sbuf + pcb->sbuf_off : NULL;
+	o->snd_len[0] = first;
+	o->snd_data[1] = pcb->sbuf;
+	o->snd_len[1] = pcb->sbuf_len - first;
+	return 0;
+}
+
+int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+{
+	for (unsigned i = 0; i < TCP_HANDED_RECENT; i++) {
+		const struct tcp_handed *h = &ctx->handed[i];
+		if (h->lport == lport && h->rport == rport && h->lip == lip && h->rip == rip)
+			return 1;
+	}
+	return 0;
+}
+
+void tcp_pcb_forget(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	ctx->handed[ctx->handed_next++ % TCP_HANDED_RECENT] = (struct tcp_handed){
+		.lip = pcb->local_ip, .rip = pcb->remote_ip, .lport = pcb->local_port, .rport = pcb->remote_port,
+	};
+	memset(&pcb->cb, 0, sizeof(pcb->cb));
+	tcp_pcb_release(pcb);
+}
+
 void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 {
 	memset(o, 0, sizeof(*o));

@@ -144,6 +144,8 @@ struct tcp_hash {
 	uint32_t mask, count;
 };
 
+#define TCP_HANDED_RECENT 64
+
 struct tcp_ctx {
 	struct stack *st;
 	const struct stack_netif *nif;
@@ -166,7 +168,18 @@ struct tcp_ctx {
 	/* rx batch (tcp_rx_batch_begin/end) */
 	unsigned batch_depth, batch_count;
 	struct tcp_pcb *batch_first, *batch_last;
+	/* Connections recently handed to the kernel (tcp_pcb_forget at fork):
+	 * their segments already in our RX ring are dropped, never answered
+	 * with a reset; the peer resends them to the kernel. */
+	struct tcp_handed {
+		uint32_t lip, rip;
+		uint16_t lport, rport;
+	} handed[TCP_HANDED_RECENT];
+	unsigned handed_next;
 };
+
+/* Whether (lip, lport, rip, rport) was handed to the kernel lately. */
+int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
 
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,

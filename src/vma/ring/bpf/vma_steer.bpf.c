@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Flow steering for the AF_XDP ring: only IPv4 TCP/UDP packets of flows a
- * libvma process attached go to its XSK; everything else (ARP, ICMP, IPv6,
- * fragments, unknown ports) continues to the kernel with XDP_PASS.
+/* Flow steering for the AF_XDP rings of every libvma process on one
+ * interface (vmad loads it once, docs/process_model.md): only IPv4 TCP/UDP
+ * packets of flows a process attached go to that process's XSK; everything
+ * else (ARP, ICMP, IPv6, fragments, unknown ports) continues to the kernel
+ * with XDP_PASS.
  * Lookup order: 5-tuple, 3-tuple on the local address, 3-tuple on INADDR_ANY,
- * multicast group (exact port, then any port). Keys are in network order and
- * laid out exactly as struct ring_xdp_key5/key3/keygrp in ring_xdp_maps.h. */
+ * multicast group (exact port, then any port). A flow's value is the member
+ * slot of the process that owns it; a 3-tuple may name a share group whose
+ * members get new flows by hash of the remote address and port; the XSK is
+ * found at key rx_queue * RING_XDP_MAX_MEMBERS + slot. Keys are in network
+ * order and laid out exactly as struct ring_xdp_key5/key3/keygrp in
+ * ring_xdp_maps.h. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -16,7 +22,7 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, RING_XDP_MAX_QUEUES);
+	__uint(max_entries, RING_XDP_XSK_KEYS);
 	__type(key, __u32);
 	__type(value, __u32);
 } vma_xsks SEC(".maps");
@@ -42,43 +48,89 @@ struct {
 	__type(value, __u32);
 } vma_groups SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RING_XDP_MAX_SHARES);
+	__type(key, __u32);
+	__type(value, struct ring_xdp_share);
+} vma_shares SEC(".maps");
+
+#define NO_FLOW 0xfffffffeu
+
 /* The ports sit at the same offsets in TCP and UDP headers. */
 struct l4_ports {
 	__be16 source;
 	__be16 dest;
 };
 
-static __always_inline int lookup_flow(const struct iphdr *ip, const struct l4_ports *ports)
+/* A share group's member for this remote end: the same remote address and
+ * port always land on the same member while the group is unchanged. */
+static __always_inline __u32 share_pick(__u32 value, const struct iphdr *ip, const struct l4_ports *ports)
+{
+	__u32 idx = value & ~RING_XDP_SHARE_BIT;
+	struct ring_xdp_share *share = bpf_map_lookup_elem(&vma_shares, &idx);
+
+	if (!share || share->count == 0 || share->count > RING_XDP_MAX_MEMBERS)
+		return RING_XDP_TO_KERNEL;
+	/* Linux picks ephemeral ports of one parity, and the address and
+	 * destination port are fixed per client: a full avalanche (the
+	 * murmur3 finaliser) so every input bit reaches the low bits. */
+	__u32 h = ip->saddr ^ ((__u32)ports->source << 16 | ports->dest);
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	__u32 pick = h % share->count;
+	/* The compiler knows pick < count <= MAX and drops the test below;
+	 * the verifier does not know it: hide pick from the optimiser. */
+	asm volatile("" : "+r"(pick));
+	if (pick >= RING_XDP_MAX_MEMBERS)
+		return RING_XDP_TO_KERNEL;
+	return share->slots[pick];
+}
+
+/* The member slot the packet belongs to, RING_XDP_TO_KERNEL, or NO_FLOW. */
+static __always_inline __u32 lookup_flow(const struct iphdr *ip, const struct l4_ports *ports)
 {
 	struct ring_xdp_key5 k5 = {
 		.local_ip = ip->daddr, .remote_ip = ip->saddr,
 		.local_port = ports->dest, .remote_port = ports->source,
 		.proto = ip->protocol,
 	};
-	if (bpf_map_lookup_elem(&vma_flows5, &k5))
-		return 1;
+	__u32 *value = bpf_map_lookup_elem(&vma_flows5, &k5);
+	if (value)
+		return *value;
 
 	struct ring_xdp_key3 k3 = {
 		.local_ip = ip->daddr, .local_port = ports->dest, .proto = ip->protocol,
 	};
-	if (bpf_map_lookup_elem(&vma_flows3, &k3))
-		return 1;
-	k3.local_ip = 0; /* INADDR_ANY listeners and bound sockets */
-	if (bpf_map_lookup_elem(&vma_flows3, &k3))
-		return 1;
+	value = bpf_map_lookup_elem(&vma_flows3, &k3);
+	if (!value) {
+		k3.local_ip = 0; /* INADDR_ANY listeners and bound sockets */
+		value = bpf_map_lookup_elem(&vma_flows3, &k3);
+	}
+	if (value) {
+		__u32 v = *value;
+		if (v != RING_XDP_TO_KERNEL && (v & RING_XDP_SHARE_BIT))
+			return share_pick(v, ip, ports);
+		return v;
+	}
 
 	/* 224.0.0.0/4 */
 	if ((ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000)) {
 		struct ring_xdp_keygrp kg = {
 			.group = ip->daddr, .port = ports->dest, .proto = ip->protocol,
 		};
-		if (bpf_map_lookup_elem(&vma_groups, &kg))
-			return 1;
+		value = bpf_map_lookup_elem(&vma_groups, &kg);
+		if (value)
+			return *value;
 		kg.port = 0;
-		if (bpf_map_lookup_elem(&vma_groups, &kg))
-			return 1;
+		value = bpf_map_lookup_elem(&vma_groups, &kg);
+		if (value)
+			return *value;
 	}
-	return 0;
+	return NO_FLOW;
 }
 
 SEC("xdp")
@@ -104,15 +156,19 @@ int vma_steer(struct xdp_md *ctx)
 	if ((void *)(ports + 1) > data_end)
 		return XDP_PASS;
 
-	if (!lookup_flow(ip, ports))
+	__u32 slot = lookup_flow(ip, ports);
+	if (slot >= RING_XDP_MAX_MEMBERS)   /* no flow, or to the kernel */
 		return XDP_PASS;
 	/* Too long for a UMEM frame (MTU above ~3.8 KB, skb mode): the XSK
 	 * would drop it; the kernel socket the stack keeps receives it. */
 	if (data_end - data > RING_XDP_MAX_RX_FRAME)
 		return XDP_PASS;
-	/* No XSK on this queue (its owner died or bound another queue): the
-	 * fallback action in the flags keeps the packet on the kernel path. */
-	return bpf_redirect_map(&vma_xsks, ctx->rx_queue_index, XDP_PASS);
+	/* No XSK for this member on this queue (it died, or has no socket on
+	 * the queue the NIC chose): the fallback action in the flags keeps
+	 * the packet on the kernel path, where its kernel socket gets it. */
+	if (ctx->rx_queue_index >= RING_XDP_MAX_QUEUES)
+		return XDP_PASS;
+	return bpf_redirect_map(&vma_xsks, ctx->rx_queue_index * RING_XDP_MAX_MEMBERS + slot, XDP_PASS);
 }
 
 char _license[] SEC("license") = "GPL";

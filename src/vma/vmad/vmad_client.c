@@ -1,0 +1,377 @@
+/* libvma's side of the vmad protocol (vmad_proto.h, docs/vmad.md).
+ *
+ * Finding vmad: the abstract socket of this network namespace. When nobody
+ * answers and we run as root, we start a private vmad (--auto: it exits a
+ * moment after its last member leaves), so a
+ * plain `LD_PRELOAD=libvma.so app` needs no daemon set up beforehand, and a
+ * pre-fork server's children or a second program find the same one.
+ *
+ * The start never shows the application a child of ours: no SIGCHLD, nothing
+ * its waitpid(-1) could reap (vmad_client_spawn_child). */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "log/vlog.h"
+#include "vmad/vmad_client.h"
+
+#define VMAD_CLIENT_TIMEOUT_S 5
+#define VMAD_CLIENT_MAX_FDS 4
+#define VMAD_CLIENT_SPAWN_STACK (64 * 1024)
+
+extern char **environ;
+
+static socklen_t vmad_client_address(struct sockaddr_un *addr)
+{
+	memset(addr, 0, sizeof(*addr));
+	addr->sun_family = AF_UNIX;
+	/* Abstract: sun_path[0] stays '\0'. */
+	memcpy(addr->sun_path + 1, VMAD_ABSTRACT_NAME, sizeof(VMAD_ABSTRACT_NAME) - 1);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + sizeof(VMAD_ABSTRACT_NAME) - 1);
+}
+
+static int vmad_client_connect(char *why, size_t why_len)
+{
+	struct sockaddr_un addr;
+	socklen_t len = vmad_client_address(&addr);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&addr, len) != 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	/* An abstract name has no owner: anyone could have bound it. */
+	struct ucred cred;
+	socklen_t cred_len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+	    (cred.uid != 0 && cred.uid != geteuid())) {
+		snprintf(why, why_len, "the vmad socket is served by uid %u, not root: not trusted",
+			 (unsigned)cred.uid);
+		close(fd);
+		return -EACCES;
+	}
+	struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static bool vmad_client_executable(const char *path)
+{
+	return access(path, X_OK) == 0;
+}
+
+/* vmad beside this library: the build tree (build/src/vma/.libs/libvma.so
+ * -> build/tools/vmad/vmad), an install (lib/ or lib/<triplet>/ -> sbin/),
+ * then the configured sbindir and the usual places. */
+static bool vmad_client_find_binary(char *out, size_t len)
+{
+	Dl_info info;
+	char dir[PATH_MAX];
+	static const char *const relative[] = {
+		"/../../../tools/vmad/vmad",
+		"/../../tools/vmad/vmad",
+		"/../sbin/vmad",
+		"/../../sbin/vmad",
+	};
+
+	if (dladdr((void *)vmad_client_find_binary, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+		snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+		*strrchr(dir, '/') = '\0';
+		for (size_t i = 0; i < sizeof(relative) / sizeof(relative[0]); i++) {
+			snprintf(out, len, "%s%s", dir, relative[i]);
+			if (vmad_client_executable(out))
+				return true;
+		}
+	}
+	const char *fixed[] = { VMA_SBINDIR "/vmad", "/usr/sbin/vmad", "/usr/local/sbin/vmad" };
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		snprintf(out, len, "%s", fixed[i]);
+		if (vmad_client_executable(out))
+			return true;
+	}
+	return false;
+}
+
+struct vmad_client_spawn {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int status;                 /* wait status of `vmad --daemon`, -errno if not started */
+};
+
+/* Runs in a CLONE_VM child with no exit signal. It must not exec itself:
+ * exec would make it an ordinary child again and the application would see
+ * a SIGCHLD (and might reap it). So it forks vmad with a raw clone (no
+ * atfork handlers: they are the application's and ours) and waits for
+ * `vmad --daemon` to report its socket bound and exit. */
+static int vmad_client_spawn_child(void *arg)
+{
+	struct vmad_client_spawn *sp = arg;
+	long pid = syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+
+	if (pid == 0) {
+		syscall(SYS_execve, sp->path, sp->argv, sp->envp);
+		syscall(SYS_exit, 127);
+	}
+	if (pid < 0) {
+		sp->status = -ECHILD;
+		return 0;
+	}
+	int status = 0;
+	long got;
+	do
+		got = syscall(SYS_wait4, (pid_t)pid, &status, 0, NULL);
+	while (got < 0 && errno == EINTR);
+	sp->status = got == pid ? status : -ECHILD;
+	return 0;
+}
+
+/* Starts `vmad --auto --daemon` without LD_PRELOAD (vmad must not run
+ * through us) and waits until it has bound its socket. */
+static int vmad_client_spawn(char *why, size_t why_len)
+{
+	char path[PATH_MAX];
+	size_t nenv = 0, kept = 0;
+
+	if (!vmad_client_find_binary(path, sizeof(path))) {
+		snprintf(why, why_len, "no vmad is running and the vmad program was not found (install it, "
+				       "or start vmad as root)");
+		return -ENOENT;
+	}
+	while (environ && environ[nenv])
+		nenv++;
+	char **envp = calloc(nenv + 1, sizeof(*envp));
+	void *stack = malloc(VMAD_CLIENT_SPAWN_STACK);
+	if (!envp || !stack) {
+		free(envp);
+		free(stack);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nenv; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
+			envp[kept++] = environ[i];
+	char *argv[] = { path, "--auto", "--daemon", NULL };
+	struct vmad_client_spawn sp = { .path = path, .argv = argv, .envp = envp, .status = -ECHILD };
+
+	/* CLONE_VFORK: we resume once the helper has exited, i.e. once vmad
+	 * is serving. Exit signal 0: no SIGCHLD for the application; we reap
+	 * the helper with __WCLONE. */
+	pid_t pid = clone(vmad_client_spawn_child, (char *)stack + VMAD_CLIENT_SPAWN_STACK,
+			  CLONE_VM | CLONE_VFORK, &sp);
+	int err = pid < 0 ? -errno : 0;
+	if (pid > 0) {
+		pid_t got;
+		do
+			got = waitpid(pid, NULL, __WCLONE);
+		while (got < 0 && errno == EINTR);
+		int status = sp.status;
+		if (status < 0) {
+			snprintf(why, why_len, "cannot start %s", path);
+			err = -ECHILD;
+		} else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+			snprintf(why, why_len, "%s --auto exited with %s %d", path,
+				 WIFEXITED(status) ? "status" : "signal",
+				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			err = -ECHILD;
+		}
+	} else {
+		snprintf(why, why_len, "cannot start %s: %s", path, strerror(-err));
+	}
+	free(stack);
+	free(envp);
+	if (!err)
+		vlog_debug("vmad: started a private broker (%s)", path);
+	return err;
+}
+
+static int vmad_client_request(int conn, const struct vmad_request *req, int send_fd, struct vmad_reply *rep,
+			       int *fds, unsigned *nfds)
+{
+	struct iovec iov = { .iov_base = (void *)req, .iov_len = sizeof(*req) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * VMAD_CLIENT_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	memset(&ctl, 0, sizeof(ctl));
+	if (send_fd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
+	}
+	do
+		n = sendmsg(conn, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(*req))
+		return n < 0 ? -errno : -EPROTO;
+
+	iov.iov_base = rep;
+	iov.iov_len = sizeof(*rep);
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	do
+		n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	unsigned got = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		unsigned count = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (unsigned i = 0; i < count; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (fds && got < VMAD_CLIENT_MAX_FDS)
+				fds[got++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (nfds)
+		*nfds = got;
+	else
+		for (unsigned i = 0; i < got; i++)
+			close(fds[i]);
+	if (n != (ssize_t)sizeof(*rep) || (msg.msg_flags & MSG_CTRUNC))
+		return -EPROTO;
+	return 0;
+}
+
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes, struct vmad_membership *m,
+		     char *why, size_t why_len)
+{
+	struct vmad_request req;
+	struct vmad_reply rep;
+	int fds[VMAD_CLIENT_MAX_FDS];
+	unsigned nfds = 0;
+
+	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .flows5_fd = -1 };
+	int conn = vmad_client_connect(why, why_len);
+	if (conn == -ECONNREFUSED || conn == -ENOENT) {
+		if (geteuid() != 0) {
+			snprintf(why, why_len, "no vmad is running in this network namespace and this process lacks "
+					       "the privilege to start one (not root; run vmad as root, see docs/vmad.md)");
+			return -EACCES;
+		}
+		int err = vmad_client_spawn(why, why_len);
+		if (err)
+			return err;
+		conn = vmad_client_connect(why, why_len);
+	}
+	if (conn < 0) {
+		if (!why[0])
+			snprintf(why, why_len, "cannot reach vmad: %s", strerror(-conn));
+		return conn;
+	}
+	memset(&req, 0, sizeof(req));
+	req.op = VMAD_OP_JOIN;
+	req.version = VMAD_PROTO_VERSION;
+	snprintf(req.ifname, sizeof(req.ifname), "%s", ifname);
+	req.queue = queue;
+	req.rx_frames = sizes->rx_frames;
+	req.tx_frames = sizes->tx_frames;
+	req.rx_descs = sizes->rx_descs;
+	req.tx_descs = sizes->tx_frames; /* our TX ring holds every TX frame */
+	int err = vmad_client_request(conn, &req, -1, &rep, fds, &nfds);
+	if (!err && rep.status < 0) {
+		err = rep.status;
+		rep.message[sizeof(rep.message) - 1] = '\0';
+		snprintf(why, why_len, "vmad: %s", rep.message[0] ? rep.message : strerror(-err));
+	} else if (!err && nfds < 3) {
+		err = -EPROTO;
+		snprintf(why, why_len, "vmad sent %u descriptors, expected 3 or more", nfds);
+	} else if (err) {
+		snprintf(why, why_len, "vmad did not answer: %s", strerror(-err));
+	}
+	if (err) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		close(conn);
+		return err;
+	}
+	m->conn = conn;
+	m->slot = rep.slot;
+	m->flags = rep.flags;
+	m->memfd = fds[0];
+	m->umem_fd = fds[1];
+	m->xsk_fd = fds[2];
+	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 3)
+		m->flows5_fd = fds[3];
+	for (unsigned i = (m->flows5_fd >= 0 ? 4 : 3); i < nfds; i++)
+		close(fds[i]);
+	return 0;
+}
+
+int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd)
+{
+	struct vmad_request req;
+	struct vmad_reply rep;
+
+	if (m->conn < 0)
+		return -ENOTCONN;
+	memset(&req, 0, sizeof(req));
+	req.op = (uint32_t)op;
+	req.version = VMAD_PROTO_VERSION;
+	req.mode = (uint32_t)mode;
+	req.flow = *flow;
+	req.flow.owner_fd = -1;
+	int err = vmad_client_request(m->conn, &req, op == VMAD_OP_FLOW_ADD ? owner_fd : -1, &rep, NULL, NULL);
+	if (err)
+		return err;
+	if (rep.status < 0) {
+		rep.message[sizeof(rep.message) - 1] = '\0';
+		vlog_debug("vmad: flow refused: %s", rep.message);
+	}
+	return rep.status;
+}
+
+static void vmad_client_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void vmad_client_leave(struct vmad_membership *m)
+{
+	vmad_client_close(&m->flows5_fd);
+	vmad_client_close(&m->xsk_fd);
+	vmad_client_close(&m->memfd);
+	vmad_client_close(&m->umem_fd);
+	vmad_client_close(&m->conn);
+}
+
+void vmad_client_forget(struct vmad_membership *m)
+{
+	/* The same calls: closing our copies of inherited descriptors never
+	 * touches the parent's, and the parent's membership must end when the
+	 * parent goes, not when its last child does. */
+	vmad_client_leave(m);
+}

@@ -1,0 +1,36 @@
+/* libvma's side of the vmad protocol (vmad_proto.h): find or start vmad,
+ * join a domain, ask for flows. */
+#ifndef VMA_VMAD_VMAD_CLIENT_H
+#define VMA_VMAD_VMAD_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ring/ring.h"
+#include "vmad/vmad_proto.h"
+
+struct vmad_membership {
+	int conn;                   /* the connection; its close ends the membership */
+	uint32_t slot;
+	uint32_t flags;             /* VMAD_JOIN_F_* */
+	int memfd;
+	int umem_fd;
+	int xsk_fd;
+	int flows5_fd;              /* -1 unless VMAD_JOIN_F_MAPS */
+};
+
+/* Connects to vmad, starting a private one first when none answers and
+ * this process may (privileged, vmad binary found). 0 with *m filled, or
+ * -errno with why[] set for the one warning. */
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes, struct vmad_membership *m,
+		     char *why, size_t why_len);
+/* FLOW_ADD / FLOW_DEL over the membership; owner_fd is the kernel socket
+ * proving the port (FLOW_ADD). 0 or -errno. */
+int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd);
+/* Closes the connection and every fd of the membership. */
+void vmad_client_leave(struct vmad_membership *m);
+/* In a forked child: forgets the parent's membership, closing only what
+ * the child inherited (the parent's connection and XSK stay the parent's). */
+void vmad_client_forget(struct vmad_membership *m);
+
+#endif

@@ -1,0 +1,76 @@
+/* The vmad protocol: what libvma (the client) and vmad (the broker that owns
+ * the steering program, the UMEM domains and every XSK) say to each other
+ * over a SOCK_SEQPACKET unix socket. docs/vmad.md describes it for people;
+ * this header is the contract.
+ *
+ * One connection is one membership: a process joins one (interface, queue)
+ * domain per connection and the connection's close (exit, crash, SIGKILL)
+ * is how vmad learns the member is gone. Every request gets exactly one
+ * reply, in order. File descriptors travel as SCM_RIGHTS with the message
+ * they belong to.
+ *
+ * Address: the abstract name "\0" VMAD_ABSTRACT_NAME of the caller's network
+ * namespace (vmad serves the namespace it runs in). A client trusts a server only if SO_PEERCRED says
+ * it runs as root or as the client's own uid (abstract names have no owner). */
+#ifndef VMA_VMAD_VMAD_PROTO_H
+#define VMA_VMAD_VMAD_PROTO_H
+
+#include <stdint.h>
+
+#include "ring/ring.h"
+
+#define VMAD_ABSTRACT_NAME "vma-vmad"
+#define VMAD_PROTO_VERSION 1
+#define VMAD_MSG_MAX 512
+
+enum vmad_op {
+	/* Join the domain of (ifname, queue). Reply fds: memfd, UMEM socket,
+	 * the member's XSK, then with VMAD_JOIN_F_MAPS the flows5 map. */
+	VMAD_OP_JOIN = 1,
+	/* Steer a flow to this member. One fd: the kernel socket that owns the
+	 * local address and port (or joined the group). */
+	VMAD_OP_FLOW_ADD = 2,
+	/* Stop steering a flow this member added. No fd. */
+	VMAD_OP_FLOW_DEL = 3,
+	/* Counters and members, for vma_stats / tests. No fd. */
+	VMAD_OP_STATUS = 4,
+};
+
+/* VMAD_OP_FLOW_ADD modes for a 3-tuple or group flow. */
+enum vmad_flow_mode {
+	/* The port is this member's alone: -EBUSY when another member steers it. */
+	VMAD_FLOW_EXCLUSIVE = 0,
+	/* Join the share group of the flow: new connections / datagrams are
+	 * spread over every member in it. Allowed for the same kernel socket
+	 * (inherited across fork) or SO_REUSEPORT sockets of the same uid. */
+	VMAD_FLOW_SHARE = 1,
+};
+
+struct vmad_request {
+	uint32_t op;                /* enum vmad_op */
+	uint32_t version;           /* VMAD_PROTO_VERSION */
+	char ifname[16];            /* JOIN */
+	uint32_t queue;             /* JOIN */
+	/* JOIN: the sizes the client would use (VMA_RX_BUFS, ...); they shape
+	 * the domain only when this JOIN creates it. Powers of two. */
+	uint32_t rx_frames, tx_frames, rx_descs, tx_descs;
+	uint32_t mode;              /* FLOW_ADD: enum vmad_flow_mode */
+	struct ring_flow flow;      /* FLOW_ADD / FLOW_DEL */
+};
+
+#define VMAD_JOIN_F_MAPS 0x1        /* the flows5 map fd follows (privileged client) */
+#define VMAD_JOIN_F_NATIVE 0x2      /* the program runs in native (driver) mode */
+
+struct vmad_reply {
+	int32_t status;             /* 0 or -errno */
+	uint32_t op;                /* echoes the request */
+	uint32_t slot;              /* JOIN: member slot (flow values name it) */
+	uint32_t flags;             /* JOIN: VMAD_JOIN_F_* */
+	uint32_t ifindex;
+	uint32_t queue;
+	uint32_t nfds;              /* descriptors sent with this reply */
+	uint32_t members;           /* STATUS: active members of the domain */
+	char message[192];          /* why, when status < 0 (for the warning) */
+};
+
+#endif

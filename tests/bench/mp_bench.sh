@@ -1,0 +1,80 @@
+#!/bin/bash
+# mp_bench.sh [BUILD_DIR]: servers of several processes and threads, kernel
+# against libvma in the same run (issue "many processes", docs/process_model.md).
+# Rows: a pre-fork TCP server (1, 2, 4 workers, requests/s), a threaded TCP
+# server (1, 2, 4 threads, one epoll each), a pre-fork UDP server (1, 2, 4
+# workers, datagrams/s). The load: tests/integration/mp_client in the other
+# namespace (kernel sockets), 8 connections of 64-byte request/echo round
+# trips for BENCH_SECONDS (default 3) each. Prints one table: rate under the
+# kernel, under libvma, their ratio, the scaling against the same column's
+# 1-worker row, and the server namespace's kernel Tcp InSegs / Udp
+# InDatagrams during the libvma run (flat = offloaded).
+# It reports; it does not judge (exit 0 when it ran, 2 when it could not set up).
+# Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+BUILD=$(cd "${1:-$TOP/build}" && pwd)
+LIB=$BUILD/src/vma/.libs/libvma.so
+SRV=$BUILD/tests/integration/mp_server
+CLI=$BUILD/tests/integration/mp_client
+SECONDS_RUN=${BENCH_SECONDS:-3}
+CONNS=${BENCH_CONNS:-8}
+[ "$(id -u)" = 0 ] || { echo "mp_bench: needs root" >&2; exit 2; }
+for f in "$LIB" "$SRV" "$CLI"; do [ -e "$f" ] || { echo "mp_bench: no $f (make check builds it)" >&2; exit 2; }; done
+export TB_PREFIX=${TB_PREFIX:-mpb}
+TMP=$(mktemp -d /tmp/mp_bench.XXXXXX)
+cleanup() {
+	pkill -f "$SRV --port 1930" 2>/dev/null
+	bash "$TOP/contrib/testbed.sh" down >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+bash "$TOP/contrib/testbed.sh" up pair >/dev/null || { echo "mp_bench: testbed" >&2; exit 2; }
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
+counter() { # counter tcp|udp: Tcp InSegs or Udp InDatagrams of the server namespace
+	if [ "$1" = udp ]; then
+		$B awk '/^Udp:/{n++; if (n == 2) print $2}' /proc/net/snmp
+	else
+		$B awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp
+	fi
+}
+
+PORT=19300
+# run CONFIG MODEL WORKERS PROTO: prints "RATE DELTA" (rate "n/a" on failure)
+run() {
+	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp=""
+	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB"
+	[ "$proto" = udp ] && udp=--udp
+	PORT=$((PORT + 1))
+	$B $pre "$SRV" --port $PORT --bind 198.18.0.2 --model "$model" --workers "$workers" \
+		--max-seconds $((SECONDS_RUN + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
+	local job=$!
+	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
+	local before after out rate
+	before=$(counter "$proto")
+	out=$($A timeout $((SECONDS_RUN + 20)) "$CLI" --server 198.18.0.2 --port $PORT --conns "$CONNS" \
+		--seconds "$SECONDS_RUN" $udp 2>/dev/null)
+	after=$(counter "$proto")
+	kill -TERM $job 2>/dev/null
+	wait $job 2>/dev/null
+	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9.]*\) .*/\1/p')
+	echo "${rate:-n/a} $((after - before))"
+}
+
+printf '%-22s %12s %12s %7s %9s %9s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
+for spec in "prefork tcp" "threads tcp" "udp-prefork udp"; do
+	set -- $spec
+	model=$1 proto=$2
+	k1="" v1=""
+	for w in 1 2 4; do
+		read -r krate _ < <(run kernel "$model" $w "$proto")
+		read -r vrate vdelta < <(run libvma "$model" $w "$proto")
+		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
+		ratio=$(awk -v a="$vrate" -v b="$krate" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
+		ks=$(awk -v a="$krate" -v b="$k1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
+		vs=$(awk -v a="$vrate" -v b="$v1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
+		printf '%-22s %12s %12s %7s %9s %9s %s\n' "$model x$w" "$krate" "$vrate" "$ratio" "$ks" "$vs" "+$vdelta"
+	done
+done

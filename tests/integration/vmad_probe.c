@@ -1,0 +1,105 @@
+/* vmad_probe IFNAME: talks to the running vmad the way a hostile (or just
+ * mistaken) unprivileged program would, and prints one line per request
+ * with vmad's answer, for vmad_unpriv.sh to check:
+ *
+ *   join <errno name or 0>
+ *   noproof <...>        FLOW_ADD of a UDP port with no socket as proof
+ *   wrongport <...>      proof bound to another port than the flow's
+ *   otherproto <...>     a TCP socket as proof for a UDP flow
+ *   group <...>          a group the proving socket never joined
+ *   foreign <...>        a port (VMAD_PROBE_FOREIGN_PORT) another process
+ *                        owns, with a socket of ours bound elsewhere
+ *   own <...>            a UDP port our own socket is bound to (allowed)
+ *
+ * It links libvma_core for the client side of the protocol but is not run
+ * under LD_PRELOAD. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "vmad/vmad_client.h"
+
+static const char *errname(int err)
+{
+	switch (-err) {
+	case 0: return "0";
+	case EPERM: return "EPERM";
+	case EACCES: return "EACCES";
+	case EBUSY: return "EBUSY";
+	case EINVAL: return "EINVAL";
+	case ENODEV: return "ENODEV";
+	case ENOSPC: return "ENOSPC";
+	default: return strerror(-err);
+	}
+}
+
+static int bound_socket(int type, uint16_t port)
+{
+	int fd = socket(AF_INET, type, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		perror("vmad_probe: bind");
+		exit(2);
+	}
+	return fd;
+}
+
+static struct ring_flow udp_flow(uint16_t port)
+{
+	return (struct ring_flow){ .proto = IPPROTO_UDP, .local_port = htons(port), .owner_fd = -1 };
+}
+
+int main(int argc, char **argv)
+{
+	struct ring_sizes sizes = { .rx_frames = 256, .rx_descs = 256, .tx_frames = 256, .rx_batch = 16,
+				    .tx_batch = 16 };
+	struct vmad_membership m;
+	char why[256] = "";
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: vmad_probe IFNAME\n");
+		return 2;
+	}
+	int err = vmad_client_join(argv[1], 0, &sizes, &m, why, sizeof(why));
+	printf("join %s%s%s\n", errname(err), why[0] ? " " : "", why);
+	if (err)
+		return 0;
+
+	struct ring_flow f = udp_flow(17001);
+	printf("noproof %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, -1)));
+
+	int s1 = bound_socket(SOCK_DGRAM, 17002);
+	f = udp_flow(17003);
+	printf("wrongport %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, s1)));
+
+	int t1 = bound_socket(SOCK_STREAM, 17004);
+	f = udp_flow(17004);
+	printf("otherproto %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, t1)));
+
+	int s2 = bound_socket(SOCK_DGRAM, 17005);
+	f = udp_flow(17005);
+	f.group = inet_addr("239.9.9.9");
+	printf("group %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, s2)));
+
+	const char *foreign = getenv("VMAD_PROBE_FOREIGN_PORT");
+	if (foreign) {
+		f = udp_flow((uint16_t)atoi(foreign));
+		printf("foreign %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_SHARE, s1)));
+	}
+
+	int s3 = bound_socket(SOCK_DGRAM, 17006);
+	f = udp_flow(17006);
+	printf("own %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, s3)));
+
+	close(s1);
+	close(s2);
+	close(s3);
+	close(t1);
+	vmad_client_leave(&m);
+	return 0;
+}
