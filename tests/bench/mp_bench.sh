@@ -10,7 +10,9 @@
 # 1-worker row, and the server namespace's kernel Tcp InSegs / Udp
 # InDatagrams during the libvma run (flat = offloaded).
 # It reports; it does not judge (exit 0 when it ran, 2 when it could not set up).
-# Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb).
+# Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
+# VAR=VALUE words for the libvma runs, e.g. VMA_THREAD_MODE=3), BENCH_ROWS
+# ("MODEL PROTO" pairs separated by ';', default all three).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -45,7 +47,7 @@ PORT=19300
 # run CONFIG MODEL WORKERS PROTO: prints "RATE DELTA" (rate "n/a" on failure)
 run() {
 	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp=""
-	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB"
+	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-}"
 	[ "$proto" = udp ] && udp=--udp
 	PORT=$((PORT + 1))
 	$B $pre "$SRV" --port $PORT --bind 198.18.0.2 --model "$model" --workers "$workers" \
@@ -64,7 +66,8 @@ run() {
 }
 
 printf '%-22s %12s %12s %7s %9s %9s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
-for spec in "prefork tcp" "threads tcp" "udp-prefork udp"; do
+IFS=';' read -r -a ROWS <<<"${BENCH_ROWS:-prefork tcp;threads tcp;udp-prefork udp}"
+for spec in "${ROWS[@]}"; do
 	set -- $spec
 	model=$1 proto=$2
 	k1="" v1=""

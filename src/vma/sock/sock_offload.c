@@ -44,6 +44,19 @@ static struct sock_offload *sock_offload_fork_locked;
  * ioctls, neighbour triggers) are plain kernel sockets. */
 static __thread bool sock_offload_building;
 
+void sock_offload_lock_init(struct sock_offload *ctx)
+{
+	pthread_mutexattr_t attr;
+
+	ctx->lock_mode = g_cfg.thread_mode;
+	pthread_spin_init(&ctx->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutexattr_init(&attr);
+	/* glibc's adaptive mutex spins a little before it sleeps. */
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&ctx->mutex, &attr);
+	pthread_mutexattr_destroy(&attr);
+}
+
 static void sock_offload_unlock_raw(struct sock_offload *ctx);
 
 /* vma_stats' view of one offloaded interface: its ring and the ring's two
@@ -144,7 +157,7 @@ static int sock_offload_engine_drain(void *arg, int budget)
 {
 	struct sock_offload_if *ifc = arg;
 	struct sock_offload *ctx = ifc->ctx;
-	if (pthread_spin_trylock(&ctx->lock) != 0)
+	if (!sock_offload_trylock(ctx))
 		return 0;
 	int done = 0;
 	if (!ctx->dead) {
@@ -223,7 +236,7 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 static void sock_offload_tick(void *arg)
 {
 	struct sock_offload *ctx = arg;
-	if (pthread_spin_trylock(&ctx->lock) != 0)
+	if (!sock_offload_trylock(ctx))
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
 		uint64_t now = engine_now_ms();
@@ -240,7 +253,7 @@ static void sock_offload_tick(void *arg)
 			sock_offload_stats_refresh_locked(ctx);
 		}
 	}
-	pthread_spin_unlock(&ctx->lock);
+	sock_offload_unlock_plain(ctx);
 }
 
 static void sock_offload_exit(void *arg)
@@ -250,13 +263,13 @@ static void sock_offload_exit(void *arg)
 	 * lock (signal exit): wait a bounded time, then close anyway. */
 	bool locked = false;
 	for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES && !locked; i++)
-		locked = pthread_spin_trylock(&ctx->lock) == 0;
+		locked = sock_offload_trylock(ctx);
 	__atomic_store_n(&ctx->dead, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	if (ctx == sock_offload_cur)
 		ring_mgr_close_all();
 	if (locked)
-		pthread_spin_unlock(&ctx->lock);
+		sock_offload_unlock_plain(ctx);
 }
 
 static void sock_offload_settings(struct stack_settings *st)
@@ -321,7 +334,7 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		net_close(ctx->net);
 		return false;
 	}
-	pthread_spin_init(&ctx->lock, PTHREAD_PROCESS_PRIVATE);
+	sock_offload_lock_init(ctx);
 	ctx->rx_batch = g_cfg.cq_poll_batch_max > 0 ? (unsigned)g_cfg.cq_poll_batch_max : 16;
 	if (ctx->rx_batch > SOCK_OFFLOAD_RX_BATCH_MAX)
 		ctx->rx_batch = SOCK_OFFLOAD_RX_BATCH_MAX;
@@ -451,13 +464,13 @@ static void sock_offload_unlock_raw(struct sock_offload *ctx)
 {
 	unsigned n = ctx->npending;
 	if (__builtin_expect(n == 0, 1)) {
-		pthread_spin_unlock(&ctx->lock);
+		sock_offload_unlock_plain(ctx);
 		return;
 	}
 	struct sock_offload_pending todo[SOCK_OFFLOAD_PENDING_MAX];
 	memcpy(todo, ctx->pending, n * sizeof(todo[0]));
 	ctx->npending = 0;
-	pthread_spin_unlock(&ctx->lock);
+	sock_offload_unlock_plain(ctx);
 	for (unsigned i = 0; i < n; i++)
 		todo[i].fn(todo[i].arg);
 }
@@ -470,6 +483,18 @@ void sock_offload_unlock(struct sock_offload *ctx)
 void sock_offload_clock_locked(struct sock_offload *ctx)
 {
 	stack_clock_set(ctx->stack, engine_now_ms());
+}
+
+int sock_offload_progress_try(struct sock_offload *ctx)
+{
+	/* Busy-polling threads (select/poll/epoll passes) must not queue up
+	 * behind each other: while one holds the lock it polls the rings for
+	 * everybody, so the others look at their sockets again instead. */
+	if (!sock_offload_trylock(ctx))
+		return 0;
+	int n = sock_offload_progress_locked(ctx);
+	sock_offload_unlock(ctx);
+	return n;
 }
 
 int sock_offload_progress(struct sock_offload *ctx)
@@ -657,7 +682,7 @@ void sock_offload_before_fork(void)
 		return;
 	bool locked = false;
 	for (int i = 0; i < SOCK_OFFLOAD_FORK_LOCK_TRIES && !locked; i++)
-		locked = pthread_spin_trylock(&ctx->lock) == 0;
+		locked = sock_offload_trylock(ctx);
 	if (!locked)
 		return;
 	if (!ctx->dead) {
@@ -691,7 +716,7 @@ void sock_offload_after_fork_child(void)
 		/* The parent's: dead here, never touched. Its lock (maybe held
 		 * at fork) is made free for the exit hooks that still see it. */
 		__atomic_store_n(&old->dead, true, __ATOMIC_RELEASE);
-		pthread_spin_init(&old->lock, PTHREAD_PROCESS_PRIVATE);
+		sock_offload_lock_init(old);
 		old->npending = 0;
 	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);

@@ -11,6 +11,7 @@
 #define VMA_SOCK_SOCK_OFFLOAD_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,7 +54,13 @@ struct sock_offload {
 	struct stack *stack;
 	unsigned nifs;
 	struct sock_offload_if ifs[SOCK_OFFLOAD_MAX_IFS];
+	/* The context lock, of the kind VMA_THREAD_MODE asks (sock_offload_lock
+	 * below): a spin lock (0, 1), a mutex (2), or a spin lock that yields
+	 * the CPU after a short spin (3: more threads than cores, where a
+	 * spinner would burn the time slice of the holder it waits for). */
 	pthread_spinlock_t lock;
+	pthread_mutex_t mutex;
+	int lock_mode;
 	unsigned rx_batch;             /* VMA_CQ_POLL_BATCH_MAX, capped */
 	/* Set under lock at exit (rings closed) or in a forked child: every
 	 * socket then serves its calls from the kernel socket. */
@@ -94,10 +101,49 @@ struct sock_offload *sock_offload_get(void);
 /* Non-NULL only while the context is up and this process owns it. */
 extern struct sock_offload *sock_offload_live;
 
+#define SOCK_OFFLOAD_LOCK_MUTEX 2
+#define SOCK_OFFLOAD_LOCK_YIELD 3
+#define SOCK_OFFLOAD_LOCK_SPINS 64
+
+static inline bool sock_offload_trylock(struct sock_offload *ctx)
+{
+	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX)
+		return pthread_mutex_trylock(&ctx->mutex) == 0;
+	return pthread_spin_trylock(&ctx->lock) == 0;
+}
+
 static inline void sock_offload_lock(struct sock_offload *ctx)
 {
-	pthread_spin_lock(&ctx->lock);
+	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX) {
+		pthread_mutex_lock(&ctx->mutex);
+	} else if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_YIELD) {
+		for (unsigned spins = 0; pthread_spin_trylock(&ctx->lock) != 0; spins++) {
+			if (spins < SOCK_OFFLOAD_LOCK_SPINS) {
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#elif defined(__aarch64__)
+				__asm__ __volatile__("yield");
+#endif
+			} else {
+				sched_yield();
+			}
+		}
+	} else {
+		pthread_spin_lock(&ctx->lock);
+	}
 }
+
+/* Drops the lock without running deferred work (sock_offload_unlock does). */
+static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
+{
+	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX)
+		pthread_mutex_unlock(&ctx->mutex);
+	else
+		pthread_spin_unlock(&ctx->lock);
+}
+
+/* (Re)initialises the lock of the kind VMA_THREAD_MODE names. */
+void sock_offload_lock_init(struct sock_offload *ctx);
 /* Drops the lock, then runs what delivery callbacks deferred. */
 void sock_offload_unlock(struct sock_offload *ctx);
 /* Lock held: runs fn(arg) at the next unlock. Returns false when the list
@@ -109,6 +155,9 @@ bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn 
 int sock_offload_progress_locked(struct sock_offload *ctx);
 /* The same, taking the lock. */
 int sock_offload_progress(struct sock_offload *ctx);
+/* The same if the lock is free; 0 at once when another thread holds it
+ * (it is polling the rings, or will at its unlock). For poll loops. */
+int sock_offload_progress_try(struct sock_offload *ctx);
 /* Lock held: brings the stack's clock (and the TCP engine's) to now
  * before a call that stamps segments (connect, write) outside a pass. */
 void sock_offload_clock_locked(struct sock_offload *ctx);

@@ -544,7 +544,7 @@ static int sock_tcp_progress(struct sock_obj *obj)
 	/* A process that polls a listener it shares after fork accepts. */
 	sock_tcp_fork_check(sock_tcp_of(obj));
 	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
-	return ctx ? sock_offload_progress(ctx) : 0;
+	return ctx ? sock_offload_progress_try(ctx) : 0;
 }
 
 static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)

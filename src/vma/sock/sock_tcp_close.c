@@ -189,11 +189,11 @@ void sock_tcp_exit(void *arg)
 	struct sock_offload *ctx = arg;
 	bool locked = false;
 	for (int i = 0; i < SOCK_TCP_EXIT_LOCK_TRIES && !locked; i++)
-		locked = pthread_spin_trylock(&ctx->lock) == 0;
+		locked = sock_offload_trylock(ctx);
 	if (!locked)
 		return;   /* a thread died holding it: the rings close anyway */
 	if (ctx->dead || !ctx->tcp) {
-		pthread_spin_unlock(&ctx->lock);
+		sock_offload_unlock_plain(ctx);
 		return;
 	}
 	while (sock_tcp_all) {
@@ -219,6 +219,6 @@ void sock_tcp_exit(void *arg)
 	}
 	sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), true);
 	sock_offload_progress_locked(ctx);   /* the RSTs leave */
-	pthread_spin_unlock(&ctx->lock);
+	sock_offload_unlock_plain(ctx);
 }
 

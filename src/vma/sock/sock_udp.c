@@ -495,7 +495,7 @@ static int sock_udp_progress(struct sock_obj *obj)
 	/* A process that polls a socket it shares after fork reads it. */
 	sock_udp_fork_check(sock_udp_of(obj));
 	struct sock_offload *ctx = sock_udp_ctx(sock_udp_of(obj));
-	return ctx ? sock_offload_progress(ctx) : 0;
+	return ctx ? sock_offload_progress_try(ctx) : 0;
 }
 
 static int sock_udp_wait_prepare(struct sock_obj *obj, int *fds, int max)
