@@ -14,6 +14,8 @@
 #  3 a policy that names only root: nobody's join is refused with the reason
 #  4 vmad stopped (SIGTERM) and started again while nobody's UDP server runs:
 #    the server keeps answering (kernel path) and exits cleanly
+#  5 nobody's UDP and TCP clients (sockperf pp) through a vmad in the client
+#    namespace: offloaded (the client namespace's kernel counters flat)
 set -u
 BUILD=${1:?usage: vmad_unpriv.sh BUILDDIR}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
@@ -169,6 +171,29 @@ stop_server "$SRV"; st=$?
 check $? "answers before ($rc1), while vmad is gone ($rc2), after it is back ($rc3); the server exits on SIGTERM ($st)"
 grep WARN "$TMP/restart.err" | sed 's/^/   /'
 stop_vmad
+
+echo "== 5. nobody's clients"
+# A vmad in the client namespace too; kernel sockperf servers in b.
+$A "$VMAD" --daemon --log "$TMP/vmad_a.log" -v
+VMAD_A=$(pgrep -n -f "$VMAD --daemon --log $TMP/vmad_a.log")
+PIDS+=("$VMAD_A")
+udp_in_a() { $A awk '/^Udp:/{n++; if (n == 2) print $2}' /proc/net/snmp; }
+tcp_in_a() { $A awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp; }
+for proto in udp tcp; do
+	flag=""; [ $proto = tcp ] && flag=--tcp
+	$B sockperf sr -i 198.18.0.2 -p 17105 $flag >/dev/null 2>&1 &
+	KSRV=$!; PIDS+=("$KSRV")
+	sleep 0.5
+	if [ $proto = udp ]; then before=$(udp_in_a); else before=$(tcp_in_a); fi
+	$A $NOBODY env LD_PRELOAD="$LIB" timeout 20 sockperf pp -i 198.18.0.2 -p 17105 -t 2 -m 64 $flag \
+		>"$TMP/cli$proto.pp" 2>"$TMP/cli$proto.err"; rc=$?
+	if [ $proto = udp ]; then after=$(udp_in_a); else after=$(tcp_in_a); fi
+	kill "$KSRV" 2>/dev/null; wait "$KSRV" 2>/dev/null
+	[ $rc = 0 ] && [ $((after - before)) -le 10 ] && [ "$(grep -c WARN "$TMP/cli$proto.err")" = 0 ]
+	check $? "nobody's $proto client via vmad: offloaded (client namespace's kernel counter +$((after - before))), latency $(latency "$TMP/cli$proto.pp") us"
+	grep WARN "$TMP/cli$proto.err" | sed 's/^/   /'
+done
+kill -TERM "$VMAD_A" 2>/dev/null
 
 for f in "$TMP"/*.err; do
 	grep -qiE "runtime error|AddressSanitizer|Segmentation" "$f" && { echo "FAIL: $(basename "$f"):"; cat "$f"; fail=1; }
