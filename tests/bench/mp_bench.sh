@@ -2,8 +2,11 @@
 # mp_bench.sh [BUILD_DIR]: servers of several processes and threads, kernel
 # against libvma in the same run (issue "many processes", docs/process_model.md).
 # Rows: a pre-fork TCP server (1, 2, 4 workers, requests/s), a threaded TCP
-# server (1, 2, 4 threads, one epoll each), a pre-fork UDP server (1, 2, 4
-# workers, datagrams/s). The load: tests/integration/mp_client in the other
+# server (1, 2, 4 threads, one epoll each on one listener), the same with a
+# SO_REUSEPORT listener per thread and a ring per thread
+# (VMA_RING_ALLOCATION_LOGIC_RX=20), a pre-fork UDP server (1, 2, 4
+# workers, datagrams/s) and a threaded UDP server (a SO_REUSEPORT socket and
+# a ring per thread). The load: tests/integration/mp_client in the other
 # namespace (kernel sockets), 8 connections of 64-byte request/echo round
 # trips for BENCH_SECONDS (default 3) each. Prints one table: rate under the
 # kernel, under libvma, their ratio, the scaling against the same column's
@@ -12,7 +15,8 @@
 # It reports; it does not judge (exit 0 when it ran, 2 when it could not set up).
 # Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
 # VAR=VALUE words for the libvma runs, e.g. VMA_THREAD_MODE=3), BENCH_ROWS
-# ("MODEL PROTO" pairs separated by ';', default all three).
+# ("MODEL PROTO [VAR=VALUE ...]" separated by ';': the words after PROTO are
+# more environment for that row's libvma runs; default all five rows).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -44,10 +48,12 @@ counter() { # counter tcp|udp: Tcp InSegs or Udp InDatagrams of the server names
 }
 
 PORT=19300
-# run CONFIG MODEL WORKERS PROTO: prints "RATE DELTA" (rate "n/a" on failure)
+# run CONFIG MODEL WORKERS PROTO [VAR=VALUE...]: prints "RATE DELTA" (rate
+# "n/a" on failure)
 run() {
 	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp=""
-	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-}"
+	shift 4
+	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-} $*"
 	[ "$proto" = udp ] && udp=--udp
 	PORT=$((PORT + 1))
 	$B $pre "$SRV" --port $PORT --bind 198.18.0.2 --model "$model" --workers "$workers" \
@@ -66,14 +72,17 @@ run() {
 }
 
 printf '%-22s %12s %12s %7s %9s %9s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
-IFS=';' read -r -a ROWS <<<"${BENCH_ROWS:-prefork tcp;threads tcp;udp-prefork udp}"
+PER_THREAD=VMA_RING_ALLOCATION_LOGIC_RX=20
+IFS=';' read -r -a ROWS <<<"${BENCH_ROWS:-prefork tcp;threads tcp;threads-reuseport tcp $PER_THREAD;udp-prefork udp;udp-threads udp $PER_THREAD}"
 for spec in "${ROWS[@]}"; do
 	set -- $spec
 	model=$1 proto=$2
+	shift 2
+	extra="$*"
 	k1="" v1=""
 	for w in 1 2 4; do
 		read -r krate _ < <(run kernel "$model" $w "$proto")
-		read -r vrate vdelta < <(run libvma "$model" $w "$proto")
+		read -r vrate vdelta < <(run libvma "$model" $w "$proto" $extra)
 		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
 		ratio=$(awk -v a="$vrate" -v b="$krate" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
 		ks=$(awk -v a="$krate" -v b="$k1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')

@@ -11,6 +11,10 @@
  *                shared listener and accepts non-blocking.
  *   threads      one process, N threads, each its own epoll on the shared
  *                listener (EPOLLEXCLUSIVE).
+ *   threads-reuseport  one process, N threads, each with its own
+ *                SO_REUSEPORT listener on the port and its own epoll.
+ *   udp-threads  one process, N threads, each with its own SO_REUSEPORT UDP
+ *                socket on the port, blocking recvfrom + sendto echo.
  *   forkconn     blocking accept loop; one child per connection serves it
  *                with blocking I/O and exits; SIGCHLD reaps.
  *   daemon       `single` after a fork + setsid + fork done after listen();
@@ -68,10 +72,11 @@
 #define CHILD_IDLE_SEC 10
 #define READY_WAIT_MS 10000
 
-enum model { M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK };
+enum model { M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK, M_THREADS_REUSEPORT, M_UDP_THREADS };
 
 /* Indexed by enum model. */
-static const char *const model_names[] = { "single", "prefork", "threads", "forkconn", "daemon", "udp-prefork" };
+static const char *const model_names[] = { "single",  "prefork",     "threads",          "forkconn",
+					   "daemon",  "udp-prefork", "threads-reuseport", "udp-threads" };
 
 static struct {
 	const char *bind_addr;
@@ -190,6 +195,11 @@ static int make_listener(int type)
 		exit(1);
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if ((opt.model == M_THREADS_REUSEPORT || opt.model == M_UDP_THREADS) &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) {
+		msg("SO_REUSEPORT: %s", strerror(errno));
+		exit(1);
+	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		msg("bind %s:%d: %s", opt.bind_addr, opt.port, strerror(errno));
 		exit(1);
@@ -592,7 +602,20 @@ static void *thread_main(void *p)
 {
 	struct thread_arg *a = p;
 	a->st.id = gettid();
+	if (opt.model == M_UDP_THREADS) {
+		/* Its own socket, made by this thread (a ring per thread). */
+		int fd = make_listener(SOCK_DGRAM);
+		udp_worker(fd, a->ready_fd, &a->st);
+		close(fd);
+		return NULL;
+	}
+	if (opt.model == M_THREADS_REUSEPORT) {
+		a->ls = make_listener(SOCK_STREAM);
+		set_nonblocking(a->ls, 1);
+	}
 	epoll_worker(a->ls, 1, ready_pipe, a->ready_fd, &a->st);
+	if (opt.model == M_THREADS_REUSEPORT)
+		close(a->ls);
 	return NULL;
 }
 
@@ -604,7 +627,8 @@ static int run_threads(int ls)
 		msg("pipe: %s", strerror(errno));
 		return 1;
 	}
-	set_nonblocking(ls, 1);
+	if (ls >= 0)
+		set_nonblocking(ls, 1);
 	for (int i = 0; i < opt.workers; i++) {
 		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1] };
 		int e = pthread_create(&args[i].tid, NULL, thread_main, &args[i]);
@@ -834,7 +858,8 @@ static void udp_worker(int fd, int ready_fd, struct worker_stats *st)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: mp_server --port P [--bind ADDR] [--model single|prefork|threads|forkconn|daemon|udp-prefork]\n"
+		"usage: mp_server --port P [--bind ADDR]\n"
+		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads]\n"
 		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n");
 	exit(2);
 }
@@ -891,13 +916,18 @@ int main(int argc, char **argv)
 	set_handler(SIGUSR1, on_usr1);
 	signal(SIGPIPE, SIG_IGN);
 
-	int ls = make_listener(opt.model == M_UDP_PREFORK ? SOCK_DGRAM : SOCK_STREAM);
+	/* The per-thread models make their sockets in their threads. */
+	int ls = opt.model == M_THREADS_REUSEPORT || opt.model == M_UDP_THREADS ?
+			 -1 :
+			 make_listener(opt.model == M_UDP_PREFORK ? SOCK_DGRAM : SOCK_STREAM);
 	switch (opt.model) {
 	case M_SINGLE: return run_single(ls);
 	case M_DAEMON: return run_daemon(ls);
 	case M_PREFORK: return run_prefork(ls, 0);
 	case M_UDP_PREFORK: return run_prefork(ls, 1);
-	case M_THREADS: return run_threads(ls);
+	case M_THREADS:
+	case M_THREADS_REUSEPORT:
+	case M_UDP_THREADS: return run_threads(ls);
 	case M_FORKCONN: return run_forkconn(ls);
 	}
 	return 2;

@@ -117,6 +117,45 @@ START_TEST(queues_cap_rings_like_a_one_queue_veth)
 }
 END_TEST
 
+START_TEST(per_queue_gives_keys_rings_of_their_own_on_one_queue)
+{
+	/* AF_XDP: several XSKs of the process on a one-queue veth. */
+	struct ring_mgr_config cfg = {
+		.ring = { .backend = RING_BACKEND_LOOP, .rx_bufs = 64, .rx_wre = 64, .tx_bufs = 64, .tx_wre = 64 },
+		.queues = 1,
+		.per_queue = 3,
+	};
+	ring_mgr_configure(&cfg);
+	struct ring *r[4];
+	for (int i = 0; i < 4; i++) {
+		r[i] = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 200 + i, 0, 0));
+		ck_assert_ptr_nonnull(r[i]);
+		ck_assert_uint_eq(r[i]->queue, 0);
+	}
+	ck_assert_ptr_ne(r[0], r[1]);
+	ck_assert_ptr_ne(r[1], r[2]);
+	ck_assert_ptr_ne(r[0], r[2]);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 3);
+	/* The fourth key shares one of the three. */
+	ck_assert(r[3] == r[0] || r[3] == r[1] || r[3] == r[2]);
+	ck_assert_uint_eq(ring_mgr_refs(r[3]), 2);
+	/* Two queues of room 3 each: six rings, spread over both queues. */
+	ring_mgr_close_all();
+	cfg.queues = 2;
+	ring_mgr_configure(&cfg);
+	unsigned on_queue[2] = { 0, 0 };
+	for (int i = 0; i < 6; i++) {
+		struct ring *x = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 300 + i, 0, 0));
+		ck_assert_ptr_nonnull(x);
+		ck_assert_uint_eq(ring_mgr_refs(x), 1);
+		on_queue[x->queue]++;
+	}
+	ck_assert_uint_eq(on_queue[0], 3);
+	ck_assert_uint_eq(on_queue[1], 3);
+	ring_mgr_close_all();
+}
+END_TEST
+
 START_TEST(fork_child_forgets_parent_rings_and_opens_its_own)
 {
 	configure(0, 8);
@@ -160,6 +199,7 @@ int main(void)
 	tcase_add_test(tc, same_key_shares_ring_and_last_put_closes);
 	tcase_add_test(tc, limit_per_interface_shares_rings_round_robin);
 	tcase_add_test(tc, queues_cap_rings_like_a_one_queue_veth);
+	tcase_add_test(tc, per_queue_gives_keys_rings_of_their_own_on_one_queue);
 	tcase_add_test(tc, fork_child_forgets_parent_rings_and_opens_its_own);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ static void ring_mgr_ensure_config(void)
 	ring_config_from_params(&ring_mgr_cfg.ring);
 	ring_mgr_cfg.limit_per_interface = (unsigned)g_cfg.ring_limit_per_interface;
 	ring_mgr_cfg.queues = 0;
+	ring_mgr_cfg.per_queue = 0;
 	ring_mgr_configured = 1;
 }
 
@@ -108,17 +110,31 @@ static struct ring_mgr_ring *ring_mgr_find(const struct ring *ring)
 	return NULL;
 }
 
-/* Lowest queue of ifindex without a ring of ours, or -1. */
+static unsigned ring_mgr_per_queue(void)
+{
+	if (ring_mgr_cfg.per_queue)
+		return ring_mgr_cfg.per_queue;
+	bool xdp = ring_mgr_cfg.ring.backend == RING_BACKEND_XDP || ring_mgr_cfg.ring.backend == RING_BACKEND_AUTO;
+	return xdp ? RING_MGR_XDP_PER_QUEUE : 1;
+}
+
+/* The queue of ifindex with the fewest rings of ours (the lowest of
+ * those), or -1 when every queue holds per_queue of them. */
 static int ring_mgr_free_queue(unsigned ifindex, unsigned queues)
 {
+	int best = -1;
+	unsigned best_used = ring_mgr_per_queue();
+
 	for (unsigned q = 0; q < queues; q++) {
-		int used = 0;
-		for (struct ring_mgr_ring *e = ring_mgr_rings; e && !used; e = e->next)
-			used = e->ring->ifindex == ifindex && e->ring->queue == q;
-		if (!used)
-			return (int)q;
+		unsigned used = 0;
+		for (struct ring_mgr_ring *e = ring_mgr_rings; e; e = e->next)
+			used += e->ring->ifindex == ifindex && e->ring->queue == q;
+		if (used < best_used) {
+			best = (int)q;
+			best_used = used;
+		}
 	}
-	return -1;
+	return best;
 }
 
 /* The n-th ring (modulo the count) of ifindex, for round-robin sharing. */

@@ -1,9 +1,11 @@
 /* The ring manager: who gets which ring. Rings are shared and refcounted;
  * a socket asks for the ring of (interface, key), where the key comes from
  * VMA_RING_ALLOCATION_LOGIC_RX/TX through ring_mgr_key. Distinct keys get
- * distinct rings while the interface has room (VMA_RING_LIMIT_PER_INTERFACE,
- * and for AF_XDP one XSK per queue: a veth has one queue); beyond that keys
- * share the existing rings round-robin.
+ * distinct rings while the interface has room: VMA_RING_LIMIT_PER_INTERFACE,
+ * and per_queue rings of ours on each queue (AF_XDP: several XSKs of one
+ * process may sit on one queue as members of its shared UMEM, so a one-queue
+ * veth still gives each thread a ring of its own); beyond that keys share
+ * the existing rings round-robin.
  *
  * Thread-safe (one mutex; not on the packet path). */
 #ifndef VMA_RING_RING_MGR_H
@@ -27,8 +29,14 @@ enum ring_mgr_logic {
 struct ring_mgr_config {
 	struct ring_config ring;        /* for every ring the manager opens */
 	unsigned limit_per_interface;   /* VMA_RING_LIMIT_PER_INTERFACE; 0 = none */
-	unsigned queues;                /* rings an interface can hold; 0 = its RX queue count (sysfs) */
+	unsigned queues;                /* queues of an interface; 0 = its RX queue count (sysfs) */
+	unsigned per_queue;             /* our rings one queue may hold; 0 = the backend's
+					 * (RING_MGR_XDP_PER_QUEUE for AF_XDP, 1 otherwise) */
 };
+
+/* Rings of one process on one AF_XDP queue (each an XSK on the queue's
+ * shared UMEM, one vmad member slot of RING_XDP_MAX_MEMBERS). */
+#define RING_MGR_XDP_PER_QUEUE 8
 
 /* Replaces the configuration (rings already open keep theirs). Without
  * this call the first ring_mgr_get takes it from g_cfg. */

@@ -26,20 +26,37 @@
  * delayed ACK) is run within this of being due even when no application
  * thread polls. A tick with nothing due is a trylock and two compares. */
 #define SOCK_OFFLOAD_FINE_TICK_MS 10
-/* Next stats refresh / send backstop by the tick (one context per process). */
-static uint64_t sock_offload_tick_routine_ms;
 /* How long the exit hook waits for a thread inside a progress pass. */
 #define SOCK_OFFLOAD_EXIT_LOCK_TRIES 100000
 
 struct sock_offload *sock_offload_live;
-/* This process's context. A forked child builds a new one (its own stack
- * and ring membership) and leaves the parent's copy untouched: inherited
- * sockets still point at it, marked dead. */
-static struct sock_offload *sock_offload_cur;
+/* This process's lanes; [0] is built first and owns the netlink view. A
+ * forked child builds new ones (its own stacks and ring memberships) and
+ * leaves the parent's copies untouched: inherited sockets still point at
+ * them, marked dead. Written under the init lock; nlanes read atomically. */
+static struct sock_offload *sock_offload_lane[SOCK_OFFLOAD_MAX_LANES];
+static unsigned sock_offload_nlanes;
 static pthread_mutex_t sock_offload_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool sock_offload_tried;
-/* The context fork() found live and locked in the prepare handler. */
-static struct sock_offload *sock_offload_fork_locked;
+/* Which lane an allocation key (thread, core) was given; a key not here
+ * gets a new lane while there is room (lane 0 first), else one round-robin. */
+#define SOCK_OFFLOAD_LANE_KEYS 256
+struct sock_offload_lane_key {
+	uint64_t key;
+	unsigned lane;
+	bool used;
+};
+static struct sock_offload_lane_key sock_offload_lane_keys[SOCK_OFFLOAD_LANE_KEYS];
+static bool sock_offload_lane0_claimed;
+static bool sock_offload_lanes_full;   /* a lane could not be built: share from now on */
+static unsigned sock_offload_lane_rr;
+/* Bumped in a forked child: the threads' cached lanes are the parent's. */
+static unsigned sock_offload_generation;
+static __thread struct sock_offload *sock_offload_thread_lane;
+static __thread unsigned sock_offload_thread_gen;
+/* The lanes fork() found live and locked in the prepare handler. */
+static struct sock_offload *sock_offload_fork_locked[SOCK_OFFLOAD_MAX_LANES];
+static unsigned sock_offload_nfork_locked;
 /* The thread building the context: the sockets its own helpers open (ring
  * ioctls, neighbour triggers) are plain kernel sockets. */
 static __thread bool sock_offload_building;
@@ -58,18 +75,6 @@ void sock_offload_lock_init(struct sock_offload *ctx)
 }
 
 static void sock_offload_unlock_raw(struct sock_offload *ctx);
-
-/* vma_stats' view of one offloaded interface: its ring and the ring's two
- * buffer pools. The ring keeps its own totals on its fast path; the tick
- * copies them here, less the totals seen at the last -z. */
-struct sock_offload_if_stats {
-	struct stats_ring *ring;
-	struct stats_pool *rx_pool, *tx_pool;
-	uint32_t zero_epoch;
-	struct ring_counters base;
-	uint64_t rx_empty_base, tx_empty_base;
-};
-static struct sock_offload_if_stats sock_offload_if_stats[SOCK_OFFLOAD_MAX_IFS];
 
 struct sock_offload_candidate {
 	int ifindex;
@@ -182,10 +187,16 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	return done;
 }
 
-static void sock_offload_stats_attach(unsigned slot, const struct sock_offload_if *ifc)
+uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot)
 {
-	struct sock_offload_if_stats *st = &sock_offload_if_stats[slot];
-	uint32_t id = (uint32_t)ifc->nif.ifindex;
+	return ctx->lane << 16 | (uint32_t)ctx->ifs[if_slot].nif.ifindex;
+}
+
+static void sock_offload_stats_attach(struct sock_offload *ctx, unsigned slot)
+{
+	struct sock_offload_if *ifc = &ctx->ifs[slot];
+	struct sock_offload_if_stats *st = &ifc->stats;
+	uint32_t id = sock_offload_ring_id(ctx, (int)slot);
 	st->ring = stats_ring_slot_get(id, ifc->name);
 	st->rx_pool = stats_pool_slot_get(id, STATS_POOL_RX);
 	st->tx_pool = stats_pool_slot_get(id, STATS_POOL_TX);
@@ -209,7 +220,7 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 {
 	uint32_t epoch = stats_zero_epoch();
 	for (unsigned i = 0; i < ctx->nifs; i++) {
-		struct sock_offload_if_stats *st = &sock_offload_if_stats[i];
+		struct sock_offload_if_stats *st = &ctx->ifs[i].stats;
 		struct ring *ring = ctx->ifs[i].ring;
 		struct ring_counters rc;
 		ring_read_counters(ring, &rc);
@@ -241,10 +252,10 @@ static void sock_offload_tick(void *arg)
 	if (!ctx->dead) {
 		uint64_t now = engine_now_ms();
 		sock_offload_timers_locked(ctx, now);
-		if (now >= sock_offload_tick_routine_ms) {
+		if (now >= ctx->tick_routine_ms) {
 			uint32_t period = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms :
 										    SOCK_OFFLOAD_TICK_MS;
-			sock_offload_tick_routine_ms = now + period;
+			ctx->tick_routine_ms = now + period;
 			/* Backstop for sends held in a burst when the progress
 			 * engine is off or keeps being skipped. */
 			for (unsigned i = 0; i < ctx->nifs; i++)
@@ -256,20 +267,52 @@ static void sock_offload_tick(void *arg)
 	sock_offload_unlock_plain(ctx);
 }
 
+unsigned sock_offload_lanes(struct sock_offload **out, unsigned max)
+{
+	unsigned n = __atomic_load_n(&sock_offload_nlanes, __ATOMIC_ACQUIRE);
+	if (n > max)
+		n = max;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = sock_offload_lane[i];
+	return n;
+}
+
+/* Registered by lane 0 with itself as arg; a forked child's copy of the
+ * parent's hook finds arg is not its lane 0 and leaves the parent's rings. */
 static void sock_offload_exit(void *arg)
 {
-	struct sock_offload *ctx = arg;
+	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
+	bool locked[SOCK_OFFLOAD_MAX_LANES];
+	unsigned n = 1;
+
+	lanes[0] = arg;
+	if (arg == sock_offload_lane[0])
+		n = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
 	/* A thread interrupted inside a progress pass may never release the
 	 * lock (signal exit): wait a bounded time, then close anyway. */
-	bool locked = false;
-	for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES && !locked; i++)
-		locked = sock_offload_trylock(ctx);
-	__atomic_store_n(&ctx->dead, true, __ATOMIC_RELEASE);
+	for (unsigned k = 0; k < n; k++) {
+		locked[k] = false;
+		for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES && !locked[k]; i++)
+			locked[k] = sock_offload_trylock(lanes[k]);
+		__atomic_store_n(&lanes[k]->dead, true, __ATOMIC_RELEASE);
+	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
-	if (ctx == sock_offload_cur)
+	if (arg == sock_offload_lane[0])
 		ring_mgr_close_all();
-	if (locked)
-		sock_offload_unlock_plain(ctx);
+	for (unsigned k = 0; k < n; k++)
+		if (locked[k])
+			sock_offload_unlock_plain(lanes[k]);
+}
+
+/* Every lane's connections get their FIN (or RST) before the rings close. */
+static void sock_offload_tcp_exit(void *arg)
+{
+	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
+	if (arg != sock_offload_lane[0])
+		return;
+	unsigned n = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
+	for (unsigned k = 0; k < n; k++)
+		sock_tcp_exit(lanes[k]);
 }
 
 static void sock_offload_settings(struct stack_settings *st)
@@ -315,13 +358,19 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
 }
 
-static bool sock_offload_build(struct sock_offload *ctx)
+/* Builds lane `lane` (lane 0 opens the netlink view, the others use it). */
+static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 {
 	ctx->drain_wake_fd = -1;
-	int err = net_open(&ctx->net);
-	if (err < 0) {
-		vlog_warn("UDP offload disabled: cannot read the network configuration (%s)", strerror(-err));
-		return false;
+	ctx->lane = lane;
+	if (lane == 0) {
+		int err = net_open(&ctx->net);
+		if (err < 0) {
+			vlog_warn("UDP offload disabled: cannot read the network configuration (%s)", strerror(-err));
+			return false;
+		}
+	} else {
+		ctx->net = sock_offload_lane[0]->net;
 	}
 	struct sock_offload_scan scan = { .n = 0 };
 	net_with_snapshot(ctx->net, sock_offload_scan_links, &scan);
@@ -331,7 +380,8 @@ static bool sock_offload_build(struct sock_offload *ctx)
 	ctx->stack = stack_create(&settings);
 	if (!ctx->stack) {
 		vlog_warn("UDP offload disabled: out of memory for the stack");
-		net_close(ctx->net);
+		if (lane == 0)
+			net_close(ctx->net);
 		return false;
 	}
 	sock_offload_lock_init(ctx);
@@ -341,13 +391,18 @@ static bool sock_offload_build(struct sock_offload *ctx)
 
 	for (unsigned i = 0; i < scan.n; i++) {
 		const struct sock_offload_candidate *c = &scan.c[i];
-		/* One ring per interface for the whole process: the key follows
-		 * VMA_RING_ALLOCATION_LOGIC_RX but is taken once, here. */
-		uint64_t key = ring_mgr_key(g_cfg.ring_allocation_logic_rx, 0, gettid(), sched_getcpu(), c->ip);
-		struct ring *ring = ring_mgr_get_by_index((unsigned)c->ifindex, key);
+		/* One ring per interface and lane: the lane number is the key. */
+		struct ring *ring = ring_mgr_get_by_index((unsigned)c->ifindex, lane);
 		if (!ring) {
 			/* ring_open warned with the interface and the reason. */
-			vlog_info("%s stays on the kernel path", c->name);
+			if (lane == 0)
+				vlog_info("%s stays on the kernel path", c->name);
+			continue;
+		}
+		if (ring_mgr_refs(ring) > 1) {
+			/* No room for another ring there: the manager shared one
+			 * of another lane, which has a stack of its own. */
+			ring_mgr_put(ring);
 			continue;
 		}
 		struct sock_offload_if *ifc = &ctx->ifs[ctx->nifs++];
@@ -367,10 +422,16 @@ static bool sock_offload_build(struct sock_offload *ctx)
 		ifc->nif.tx_send = sock_offload_nif_tx_send;
 		vlog_debug("UDP offload on %s (ifindex %d, mtu %u)", c->name, c->ifindex, mtu);
 	}
-	if (ctx->nifs == 0) {
-		vlog_info("no interface could be offloaded: UDP sockets use the kernel");
+	if (ctx->nifs == 0 || (lane > 0 && ctx->nifs < sock_offload_lane[0]->nifs)) {
+		/* A lane needs a ring on every interface lane 0 offloads: a
+		 * socket of it may route through any of them. */
+		for (unsigned i = 0; i < ctx->nifs; i++)
+			ring_mgr_put(ctx->ifs[i].ring);
+		if (lane == 0)
+			vlog_info("no interface could be offloaded: UDP sockets use the kernel");
 		stack_destroy(ctx->stack);
-		net_close(ctx->net);
+		if (lane == 0)
+			net_close(ctx->net);
 		return false;
 	}
 	ctx->drain_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -378,24 +439,29 @@ static bool sock_offload_build(struct sock_offload *ctx)
 	sock_offload_tcp_create(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
-		sock_offload_stats_attach(i, &ctx->ifs[i]);
+		sock_offload_stats_attach(ctx, i);
 	}
 	uint32_t tick = ctx->tcp_period_ms < SOCK_OFFLOAD_FINE_TICK_MS ? ctx->tcp_period_ms :
 									SOCK_OFFLOAD_FINE_TICK_MS;
 	engine_timer_init(&ctx->tick);
 	engine_timer_add(&ctx->tick, tick, tick, sock_offload_tick, ctx);
+	if (lane > 0) {
+		vlog_debug("lane %u: a stack and a ring on each of %u interfaces", lane, ctx->nifs);
+		return true;
+	}
 	/* A forked child builds its context before any socket() call of its
 	 * own would start the internal thread. */
 	engine_start();
 	engine_exit_hook_add(sock_offload_exit, ctx, 0);
 	/* Hooks run in reverse order: connections get their FIN (or RST)
 	 * while the rings are still open. */
-	engine_exit_hook_add(sock_tcp_exit, ctx, 0);
+	engine_exit_hook_add(sock_offload_tcp_exit, ctx, 0);
 	engine_watch_net(ctx->net);
 	return true;
 }
 
-struct sock_offload *sock_offload_get(void)
+/* Lane 0, built on first use. */
+static struct sock_offload *sock_offload_base(void)
 {
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(ctx != NULL, 1))
@@ -407,10 +473,11 @@ struct sock_offload *sock_offload_get(void)
 	if (!sock_offload_tried) {
 		struct sock_offload *fresh = calloc(1, sizeof(*fresh));
 		sock_offload_building = true;
-		bool built = fresh && sock_offload_build(fresh);
+		bool built = fresh && sock_offload_build(fresh, 0);
 		sock_offload_building = false;
 		if (built) {
-			sock_offload_cur = fresh;
+			sock_offload_lane[0] = fresh;
+			__atomic_store_n(&sock_offload_nlanes, 1, __ATOMIC_RELEASE);
 			__atomic_store_n(&sock_offload_live, fresh, __ATOMIC_RELEASE);
 		} else {
 			free(fresh);
@@ -419,6 +486,101 @@ struct sock_offload *sock_offload_get(void)
 	}
 	pthread_mutex_unlock(&sock_offload_init_lock);
 	return __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+}
+
+static unsigned sock_offload_lane_limit(void)
+{
+	unsigned limit = SOCK_OFFLOAD_MAX_LANES;
+	if (g_cfg.ring_limit_per_interface > 0 && (unsigned)g_cfg.ring_limit_per_interface < limit)
+		limit = (unsigned)g_cfg.ring_limit_per_interface;
+	return limit;
+}
+
+/* Init lock held: the lane of key (remembered unless per socket). */
+static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool remember)
+{
+	struct sock_offload_lane_key *slot = NULL;
+	unsigned h = (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 56);
+
+	for (unsigned i = 0; i < SOCK_OFFLOAD_LANE_KEYS; i++) {
+		struct sock_offload_lane_key *e = &sock_offload_lane_keys[(h + i) % SOCK_OFFLOAD_LANE_KEYS];
+		if (!e->used) {
+			slot = e;
+			break;
+		}
+		if (e->key == key)
+			return sock_offload_lane[e->lane];
+	}
+	unsigned lane;
+	if (!sock_offload_lane0_claimed) {
+		lane = 0;
+		sock_offload_lane0_claimed = true;
+	} else if (!sock_offload_lanes_full && sock_offload_nlanes < sock_offload_lane_limit()) {
+		struct sock_offload *fresh = calloc(1, sizeof(*fresh));
+		sock_offload_building = true;
+		bool built = fresh && sock_offload_build(fresh, sock_offload_nlanes);
+		sock_offload_building = false;
+		if (built) {
+			lane = sock_offload_nlanes;
+			sock_offload_lane[lane] = fresh;
+			__atomic_store_n(&sock_offload_nlanes, lane + 1, __ATOMIC_RELEASE);
+		} else {
+			free(fresh);
+			sock_offload_lanes_full = true;
+			vlog_info("VMA_RING_ALLOCATION_LOGIC_RX=%d: no ring for a lane beyond %u; later threads, "
+				  "sockets or cores share the existing lanes",
+				  g_cfg.ring_allocation_logic_rx, sock_offload_nlanes);
+			lane = sock_offload_lane_rr++ % sock_offload_nlanes;
+		}
+	} else {
+		lane = sock_offload_lane_rr++ % sock_offload_nlanes;
+	}
+	if (remember && slot) {
+		slot->key = key;
+		slot->lane = lane;
+		slot->used = true;
+	}
+	return sock_offload_lane[lane];
+}
+
+struct sock_offload *sock_offload_get_for(int fd)
+{
+	struct sock_offload *base = sock_offload_base();
+	if (!base)
+		return NULL;
+	int logic = g_cfg.ring_allocation_logic_rx;
+	if (logic != RING_MGR_PER_SOCKET && logic != RING_MGR_PER_THREAD && logic != RING_MGR_PER_CORE &&
+	    logic != RING_MGR_PER_CORE_MIGRATING)
+		return base;
+	unsigned gen = __atomic_load_n(&sock_offload_generation, __ATOMIC_ACQUIRE);
+	if (logic == RING_MGR_PER_THREAD && sock_offload_thread_lane && sock_offload_thread_gen == gen)
+		return sock_offload_thread_lane;
+	if (sock_offload_building)
+		return NULL;
+	int cpu = sched_getcpu();
+	uint64_t key = ring_mgr_key(logic, fd, gettid(), cpu < 0 ? 0 : cpu, 0);
+	pthread_mutex_lock(&sock_offload_init_lock);
+	struct sock_offload *ctx = sock_offload_lane_of_key_locked(key, logic != RING_MGR_PER_SOCKET);
+	pthread_mutex_unlock(&sock_offload_init_lock);
+	if (!sock_offload_usable(ctx))
+		return base;
+	if (logic == RING_MGR_PER_THREAD) {
+		sock_offload_thread_lane = ctx;
+		sock_offload_thread_gen = gen;
+	}
+	return ctx;
+}
+
+struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd)
+{
+	if (g_cfg.ring_allocation_logic_rx == RING_MGR_PER_SOCKET && sock_offload_usable(current))
+		return current;
+	return sock_offload_get_for(fd);
+}
+
+struct sock_offload *sock_offload_get(void)
+{
+	return sock_offload_get_for(-1);
 }
 
 static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if *ifc)
@@ -676,54 +838,68 @@ void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const st
 
 void sock_offload_before_fork(void)
 {
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	sock_offload_fork_locked = NULL;
-	if (!ctx)
+	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
+	sock_offload_nfork_locked = 0;
+	if (!__atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE))
 		return;
-	bool locked = false;
-	for (int i = 0; i < SOCK_OFFLOAD_FORK_LOCK_TRIES && !locked; i++)
-		locked = sock_offload_trylock(ctx);
-	if (!locked)
-		return;
-	if (!ctx->dead) {
-		/* Listening and bound sockets the child inherits stop being
-		 * steered to this process: until a process accepts or reads
-		 * on one, its new flows reach the kernel socket every process
-		 * shares; then that process joins the port's share group. */
-		sock_tcp_fork_release_locked(ctx);
-		sock_udp_fork_release_locked(ctx);
+	unsigned n = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
+	for (unsigned k = 0; k < n; k++) {
+		struct sock_offload *ctx = lanes[k];
+		bool locked = false;
+		for (int i = 0; i < SOCK_OFFLOAD_FORK_LOCK_TRIES && !locked; i++)
+			locked = sock_offload_trylock(ctx);
+		if (!locked)
+			continue;
+		if (!ctx->dead) {
+			/* Listening and bound sockets the child inherits stop
+			 * being steered to this process: until a process accepts
+			 * or reads on one, its new flows reach the kernel socket
+			 * every process shares; then that process joins the
+			 * port's share group. */
+			sock_tcp_fork_release_locked(ctx);
+			sock_udp_fork_release_locked(ctx);
+		}
+		/* Held across the fork: the child's copy of every socket is
+		 * taken between passes, never in the middle of one. */
+		sock_offload_fork_locked[sock_offload_nfork_locked++] = ctx;
 	}
-	/* Held across the fork: the child's copy of every socket is taken
-	 * between passes, never in the middle of one. */
-	sock_offload_fork_locked = ctx;
 }
 
 void sock_offload_after_fork_parent(void)
 {
-	struct sock_offload *ctx = sock_offload_fork_locked;
-	sock_offload_fork_locked = NULL;
-	if (ctx)
-		sock_offload_unlock(ctx);
+	unsigned n = sock_offload_nfork_locked;
+	sock_offload_nfork_locked = 0;
+	for (unsigned k = 0; k < n; k++)
+		sock_offload_unlock(sock_offload_fork_locked[k]);
 }
 
 void sock_offload_after_fork_child(void)
 {
-	struct sock_offload *old = sock_offload_cur;
-	sock_offload_fork_locked = NULL;
-	sock_offload_cur = NULL;
+	unsigned n = sock_offload_nlanes;
+	sock_offload_nfork_locked = 0;
 	pthread_mutex_init(&sock_offload_init_lock, NULL);
-	if (old) {
+	for (unsigned k = 0; k < n; k++) {
 		/* The parent's: dead here, never touched. Its lock (maybe held
 		 * at fork) is made free for the exit hooks that still see it. */
+		struct sock_offload *old = sock_offload_lane[k];
 		__atomic_store_n(&old->dead, true, __ATOMIC_RELEASE);
 		sock_offload_lock_init(old);
 		old->npending = 0;
 	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	ring_mgr_forget_after_fork();
-	sock_tcp_after_fork_child();
-	sock_udp_after_fork_child(old);
-	/* The next socket that needs it builds this process's own context. */
+	for (unsigned k = 0; k < n; k++) {
+		sock_tcp_after_fork_child(sock_offload_lane[k]);
+		sock_udp_after_fork_child(sock_offload_lane[k]);
+		sock_offload_lane[k] = NULL;
+	}
+	__atomic_store_n(&sock_offload_nlanes, 0, __ATOMIC_RELEASE);
+	memset(sock_offload_lane_keys, 0, sizeof(sock_offload_lane_keys));
+	sock_offload_lane0_claimed = false;
+	sock_offload_lanes_full = false;
+	sock_offload_lane_rr = 0;
+	__atomic_add_fetch(&sock_offload_generation, 1, __ATOMIC_ACQ_REL);
+	/* The next socket that needs it builds this process's own lanes. */
 	__atomic_store_n(&sock_offload_tried, false, __ATOMIC_RELEASE);
 }
 

@@ -1,12 +1,19 @@
-/* The process-wide offload context: the netlink view, the one user-space
- * stack, and one ring (wrapped as a stack_netif) per interface we can
- * accelerate. Built lazily by the first offloaded socket; see docs/udp.md.
+/* The offload contexts of the process: the netlink view, a user-space stack,
+ * and one ring (wrapped as a stack_netif) per interface we can accelerate.
+ * Built lazily by the first offloaded socket; see docs/udp.md.
  *
- * Locking: one spinlock guards the stack, the rings, their buffers and every
- * offloaded socket's RX queue (a delivery callback writes a socket's queue
- * from inside stack_input). The application takes it for each progress pass
- * or queue access; the internal thread only ever trylocks it, so it never
- * makes the fast path wait. */
+ * Lanes: VMA_RING_ALLOCATION_LOGIC_RX 0 and 1 give the process one context;
+ * 10, 20, 30 and 31 give each socket, thread or core a context of its own
+ * (a "lane": its own stack, its own ring on every interface, its own lock),
+ * up to SOCK_OFFLOAD_MAX_LANES, then lanes are shared round-robin. A socket
+ * stays in the lane it started in (docs/process_model.md, "Threads").
+ *
+ * Locking: one lock per lane guards its stack, its rings, their buffers and
+ * every RX queue of its sockets (a delivery callback writes a socket's
+ * queue from inside stack_input). The application takes it for each
+ * progress pass or queue access; the internal thread only ever trylocks it,
+ * so it never makes the fast path wait. Threads on sockets of two lanes
+ * never wait for each other. */
 #ifndef VMA_SOCK_SOCK_OFFLOAD_H
 #define VMA_SOCK_SOCK_OFFLOAD_H
 
@@ -22,14 +29,32 @@
 #include "stack/tcp.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
+/* Lanes of one process: each holds a ring (an XSK, a vmad member slot) on
+ * every interface, and vma_stats a ring slot per ring. */
+#define SOCK_OFFLOAD_MAX_LANES 8
 
 struct sock_offload;
+struct sock_tcp;
+struct sock_tcp_orphan;
+struct stats_ring;
+struct stats_pool;
+
+/* vma_stats' view of one ring: the ring keeps its own totals on its fast
+ * path; the tick copies them here, less the totals seen at the last -z. */
+struct sock_offload_if_stats {
+	struct stats_ring *ring;
+	struct stats_pool *rx_pool, *tx_pool;
+	uint32_t zero_epoch;
+	struct ring_counters base;
+	uint64_t rx_empty_base, tx_empty_base;
+};
 
 struct sock_offload_if {
 	struct sock_offload *ctx;
 	struct ring *ring;
 	struct stack_netif nif;        /* ctx = ring */
 	struct engine_poller poller;
+	struct sock_offload_if_stats stats;
 	char name[NET_IFNAME_LEN];
 };
 
@@ -50,7 +75,8 @@ struct sock_offload_pending {
 #define SOCK_OFFLOAD_LOOP_FRAMES 64
 
 struct sock_offload {
-	struct net_ctx *net;
+	struct net_ctx *net;           /* lane 0's, shared by the other lanes */
+	unsigned lane;                 /* 0 .. SOCK_OFFLOAD_MAX_LANES - 1 */
 	struct stack *stack;
 	unsigned nifs;
 	struct sock_offload_if ifs[SOCK_OFFLOAD_MAX_IFS];
@@ -92,14 +118,40 @@ struct sock_offload {
 	uint32_t tcp_period_ms;
 	uint64_t timers_next_ms;
 	bool timers_by_app;
+	uint64_t tick_routine_ms;      /* next stats refresh / send backstop */
+	/* Offloaded TCP sockets holding a pcb, and connections closed by the
+	 * application still finishing (sock_tcp_close.c). Guarded by lock. */
+	struct sock_tcp *tcp_all;
+	struct sock_tcp_orphan *tcp_orphans;
 };
 
-/* The context, building it on first use. NULL when offload is off
- * (VMA_OFFLOADED_SOCKETS=0), impossible (no netlink, no ring on any
- * interface: warned once) or after fork in a child. */
+/* The lane of a new socket fd (-1: not known) opened by the calling thread,
+ * under VMA_RING_ALLOCATION_LOGIC_RX, building it on first use. NULL when
+ * offload is off (VMA_OFFLOADED_SOCKETS=0), impossible (no netlink, no ring
+ * on any interface: warned once) or after fork in a child. A lane that
+ * cannot be built (no more rings) falls back to an existing one. */
+struct sock_offload *sock_offload_get_for(int fd);
+/* For a socket made earlier in lane current (NULL: none) that now connects
+ * or listens: current under the per-socket logic, else the lane of the
+ * calling thread (or core). */
+struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd);
+/* The lane of the calling thread (fd unknown). */
 struct sock_offload *sock_offload_get(void);
-/* Non-NULL only while the context is up and this process owns it. */
+/* Lane 0: non-NULL only while offload is up and this process owns it. */
 extern struct sock_offload *sock_offload_live;
+
+/* Whether a socket whose lane is ctx may use it: this process's, not shut
+ * down by exit, not the parent's copy in a forked child. */
+static inline bool sock_offload_usable(const struct sock_offload *ctx)
+{
+	return ctx && !__atomic_load_n(&ctx->dead, __ATOMIC_ACQUIRE);
+}
+
+/* The lanes of this process (built so far): n of them into out. */
+unsigned sock_offload_lanes(struct sock_offload **out, unsigned max);
+/* The id vma_stats shows for the ring of if_slot in ctx: the ifindex in
+ * lane 0, lane << 16 | ifindex in the others. */
+uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot);
 
 #define SOCK_OFFLOAD_LOCK_MUTEX 2
 #define SOCK_OFFLOAD_LOCK_YIELD 3

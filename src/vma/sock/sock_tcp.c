@@ -407,7 +407,7 @@ retry_port:;
 		s->stats->local_port = s->local_port;
 		s->stats->peer_addr = s->remote_ip;
 		s->stats->peer_port = s->remote_port;
-		s->stats->ring_id = (uint32_t)ctx->ifs[slot].nif.ifindex;
+		s->stats->ring_id = sock_offload_ring_id(ctx, slot);
 	}
 	if (err < 0) {
 		errno = -err;
@@ -419,7 +419,7 @@ retry_port:;
 static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	struct sock_offload *ctx = s->mode == SOCK_TCP_KERNEL && !s->os_only ? sock_offload_get_for_socket(s->ctx, obj->fd) : NULL;
 	if (s->mode == SOCK_TCP_KERNEL) {
 		if (!ctx || s->os_only || !addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
 			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
@@ -597,9 +597,9 @@ static void sock_tcp_release(struct sock_obj *obj)
 	if (s->released)
 		return;
 	iomux_forget(obj);
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	struct sock_offload *ctx = s->ctx;
 	/* A socket of the parent's context (fork) is the parent's to end. */
-	if (ctx && s->ctx == ctx && s->mode != SOCK_TCP_KERNEL) {
+	if (sock_offload_usable(ctx) && s->mode != SOCK_TCP_KERNEL) {
 		sock_offload_lock(ctx);
 		if (s->mode == SOCK_TCP_LISTENER)
 			sock_tcp_listener_close_locked(s);
@@ -707,7 +707,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	struct sock_offload *ctx = sock_offload_get();
+	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx || !ctx->tcp)
 		return NULL;
 	struct sock_tcp *s = sock_tcp_alloc(fd, domain, type, protocol);

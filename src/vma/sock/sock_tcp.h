@@ -25,6 +25,6 @@ void sock_tcp_exit(void *ctx);
  * being steered (lock held); in the child, every socket of the parent's
  * context is marked inherited and the lists restart empty. */
 void sock_tcp_fork_release_locked(struct sock_offload *ctx);
-void sock_tcp_after_fork_child(void);
+void sock_tcp_after_fork_child(struct sock_offload *old);
 
 #endif

@@ -12,8 +12,8 @@
 
 #define SOCK_TCP_EXIT_LOCK_TRIES 100000
 
-/* Connections the app closed that still finish their handshake. Guarded by
- * the offload lock. */
+/* Connections the app closed that still finish their handshake, on their
+ * lane's list (ctx->tcp_orphans). Guarded by the lane's lock. */
 struct sock_tcp_orphan {
 	struct sock_tcp_orphan *next;
 	struct tcp_pcb *pcb;         /* NULL once the engine freed it (err) */
@@ -23,20 +23,18 @@ struct sock_tcp_orphan {
 	uint64_t deadline_ms;
 };
 
-static struct sock_tcp_orphan *sock_tcp_orphans;
-static struct sock_tcp *sock_tcp_all;
-
-/* ---- lists ---- */
+/* ---- lists (each lane's ctx->tcp_all) ---- */
 
 void sock_tcp_all_add_locked(struct sock_tcp *s)
 {
 	if (s->on_all)
 		return;
 	s->all_prev = NULL;
-	s->all_next = sock_tcp_all;
-	if (sock_tcp_all)
-		sock_tcp_all->all_prev = s;
-	sock_tcp_all = s;
+	s->all_next = s->ctx->tcp_all;
+	if (s->ctx->tcp_all)
+		s->ctx->tcp_all->all_prev = s;
+	s->ctx->tcp_all = s;
+	s->all_ctx = s->ctx;
 	s->on_all = true;
 }
 
@@ -47,7 +45,7 @@ void sock_tcp_all_del_locked(struct sock_tcp *s)
 	if (s->all_prev)
 		s->all_prev->all_next = s->all_next;
 	else
-		sock_tcp_all = s->all_next;
+		s->all_ctx->tcp_all = s->all_next;
 	if (s->all_next)
 		s->all_next->all_prev = s->all_prev;
 	s->all_prev = s->all_next = NULL;
@@ -59,7 +57,7 @@ void sock_tcp_all_del_locked(struct sock_tcp *s)
 void sock_tcp_fork_release_locked(struct sock_offload *ctx)
 {
 	unsigned handed = 0;
-	struct sock_tcp *s = sock_tcp_all;
+	struct sock_tcp *s = ctx->tcp_all;
 	while (s) {
 		struct sock_tcp *next = s->all_next;
 		if (s->ctx == ctx && s->mode == SOCK_TCP_LISTENER)
@@ -72,12 +70,12 @@ void sock_tcp_fork_release_locked(struct sock_offload *ctx)
 		vlog_debug("fork: %u established connections handed to the kernel for the child", handed);
 }
 
-void sock_tcp_after_fork_child(void)
+void sock_tcp_after_fork_child(struct sock_offload *old)
 {
 	/* Every listed socket is the parent's: connections stay the parent's
 	 * (their calls here get the kernel socket), listeners are adopted by
 	 * this process at its first accept or poll. */
-	struct sock_tcp *s = sock_tcp_all;
+	struct sock_tcp *s = old->tcp_all;
 	while (s) {
 		struct sock_tcp *next = s->all_next;
 		s->on_all = false;
@@ -86,8 +84,8 @@ void sock_tcp_after_fork_child(void)
 			sock_tcp_listen_forget_parent(s);
 		s = next;
 	}
-	sock_tcp_all = NULL;
-	sock_tcp_orphans = NULL;
+	old->tcp_all = NULL;
+	old->tcp_orphans = NULL;
 }
 
 /* ---- background closes ---- */
@@ -138,8 +136,8 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort)
 	tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, o);
 	tcp_shutdown(pcb, true, true);
 	sock_tcp_tx_kick_locked(s);
-	o->next = sock_tcp_orphans;
-	sock_tcp_orphans = o;
+	o->next = s->ctx->tcp_orphans;
+	s->ctx->tcp_orphans = o;
 }
 
 static bool sock_tcp_orphan_settled(const struct sock_tcp_orphan *o)
@@ -154,7 +152,7 @@ static bool sock_tcp_orphan_settled(const struct sock_tcp_orphan *o)
  * resets every one whose FIN is not acknowledged yet. */
 static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_ms, bool reset_unsettled)
 {
-	struct sock_tcp_orphan **pp = &sock_tcp_orphans;
+	struct sock_tcp_orphan **pp = &ctx->tcp_orphans;
 	while (*pp) {
 		struct sock_tcp_orphan *o = *pp;
 		bool done = false;
@@ -180,7 +178,7 @@ static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_
 
 void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms)
 {
-	if (sock_tcp_orphans)
+	if (ctx->tcp_orphans)
 		sock_tcp_orphans_reap_locked(ctx, now_ms, false);
 }
 
@@ -196,8 +194,8 @@ void sock_tcp_exit(void *arg)
 		sock_offload_unlock_plain(ctx);
 		return;
 	}
-	while (sock_tcp_all) {
-		struct sock_tcp *s = sock_tcp_all;
+	while (ctx->tcp_all) {
+		struct sock_tcp *s = ctx->tcp_all;
 		if (s->mode == SOCK_TCP_LISTENER)
 			sock_tcp_listener_close_locked(s);
 		else
@@ -211,7 +209,7 @@ void sock_tcp_exit(void *arg)
 		/* Both FINs exchanged: once the rings close, a peer FIN still
 		 * on its way would meet the kernel and draw an RST. */
 		bool settled = true;
-		for (struct sock_tcp_orphan *o = sock_tcp_orphans; o && settled; o = o->next)
+		for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o && settled; o = o->next)
 			settled = !o->pcb || tcp_pcb_state(o->pcb) == TCP_TIME_WAIT ||
 				  tcp_pcb_state(o->pcb) == TCP_CLOSED;
 		if (settled || engine_now_ms() >= deadline)

@@ -93,6 +93,7 @@ struct sock_tcp {
 
 	/* Every socket holding a pcb is on the ctx-wide list (exit hook). */
 	struct sock_tcp *all_prev, *all_next;
+	struct sock_offload *all_ctx;   /* whose tcp_all list it is on */
 	bool on_all;
 
 	/* Options the offloaded path needs (the kernel socket keeps them too). */
@@ -123,8 +124,8 @@ static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
  * (the kernel socket answers). */
 static inline struct sock_offload *sock_tcp_ctx(const struct sock_tcp *s)
 {
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(!ctx || s->ctx != ctx || s->mode == SOCK_TCP_KERNEL || s->released, 0))
+	struct sock_offload *ctx = s->ctx;
+	if (__builtin_expect(!sock_offload_usable(ctx) || s->mode == SOCK_TCP_KERNEL || s->released, 0))
 		return NULL;
 	return ctx;
 }

@@ -140,7 +140,7 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
 	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
 		return ret;
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd);
 	if (!ctx || !ctx->tcp)
 		return 0;
 	s->backlog = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
@@ -198,7 +198,7 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 	}
 	if (s->inherited) {
 		s->inherited = false;
-		struct sock_offload *ctx = sock_offload_get();
+		struct sock_offload *ctx = sock_offload_get_for(s->obj.fd);
 		if (!ctx || !ctx->tcp)
 			return;   /* the kernel socket keeps serving it */
 		s->mode = SOCK_TCP_KERNEL;
@@ -213,7 +213,7 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 		return;
 	}
 	struct sock_offload *ctx = s->ctx;
-	if (ctx && ctx == __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE)) {
+	if (sock_offload_usable(ctx)) {
 		sock_offload_lock(ctx);
 		if (s->fork_dormant && !ctx->dead) {
 			s->share = true;
@@ -366,7 +366,7 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 	c->stats->peer_port = c->remote_port;
 	c->stats->tcp_state = STATS_TCP_ESTABLISHED;
 	if (c->if_slot >= 0)
-		c->stats->ring_id = (uint32_t)ctx->ifs[c->if_slot].nif.ifindex;
+		c->stats->ring_id = sock_offload_ring_id(ctx, c->if_slot);
 	sock_offload_lock(ctx);
 	c->listener = NULL;
 	sock_offload_unlock(ctx);

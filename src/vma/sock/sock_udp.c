@@ -512,10 +512,10 @@ static void sock_udp_release(struct sock_obj *obj)
 		return;
 	/* Leaves every epoll set before the fd number can be reused. */
 	iomux_forget(obj);
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
+	struct sock_offload *ctx = s->ctx;
 	/* In a forked child or after exit the rings are gone or the parent's:
 	 * nothing of them is touched (the memory stays; the process ends). */
-	if (ctx && s->ctx == ctx) {
+	if (sock_offload_usable(ctx)) {
 		sock_offload_lock(ctx);
 		s->released = true;
 		sock_udp_rx_teardown_locked(s);
@@ -539,8 +539,7 @@ static int sock_udp_close(struct sock_obj *obj)
 static void sock_udp_destroy(struct sock_obj *obj)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	struct sock_offload *live = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (live && s->ctx == live)
+	if (sock_offload_usable(s->ctx))
 		sock_udp_queue_fini(&s->queue);
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
@@ -578,7 +577,7 @@ const struct sock_ops sock_udp_ops = {
 struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	struct sock_offload *ctx = sock_offload_get();
+	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx)
 		return NULL;
 	struct sock_udp *s = calloc(1, sizeof(*s));
@@ -668,7 +667,7 @@ void sock_udp_fork_join(struct sock_udp *s)
 {
 	if (s->released || s->os_only)
 		return;
-	struct sock_offload *ctx = s->inherited ? sock_offload_get() : s->ctx;
+	struct sock_offload *ctx = s->inherited ? sock_offload_get_for(s->obj.fd) : s->ctx;
 	if (!ctx)
 		return;   /* no context here: the kernel socket serves it */
 	sock_offload_lock(ctx);

@@ -89,8 +89,8 @@ static inline struct sock_udp *sock_udp_of(struct sock_obj *obj)
 /* The context when this socket's calls may use it, else NULL (kernel path). */
 static inline struct sock_offload *sock_udp_ctx(const struct sock_udp *s)
 {
-	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(!ctx || s->ctx != ctx || s->os_only || s->released, 0))
+	struct sock_offload *ctx = s->ctx;
+	if (__builtin_expect(!sock_offload_usable(ctx) || s->os_only || s->released, 0))
 		return NULL;
 	return ctx;
 }

@@ -15,7 +15,7 @@
 /* Fixed capacities besides the sockets (whose count is VMA_STATS_FD_NUM). */
 #define STATS_MAX_SOCKETS 1024u
 #define STATS_RING_SLOTS 16u
-#define STATS_POOL_SLOTS 8u
+#define STATS_POOL_SLOTS 32u /* two per ring slot */
 #define STATS_EPOLL_SLOTS 16u
 #define STATS_MC_SLOTS 1024u
 #define STATS_NAME_SIZE 64u
