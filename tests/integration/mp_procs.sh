@@ -27,6 +27,9 @@
 #   h. udp-threads, 4 threads each with its own SO_REUSEPORT UDP socket,
 #      ring per thread: 32 sockets x 200 requests; every thread answered
 #      some; 4 rings with traffic; Udp InDatagrams flat.
+#   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
+#      thread: the socket stays in the main thread's lane and both readers
+#      use it (each answered some); Udp InDatagrams flat.
 # Every run has a timeout; every server stops itself after --max-seconds;
 # the EXIT trap kills whatever is left and removes the testbed.
 # MP_KERNEL_ONLY=1 runs the servers on the kernel too and inverts the offload
@@ -415,8 +418,25 @@ scenario_h() {
 	show_server_errors h
 }
 
+# ---------------------------------------------------------------- i. one UDP socket, two reader threads
+scenario_i() {
+	echo "== i. udp-shared, 2 reader threads on the main thread's socket, VMA_RING_ALLOCATION_LOGIC_RX=20"
+	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server i --port 18010 --model udp-shared --workers 2 || return
+	local in0 out0
+	in0=$(udp_in $SERVER_NS) out0=$(udp_out $CLIENT_NS)
+	client i1 --port 18010 --udp --conns 16 --requests 300
+	check $? "i: 16 UDP sockets x 300 requests all answered intact"
+	offload_check i "Udp InDatagrams" $(( $(udp_in $SERVER_NS) - in0 )) $(( $(udp_out $CLIENT_NS) - out0 ))
+	stop_server i
+	sleep 0.2
+	[ "$(grep -c '^worker' "$TMP/i.stats")" = 2 ] && [ "$(stat_sum i 6)" = 4800 ] && every_worker_served i 6
+	check $? "i: 2 readers reported, each answered some, $(stat_sum i 6) datagrams echoed (want 4800)"
+	grep '^worker' "$TMP/i.stats" | sed 's/^/   /'
+	show_server_errors i
+}
+
 # MP_SCENARIOS="g h" runs only those (development).
-for sc in ${MP_SCENARIOS:-a b c d e f g h}; do
+for sc in ${MP_SCENARIOS:-a b c d e f g h i}; do
 	"scenario_$sc"
 done
 

@@ -15,6 +15,8 @@
  *                SO_REUSEPORT listener on the port and its own epoll.
  *   udp-threads  one process, N threads, each with its own SO_REUSEPORT UDP
  *                socket on the port, blocking recvfrom + sendto echo.
+ *   udp-shared   the main thread makes and binds one UDP socket, then N
+ *                threads echo on it (blocking recvfrom + sendto).
  *   forkconn     blocking accept loop; one child per connection serves it
  *                with blocking I/O and exits; SIGCHLD reaps.
  *   daemon       `single` after a fork + setsid + fork done after listen();
@@ -72,11 +74,15 @@
 #define CHILD_IDLE_SEC 10
 #define READY_WAIT_MS 10000
 
-enum model { M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK, M_THREADS_REUSEPORT, M_UDP_THREADS };
+enum model {
+	M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK, M_THREADS_REUSEPORT, M_UDP_THREADS,
+	M_UDP_SHARED
+};
 
 /* Indexed by enum model. */
 static const char *const model_names[] = { "single",  "prefork",     "threads",          "forkconn",
-					   "daemon",  "udp-prefork", "threads-reuseport", "udp-threads" };
+					   "daemon",  "udp-prefork", "threads-reuseport", "udp-threads",
+					   "udp-shared" };
 
 static struct {
 	const char *bind_addr;
@@ -602,6 +608,10 @@ static void *thread_main(void *p)
 {
 	struct thread_arg *a = p;
 	a->st.id = gettid();
+	if (opt.model == M_UDP_SHARED) {
+		udp_worker(a->ls, a->ready_fd, &a->st);
+		return NULL;
+	}
 	if (opt.model == M_UDP_THREADS) {
 		/* Its own socket, made by this thread (a ring per thread). */
 		int fd = make_listener(SOCK_DGRAM);
@@ -627,7 +637,7 @@ static int run_threads(int ls)
 		msg("pipe: %s", strerror(errno));
 		return 1;
 	}
-	if (ls >= 0)
+	if (ls >= 0 && opt.model != M_UDP_SHARED)
 		set_nonblocking(ls, 1);
 	for (int i = 0; i < opt.workers; i++) {
 		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1] };
@@ -859,7 +869,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: mp_server --port P [--bind ADDR]\n"
-		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads]\n"
+		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads|\n"
+		"                          udp-shared]\n"
 		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n");
 	exit(2);
 }
@@ -919,7 +930,7 @@ int main(int argc, char **argv)
 	/* The per-thread models make their sockets in their threads. */
 	int ls = opt.model == M_THREADS_REUSEPORT || opt.model == M_UDP_THREADS ?
 			 -1 :
-			 make_listener(opt.model == M_UDP_PREFORK ? SOCK_DGRAM : SOCK_STREAM);
+			 make_listener(opt.model == M_UDP_PREFORK || opt.model == M_UDP_SHARED ? SOCK_DGRAM : SOCK_STREAM);
 	switch (opt.model) {
 	case M_SINGLE: return run_single(ls);
 	case M_DAEMON: return run_daemon(ls);
@@ -927,7 +938,8 @@ int main(int argc, char **argv)
 	case M_UDP_PREFORK: return run_prefork(ls, 1);
 	case M_THREADS:
 	case M_THREADS_REUSEPORT:
-	case M_UDP_THREADS: return run_threads(ls);
+	case M_UDP_THREADS:
+	case M_UDP_SHARED: return run_threads(ls);
 	case M_FORKCONN: return run_forkconn(ls);
 	}
 	return 2;

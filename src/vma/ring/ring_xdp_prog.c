@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#include <linux/if_link.h>
 #include <linux/magic.h>
 
 #include <bpf/bpf.h>
@@ -317,10 +318,27 @@ static int ring_xdp_attach(struct ring_xdp_prog *p, int force_skb_mode)
 	return 0;
 }
 
+/* Takes our program off the interface. libxdp's detach of a program it
+ * attached without its dispatcher (the dispatcher cannot load here, see
+ * docs/xdp.md) opens the attached program by id and never closes that
+ * descriptor: every attach/detach cycle of a long-lived vmad kept a
+ * program and its maps alive. When ours is the program attached, the
+ * kernel is asked directly (replace-if-still-ours); libxdp otherwise. */
+static void ring_xdp_detach_own(struct ring_xdp_prog *p)
+{
+	int fd = xdp_program__fd(p->xdp);
+	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = fd);
+	__u32 flags = p->mode == XDP_MODE_SKB ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+
+	if (fd >= 0 && bpf_xdp_detach((int)p->ifindex, flags, &opts) == 0)
+		return;
+	xdp_program__detach(p->xdp, (int)p->ifindex, p->mode, 0);
+}
+
 static void ring_xdp_release(struct ring_xdp_prog *p)
 {
 	if (p->xdp && p->owner == getpid())
-		xdp_program__detach(p->xdp, (int)p->ifindex, p->mode, 0);
+		ring_xdp_detach_own(p);
 	if (p->owner == getpid())
 		ring_xdp_unpin(p);
 	if (p->xdp)

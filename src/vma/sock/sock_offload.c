@@ -614,27 +614,49 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	return total;
 }
 
-bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn fn, void *arg)
+void sock_offload_defer_locked(struct sock_offload *ctx, struct sock_offload_wake *w)
 {
-	if (ctx->npending == SOCK_OFFLOAD_PENDING_MAX)
-		return false;
-	ctx->pending[ctx->npending++] = (struct sock_offload_pending){ fn, arg };
-	return true;
+	w->next = NULL;
+	if (ctx->wake_tail)
+		*ctx->wake_tail = w;
+	else
+		ctx->wake_head = w;
+	ctx->wake_tail = &w->next;
+}
+
+void sock_offload_undefer_locked(struct sock_offload *ctx, struct sock_offload_wake *w)
+{
+	struct sock_offload_wake *prev = NULL;
+	for (struct sock_offload_wake *it = ctx->wake_head; it; prev = it, it = it->next) {
+		if (it != w)
+			continue;
+		if (prev)
+			prev->next = it->next;
+		else
+			ctx->wake_head = it->next;
+		if (ctx->wake_tail == &it->next)
+			ctx->wake_tail = prev ? &prev->next : NULL;
+		return;
+	}
 }
 
 static void sock_offload_unlock_raw(struct sock_offload *ctx)
 {
-	unsigned n = ctx->npending;
-	if (__builtin_expect(n == 0, 1)) {
+	struct sock_offload_wake *w = ctx->wake_head;
+	if (__builtin_expect(w == NULL, 1)) {
 		sock_offload_unlock_plain(ctx);
 		return;
 	}
-	struct sock_offload_pending todo[SOCK_OFFLOAD_PENDING_MAX];
-	memcpy(todo, ctx->pending, n * sizeof(todo[0]));
-	ctx->npending = 0;
+	ctx->wake_head = NULL;
+	ctx->wake_tail = NULL;
 	sock_offload_unlock_plain(ctx);
-	for (unsigned i = 0; i < n; i++)
-		todo[i].fn(todo[i].arg);
+	while (w) {
+		/* fn lets the socket queue its node again (another thread, under
+		 * the lock): read the link first. */
+		struct sock_offload_wake *next = w->next;
+		w->fn(w->arg);
+		w = next;
+	}
 }
 
 void sock_offload_unlock(struct sock_offload *ctx)
@@ -884,7 +906,8 @@ void sock_offload_after_fork_child(void)
 		struct sock_offload *old = sock_offload_lane[k];
 		__atomic_store_n(&old->dead, true, __ATOMIC_RELEASE);
 		sock_offload_lock_init(old);
-		old->npending = 0;
+		old->wake_head = NULL;
+		old->wake_tail = NULL;
 	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	ring_mgr_forget_after_fork();

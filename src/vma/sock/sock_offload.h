@@ -65,13 +65,16 @@ struct sock_offload_flow_ref {
 };
 
 /* Work that must run after the lock is dropped (iomux_notify, waking a
- * sleeping reader): a delivery callback queues it, the unlock runs it. */
+ * sleeping reader): a delivery callback queues it, the unlock runs it. The
+ * node lives in the socket, which queues it at most once at a time (its
+ * wake_pending flag), so the list never fills: a burst that makes a
+ * thousand sockets ready in one pass wakes every one of them. */
 typedef void (*sock_offload_notify_fn)(void *arg);
-struct sock_offload_pending {
+struct sock_offload_wake {
+	struct sock_offload_wake *next;
 	sock_offload_notify_fn fn;
 	void *arg;
 };
-#define SOCK_OFFLOAD_PENDING_MAX 512
 #define SOCK_OFFLOAD_LOOP_FRAMES 64
 
 struct sock_offload {
@@ -105,8 +108,7 @@ struct sock_offload {
 	struct ring_buf_pool *loop_pool;
 	struct ring_buf *loop_frames[SOCK_OFFLOAD_LOOP_FRAMES];
 	unsigned nloop;
-	struct sock_offload_pending pending[SOCK_OFFLOAD_PENDING_MAX];
-	unsigned npending;
+	struct sock_offload_wake *wake_head, **wake_tail;   /* FIFO; tail NULL when empty */
 	/* The TCP engine on stack (NULL when it could not be created: TCP
 	 * sockets then stay with the kernel). Its routine scan (keepalive,
 	 * TIME_WAIT) runs every tcp_period_ms; RTO, tail-loss probe, delayed
@@ -198,9 +200,12 @@ static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 void sock_offload_lock_init(struct sock_offload *ctx);
 /* Drops the lock, then runs what delivery callbacks deferred. */
 void sock_offload_unlock(struct sock_offload *ctx);
-/* Lock held: runs fn(arg) at the next unlock. Returns false when the list
- * is full (the waiter then relies on the ring wait fd / next poll). */
-bool sock_offload_defer_locked(struct sock_offload *ctx, sock_offload_notify_fn fn, void *arg);
+/* Lock held: runs w->fn(w->arg) at the next unlock. w must not be queued
+ * already (the caller's wake_pending flag says so; fn clears it). */
+void sock_offload_defer_locked(struct sock_offload *ctx, struct sock_offload_wake *w);
+/* Lock held: takes w off the list if it is still queued there (a socket
+ * being released: its memory must not stay linked). */
+void sock_offload_undefer_locked(struct sock_offload *ctx, struct sock_offload_wake *w);
 
 /* One non-blocking pass over every ring: rx_burst a batch, stack_input each
  * frame, tx_flush. Lock held. Returns the frames processed. */

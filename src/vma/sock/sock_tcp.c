@@ -98,8 +98,12 @@ void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 {
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
 	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
-	if (watched && !s->wake_pending && sock_offload_defer_locked(s->ctx, sock_tcp_wake, s))
+	if (watched && !s->wake_pending) {
 		s->wake_pending = true;
+		s->wake_node.fn = sock_tcp_wake;
+		s->wake_node.arg = s;
+		sock_offload_defer_locked(s->ctx, &s->wake_node);
+	}
 }
 
 void sock_tcp_snd_refresh_locked(struct sock_tcp *s)
@@ -607,6 +611,8 @@ static void sock_tcp_release(struct sock_obj *obj)
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0 || (s->linger_on && s->linger_s == 0));
 		sock_tcp_rxq_clear_locked(s);
 		s->released = true;
+		if (s->wake_pending)
+			sock_offload_undefer_locked(ctx, &s->wake_node);
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;

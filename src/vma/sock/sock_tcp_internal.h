@@ -112,6 +112,7 @@ struct sock_tcp {
 	int sleepers;
 	int wake_fd;                 /* eventfd, made at the first sleep; -1 before */
 	bool wake_pending;
+	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
 };
 

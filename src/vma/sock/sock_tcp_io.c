@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -212,6 +213,8 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 		if (rx_poll < 0 || spins++ < rx_poll) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
+			if (g_cfg.rx_poll_yield)
+				sched_yield();   /* VMA_RX_POLL_YIELD */
 			continue;
 		}
 		if (s->stats)

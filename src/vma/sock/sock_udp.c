@@ -223,8 +223,12 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	}
 	stats_socket_ready_add(s->stats, len);
 	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
-	if (notify && !s->wake_pending && sock_offload_defer_locked(s->ctx, sock_udp_wake, s))
+	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
+		s->wake_node.fn = sock_udp_wake;
+		s->wake_node.arg = s;
+		sock_offload_defer_locked(s->ctx, &s->wake_node);
+	}
 }
 
 /* ---- control ops ---- */
@@ -518,6 +522,8 @@ static void sock_udp_release(struct sock_obj *obj)
 	if (sock_offload_usable(ctx)) {
 		sock_offload_lock(ctx);
 		s->released = true;
+		if (s->wake_pending)
+			sock_offload_undefer_locked(ctx, &s->wake_node);
 		sock_udp_rx_teardown_locked(s);
 		sock_udp_queue_clear(&s->queue);
 		sock_offload_unlock(ctx);

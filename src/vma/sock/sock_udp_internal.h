@@ -78,6 +78,7 @@ struct sock_udp {
 	int sleepers;
 	int wake_fd;                 /* eventfd, made at the first sleep; -1 before */
 	bool wake_pending;
+	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	struct sock_udp_route route;
 };
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -213,6 +214,10 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 				errno = EAGAIN;
 				return -1;
 			}
+			/* VMA_RX_POLL_YIELD: other polling threads (or the
+			 * sender we wait for) may need this core. */
+			if (g_cfg.rx_poll_yield)
+				sched_yield();
 			continue;
 		}
 		/* Polling ran out: one miss per call that goes to sleep. */
