@@ -377,8 +377,34 @@ ring_check() {
 	awk '/RING=\[/ {r = $0; next} r != "" && /^Rx Offload:/ {print "   " r "  " $0; r = ""}' "$TMP/$name.vs"
 }
 
-# every_worker_served NAME FIELD: each final worker line has FIELD > 0.
-every_worker_served() { awk -v f="$2" '$1 == "worker" {n++; if ($f + 0 > 0) ok++} END {exit !(n > 0 && n == ok)}' "$TMP/$1.stats"; }
+# threads_done NAME THREADS FIELD TOTAL WHAT: stops the server; THREADS
+# final worker lines, each with FIELD > 0 (4 accepted, 6 requests), whose
+# requests add up to TOTAL.
+threads_done() {
+	local name=$1 threads=$2 field=$3 total=$4 what=$5
+	stop_server "$name"
+	sleep 0.2
+	[ "$(grep -c '^worker' "$TMP/$name.stats")" = "$threads" ] && [ "$(stat_sum "$name" 6)" = "$total" ] &&
+		awk -v f="$field" '$1 == "worker" {n++; if ($f + 0 > 0) ok++} END {exit !(n > 0 && n == ok)}' \
+			"$TMP/$name.stats"
+	check $? "$name: $threads threads reported, each $what some, $(stat_sum "$name" 6) requests (want $total)"
+	grep '^worker' "$TMP/$name.stats" | sed 's/^/   /'
+	show_server_errors "$name"
+}
+
+# udp_threads_scenario NAME MODEL THREADS PORT CONNS REQUESTS RINGS: a UDP
+# server of MODEL with a ring per thread; RINGS 0 skips the vma_stats check.
+udp_threads_scenario() {
+	local name=$1 model=$2 threads=$3 port=$4 conns=$5 requests=$6 rings=$7
+	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server "$name" --port "$port" --model "$model" --workers "$threads" || return
+	local in0 out0
+	in0=$(udp_in $SERVER_NS) out0=$(udp_out $CLIENT_NS)
+	client "${name}1" --port "$port" --udp --conns "$conns" --requests "$requests"
+	check $? "$name: $conns UDP sockets x $requests requests all answered intact"
+	offload_check "$name" "Udp InDatagrams" $(( $(udp_in $SERVER_NS) - in0 )) $(( $(udp_out $CLIENT_NS) - out0 ))
+	[ "$rings" -gt 0 ] && ring_check "$name" "$rings"
+	threads_done "$name" "$threads" 6 $((conns * requests)) answered
+}
 
 # ---------------------------------------------------------------- g. threads, SO_REUSEPORT each, ring per thread
 scenario_g() {
@@ -392,47 +418,19 @@ scenario_g() {
 	check $? "g: 200 connections (--reconnect) all echoed intact"
 	offload_check g "Tcp InSegs" $(( $(tcp_in $SERVER_NS) - in0 )) $(( $(tcp_out $CLIENT_NS) - out0 ))
 	ring_check g 4
-	stop_server g
-	sleep 0.2
-	[ "$(grep -c '^worker' "$TMP/g.stats")" = 4 ] && [ "$(stat_sum g 6)" = 16200 ] && every_worker_served g 4
-	check $? "g: 4 threads reported, each accepted some, $(stat_sum g 6) requests echoed (want 16200)"
-	grep '^worker' "$TMP/g.stats" | sed 's/^/   /'
-	show_server_errors g
+	threads_done g 4 4 16200 accepted
 }
 
 # ---------------------------------------------------------------- h. UDP threads, ring per thread
 scenario_h() {
 	echo "== h. udp-threads, 4 threads, VMA_RING_ALLOCATION_LOGIC_RX=20"
-	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server h --port 18009 --model udp-threads --workers 4 || return
-	local in0 out0
-	in0=$(udp_in $SERVER_NS) out0=$(udp_out $CLIENT_NS)
-	client h1 --port 18009 --udp --conns 32 --requests 200
-	check $? "h: 32 UDP sockets x 200 requests all answered intact"
-	offload_check h "Udp InDatagrams" $(( $(udp_in $SERVER_NS) - in0 )) $(( $(udp_out $CLIENT_NS) - out0 ))
-	ring_check h 4
-	stop_server h
-	sleep 0.2
-	[ "$(grep -c '^worker' "$TMP/h.stats")" = 4 ] && [ "$(stat_sum h 6)" = 6400 ] && every_worker_served h 6
-	check $? "h: 4 threads reported, each answered some, $(stat_sum h 6) datagrams echoed (want 6400)"
-	grep '^worker' "$TMP/h.stats" | sed 's/^/   /'
-	show_server_errors h
+	udp_threads_scenario h udp-threads 4 18009 32 200 4
 }
 
 # ---------------------------------------------------------------- i. one UDP socket, two reader threads
 scenario_i() {
 	echo "== i. udp-shared, 2 reader threads on the main thread's socket, VMA_RING_ALLOCATION_LOGIC_RX=20"
-	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server i --port 18010 --model udp-shared --workers 2 || return
-	local in0 out0
-	in0=$(udp_in $SERVER_NS) out0=$(udp_out $CLIENT_NS)
-	client i1 --port 18010 --udp --conns 16 --requests 300
-	check $? "i: 16 UDP sockets x 300 requests all answered intact"
-	offload_check i "Udp InDatagrams" $(( $(udp_in $SERVER_NS) - in0 )) $(( $(udp_out $CLIENT_NS) - out0 ))
-	stop_server i
-	sleep 0.2
-	[ "$(grep -c '^worker' "$TMP/i.stats")" = 2 ] && [ "$(stat_sum i 6)" = 4800 ] && every_worker_served i 6
-	check $? "i: 2 readers reported, each answered some, $(stat_sum i 6) datagrams echoed (want 4800)"
-	grep '^worker' "$TMP/i.stats" | sed 's/^/   /'
-	show_server_errors i
+	udp_threads_scenario i udp-shared 2 18010 16 300 0
 }
 
 # MP_SCENARIOS="g h" runs only those (development).

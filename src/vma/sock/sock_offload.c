@@ -552,11 +552,13 @@ struct sock_offload *sock_offload_get_for(int fd)
 	if (logic != RING_MGR_PER_SOCKET && logic != RING_MGR_PER_THREAD && logic != RING_MGR_PER_CORE &&
 	    logic != RING_MGR_PER_CORE_MIGRATING)
 		return base;
+	/* The sockets a lane's own set-up opens (on this thread) stay with the
+	 * kernel, whatever lane the thread already has. */
+	if (sock_offload_building)
+		return NULL;
 	unsigned gen = __atomic_load_n(&sock_offload_generation, __ATOMIC_ACQUIRE);
 	if (logic == RING_MGR_PER_THREAD && sock_offload_thread_lane && sock_offload_thread_gen == gen)
 		return sock_offload_thread_lane;
-	if (sock_offload_building)
-		return NULL;
 	int cpu = sched_getcpu();
 	uint64_t key = ring_mgr_key(logic, fd, gettid(), cpu < 0 ? 0 : cpu, 0);
 	pthread_mutex_lock(&sock_offload_init_lock);
@@ -576,11 +578,6 @@ struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, i
 	if (g_cfg.ring_allocation_logic_rx == RING_MGR_PER_SOCKET && sock_offload_usable(current))
 		return current;
 	return sock_offload_get_for(fd);
-}
-
-struct sock_offload *sock_offload_get(void)
-{
-	return sock_offload_get_for(-1);
 }
 
 static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if *ifc)

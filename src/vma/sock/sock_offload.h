@@ -137,8 +137,6 @@ struct sock_offload *sock_offload_get_for(int fd);
  * or listens: current under the per-socket logic, else the lane of the
  * calling thread (or core). */
 struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd);
-/* The lane of the calling thread (fd unknown). */
-struct sock_offload *sock_offload_get(void);
 /* Lane 0: non-NULL only while offload is up and this process owns it. */
 extern struct sock_offload *sock_offload_live;
 

@@ -100,8 +100,6 @@ void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
 	if (watched && !s->wake_pending) {
 		s->wake_pending = true;
-		s->wake_node.fn = sock_tcp_wake;
-		s->wake_node.arg = s;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);
 	}
 }
@@ -701,6 +699,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	s->obj.protocol = protocol;
 	s->if_slot = -1;
 	s->wake_fd = -1;
+	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };
 	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
 	s->nodelay = g_cfg.tcp_nodelay != 0;
 	s->quickack = g_cfg.tcp_quickack != 0;

@@ -225,8 +225,6 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
 	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
-		s->wake_node.fn = sock_udp_wake;
-		s->wake_node.arg = s;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);
 	}
 }
@@ -605,6 +603,7 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	s->mc_ttl = 1;
 	s->mc_loop = g_cfg.tx_mc_loopback != 0;
 	s->wake_fd = -1;
+	s->wake_node = (struct sock_offload_wake){ .fn = sock_udp_wake, .arg = s };
 	int kernel = 0;
 	socklen_t kl = sizeof(kernel);
 	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
