@@ -13,12 +13,16 @@
 # PREFIX-a0, ...; at most 8 characters): tests use their own prefix so they
 # never tear down a testbed another run is using.
 # Only 198.18.0.0/15 (the benchmarking range) is used. Each veth has one queue
-# pair, so an AF_XDP socket on queue 0 sees every packet of the link.
+# pair, so an AF_XDP socket on queue 0 sees every packet of the link, unless
+# TB_QUEUES (1-16) asks for more: then the sender's kernel spreads flows over
+# the receiver's queues by hash, as RSS on a multi-queue NIC does.
 # bpffs is mounted on the host /sys/fs/bpf, which processes started with
 # `nsenter --net=/run/netns/NAME` share (`ip netns exec` remounts /sys).
 set -euo pipefail
 
 PREFIX=${TB_PREFIX:-vmatb}
+QUEUES=${TB_QUEUES:-1}
+[[ $QUEUES =~ ^([1-9]|1[0-6])$ ]] || { echo "testbed: TB_QUEUES must be 1-16, got '$QUEUES'" >&2; exit 1; }
 [[ $PREFIX =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "testbed: TB_PREFIX must be 1-8 lowercase letters/digits, got '$PREFIX'" >&2; exit 1; }
 
 die() { echo "testbed: $*" >&2; exit 1; }
@@ -41,7 +45,7 @@ make_ns() {
 # veth_pair NS_A IF_A NS_B IF_B
 veth_pair() {
 	ip link del "$2" 2>/dev/null || true
-	ip link add "$2" numtxqueues 1 numrxqueues 1 type veth peer name "$4" numtxqueues 1 numrxqueues 1
+	ip link add "$2" numtxqueues $QUEUES numrxqueues $QUEUES type veth peer name "$4" numtxqueues $QUEUES numrxqueues $QUEUES
 	ip link set "$2" netns "$1"
 	ip link set "$4" netns "$3"
 	ns "$1" ip link set "$2" up

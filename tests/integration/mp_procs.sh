@@ -30,6 +30,11 @@
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
 #      thread: the socket stays in the main thread's lane and both readers
 #      use it (each answered some); Udp InDatagrams flat.
+# MP_QUEUES=N (1-16, default 1) gives the testbed's veths N queues: the
+# client's kernel hashes each flow to one of them as RSS does, and every
+# scenario must stay offloaded (each process and lane has an XSK on every
+# queue); at the end every queue of the server's veth must have redirected
+# packets to XSKs (veth's per-queue XDP counters). mp_queues.sh runs it so.
 # Every run has a timeout; every server stops itself after --max-seconds;
 # the EXIT trap kills whatever is left and removes the testbed.
 # MP_KERNEL_ONLY=1 runs the servers on the kernel too and inverts the offload
@@ -57,6 +62,8 @@ done
 command -v nsenter >/dev/null || { echo "SKIP: no nsenter"; exit 77; }
 
 export TB_PREFIX=${MP_TB_PREFIX:-mpp}
+QUEUES=${MP_QUEUES:-1}
+export TB_QUEUES=$QUEUES
 TMP=$(mktemp -d /tmp/mpp.XXXXXX)
 BG=""   # background jobs we started (timeout wrappers)
 
@@ -437,6 +444,20 @@ scenario_i() {
 for sc in ${MP_SCENARIOS:-a b c d e f g h i}; do
 	"scenario_$sc"
 done
+
+# Multi-queue: the flows really went over every queue, and each queue
+# handed its share to XSKs (not to the kernel: the counters above are flat).
+if [ "$QUEUES" -gt 1 ]; then
+	stats=$(nsenter --net="$SERVER_NS" ethtool -S "$TB_PREFIX-b0" 2>/dev/null)
+	idle=""
+	for q in $(seq 0 $((QUEUES - 1))); do
+		n=$(awk -v k="rx_queue_${q}_xdp_redirect:" '$1 == k {print $2}' <<<"$stats")
+		[ -n "$n" ] || { idle="no per-queue XDP counters (ethtool -S $TB_PREFIX-b0)"; break; }
+		echo "queue $q: $n packets redirected to XSKs"
+		if [ "$KERNEL_ONLY" = 1 ]; then [ "$n" = 0 ] || idle="$idle $q"; else [ "$n" -gt 0 ] || idle="$idle $q"; fi
+	done
+	[ -z "$idle" ]; check $? "every one of $QUEUES queues redirected packets to XSKs${idle:+ (not:$idle)}"
+fi
 
 # Nothing of ours may outlive its scenario.
 left=""

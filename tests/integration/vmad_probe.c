@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: vmad_probe IFNAME\n");
 		return 2;
 	}
-	int err = vmad_client_join(argv[1], 0, &sizes, &m, why, sizeof(why));
+	int err = vmad_client_join(argv[1], 0, &sizes, NULL, &m, why, sizeof(why));
 	printf("join %s%s%s\n", errname(err), why[0] ? " " : "", why);
 	if (err)
 		return 0;

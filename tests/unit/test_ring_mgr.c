@@ -1,7 +1,10 @@
 /* The ring manager on the loop backend: keys, sharing, the per-interface
- * limit, references, fork. */
+ * limit, references, fork; rings grouped over several queues (ring_multi). */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,6 +159,136 @@ START_TEST(per_queue_gives_keys_rings_of_their_own_on_one_queue)
 }
 END_TEST
 
+/* Sends one frame of len bytes of value on ring (through its own TX) and
+ * flushes: the loop backend receives it on the same ring. */
+static void loop_send(struct ring *ring, uint8_t value, unsigned len)
+{
+	struct ring_buf *buf = ring_tx_alloc(ring);
+	ck_assert_ptr_nonnull(buf);
+	memset(buf->data, value, len);
+	buf->len = len;
+	ck_assert_int_eq(ring_tx_send(ring, buf), 0);
+	ring_tx_flush(ring);
+}
+
+static bool wait_fd_readable(const struct ring *ring)
+{
+	struct pollfd p = { .fd = ring_wait_fd(ring), .events = POLLIN };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+START_TEST(multi_ring_receives_what_any_queue_received)
+{
+	const struct ring_config cfg = { .backend = RING_BACKEND_LOOP, .rx_bufs = 64, .rx_wre = 64, .tx_bufs = 64,
+					 .tx_wre = 64 };
+	struct ring *m[3];
+	for (unsigned q = 0; q < 3; q++) {
+		m[q] = ring_loop_open("vmaloopm", q, &cfg);
+		ck_assert_ptr_nonnull(m[q]);
+	}
+	struct ring *r = ring_multi_wrap(m, 3);
+	ck_assert_ptr_nonnull(r);
+	struct ring *back[4];
+	ck_assert_uint_eq(ring_multi_members(r, back, 4), 3);
+	ck_assert_ptr_eq(back[2], m[2]);
+	ck_assert_int_eq(ring_wait_arm(r), 0);
+	ck_assert(!wait_fd_readable(r));
+
+	/* A frame on queue 2 wakes the group's wait fd and is received. */
+	loop_send(m[2], 0x22, 60);
+	ck_assert(wait_fd_readable(r));
+	ck_assert_int_eq(ring_wait_arm(r), 1);
+	loop_send(m[0], 0x00, 61);
+	loop_send(m[1], 0x11, 62);
+	struct ring_buf *bufs[8];
+	int n = ring_rx_burst(r, bufs, 8);
+	ck_assert_int_eq(n, 3);
+	unsigned seen = 0;
+	for (int i = 0; i < n; i++) {
+		unsigned q = bufs[i]->data[0] >> 4;
+		ck_assert_uint_lt(q, 3);
+		ck_assert_uint_eq(bufs[i]->len, 60 + (q + 1) % 3);
+		seen |= 1u << q;
+		ring_buf_free(bufs[i]);
+	}
+	ck_assert_uint_eq(seen, 7);
+	ck_assert_int_eq(ring_rx_burst(r, bufs, 8), 0);
+
+	/* max is honoured and no queue starves: 2 frames on each of the
+	 * three queues, bursts of 2. */
+	for (unsigned q = 0; q < 3; q++) {
+		loop_send(m[q], (uint8_t)(q << 4), 60);
+		loop_send(m[q], (uint8_t)(q << 4), 60);
+	}
+	unsigned per_queue[3] = { 0, 0, 0 };
+	for (int round = 0; round < 3; round++) {
+		n = ring_rx_burst(r, bufs, 2);
+		ck_assert_int_eq(n, 2);
+		for (int i = 0; i < n; i++) {
+			per_queue[bufs[i]->data[0] >> 4]++;
+			ring_buf_free(bufs[i]);
+		}
+	}
+	ck_assert_uint_eq(per_queue[0] + per_queue[1] + per_queue[2], 6);
+	ck_assert_int_eq(ring_rx_burst(r, bufs, 8), 0);
+
+	/* The group sends through its first member; counters are sums. */
+	loop_send(r, 0x00, 70);
+	struct ring_counters c0, sum;
+	ring_read_counters(m[0], &c0);
+	ck_assert_uint_eq(c0.tx_packets, 1 + 2 + 1);
+	ring_read_counters(r, &sum);
+	ck_assert_uint_eq(sum.tx_packets, 4 + 3 + 3);
+	ck_assert_uint_eq(sum.rx_packets, 9);
+	ck_assert_int_eq(ring_rx_burst(r, bufs, 8), 1);
+	ck_assert_ptr_eq(bufs[0]->pool, ring_rx_pool(m[0]));
+	ring_buf_free(bufs[0]);
+
+	/* Flows go to the first member. */
+	struct ring_flow flow = { .proto = 17, .local_ip = 0x0100007f, .local_port = 0x3412, .owner_fd = -1 };
+	ck_assert_int_eq(ring_attach_flow(r, &flow), 0);
+	ck_assert_int_eq(ring_attach_flow(m[0], &flow), -EEXIST);
+	ck_assert_int_eq(ring_detach_flow(r, &flow), 0);
+	ring_close(r);
+}
+END_TEST
+
+START_TEST(spanning_rings_cover_every_queue)
+{
+	struct ring_mgr_config cfg = {
+		.ring = { .backend = RING_BACKEND_LOOP, .rx_bufs = 64, .rx_wre = 64, .tx_bufs = 64, .tx_wre = 64 },
+		.queues = 3,
+		.per_queue = 2,
+		.placement = RING_MGR_PLACE_SPANNING,
+	};
+	ring_mgr_configure(&cfg);
+	struct ring *a = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 400, 0, 0));
+	struct ring *b = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 401, 0, 0));
+	struct ring *c = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 402, 0, 0));
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_ne(a, b);
+	struct ring *members[4];
+	for (int k = 0; k < 2; k++) {
+		ck_assert_uint_eq(ring_multi_members(k ? b : a, members, 4), 3);
+		for (unsigned q = 0; q < 3; q++)
+			ck_assert_uint_eq(members[q]->queue, q);
+	}
+	/* per_queue 2 spanning rings, then sharing. */
+	ck_assert(c == a || c == b);
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 2);
+	ring_mgr_close_all();
+	ck_assert_uint_eq(ring_mgr_count("vmaloop0"), 0);
+	/* One queue: a plain ring. */
+	cfg.queues = 1;
+	ring_mgr_configure(&cfg);
+	a = ring_mgr_get("vmaloop0", ring_mgr_key(20, 0, 400, 0, 0));
+	ck_assert_uint_eq(ring_multi_members(a, members, 4), 1);
+	ck_assert_ptr_eq(members[0], a);
+	ring_mgr_close_all();
+}
+END_TEST
+
 START_TEST(fork_child_forgets_parent_rings_and_opens_its_own)
 {
 	configure(0, 8);
@@ -200,6 +333,8 @@ int main(void)
 	tcase_add_test(tc, limit_per_interface_shares_rings_round_robin);
 	tcase_add_test(tc, queues_cap_rings_like_a_one_queue_veth);
 	tcase_add_test(tc, per_queue_gives_keys_rings_of_their_own_on_one_queue);
+	tcase_add_test(tc, multi_ring_receives_what_any_queue_received);
+	tcase_add_test(tc, spanning_rings_cover_every_queue);
 	tcase_add_test(tc, fork_child_forgets_parent_rings_and_opens_its_own);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

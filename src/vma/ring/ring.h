@@ -226,8 +226,28 @@ static inline struct ring_buf_pool *ring_tx_pool(const struct ring *ring)
 	return ring->tx_pool;
 }
 
+/* Opens every queue of an interface with `queues` queues as one ring
+ * (ring_multi.c; docs/ring.md, "Multi-queue interfaces"): one member per
+ * queue, on AF_XDP all under one member slot, so a flow attached once is
+ * received whatever queue the NIC hashes it to. A queue that cannot be
+ * joined is left out with one warning. queues <= 1: ring_open(ifname, 0).
+ * NULL with errno set (and a warning) when not even queue 0 opens. */
+struct ring *ring_open_queues(const char *ifname, unsigned queues, const struct ring_config *cfg);
+/* Groups opened rings (members[0] sends and steers) into one; the group
+ * owns them from then on. NULL with errno set; the caller still owns them. */
+struct ring *ring_multi_wrap(struct ring **members, unsigned count);
+/* The rings a group is made of (a plain ring: itself); returns the count,
+ * fills out with up to max. */
+unsigned ring_multi_members(const struct ring *ring, struct ring **out, unsigned max);
+
 /* Backend constructors, for ring_open and tests. */
 struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
+/* ring_xdp_open under member slot want_slot (-1: any; then preferring a
+ * slot free on queues 0 .. span-1). */
+struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const struct ring_config *cfg, int want_slot,
+				  unsigned span);
+/* The member slot of an xdp ring, -1 for other rings. */
+int ring_xdp_slot(const struct ring *ring);
 struct ring *ring_loop_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
 
 #endif

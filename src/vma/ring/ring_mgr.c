@@ -6,6 +6,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <net/if.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -84,13 +89,29 @@ uint64_t ring_mgr_key(int logic, int fd, pid_t tid, int cpu, uint32_t ip)
 	return (uint64_t)(unsigned)logic << 32 | value;
 }
 
-/* RX queues of the interface, from sysfs (veth: 1). */
+/* RX queues of the interface. The driver's channel counts first: they are
+ * asked through a socket of the calling thread's network namespace, where
+ * /sys may still show another namespace's devices (a process entered with
+ * nsenter --net). Then sysfs, then 1. */
 static unsigned ring_mgr_queue_count(const char *ifname)
 {
+	struct ethtool_channels channels = { .cmd = ETHTOOL_GCHANNELS };
+	struct ifreq ifr;
 	char path[64];
 	struct dirent *entry;
 	unsigned count = 0;
 
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		memset(&ifr, 0, sizeof(ifr));
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+		ifr.ifr_data = (void *)&channels;
+		if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+			count = channels.rx_count + channels.combined_count;
+		close(fd);
+		if (count)
+			return count;
+	}
 	snprintf(path, sizeof(path), "/sys/class/net/%.15s/queues", ifname);
 	DIR *dir = opendir(path);
 	if (!dir)
@@ -110,12 +131,23 @@ static struct ring_mgr_ring *ring_mgr_find(const struct ring *ring)
 	return NULL;
 }
 
+static bool ring_mgr_xdp(void)
+{
+	return ring_mgr_cfg.ring.backend == RING_BACKEND_XDP || ring_mgr_cfg.ring.backend == RING_BACKEND_AUTO;
+}
+
+static bool ring_mgr_spanning(void)
+{
+	if (ring_mgr_cfg.placement == RING_MGR_PLACE_DEFAULT)
+		return ring_mgr_xdp();
+	return ring_mgr_cfg.placement == RING_MGR_PLACE_SPANNING;
+}
+
 static unsigned ring_mgr_per_queue(void)
 {
 	if (ring_mgr_cfg.per_queue)
 		return ring_mgr_cfg.per_queue;
-	bool xdp = ring_mgr_cfg.ring.backend == RING_BACKEND_XDP || ring_mgr_cfg.ring.backend == RING_BACKEND_AUTO;
-	return xdp ? RING_MGR_XDP_PER_QUEUE : 1;
+	return ring_mgr_xdp() ? RING_MGR_XDP_PER_QUEUE : 1;
 }
 
 /* The queue of ifindex with the fewest rings of ours (the lowest of
@@ -169,9 +201,13 @@ static struct ring *ring_mgr_get_locked(const char *ifname, unsigned ifindex, ui
 		unsigned queues = ring_mgr_cfg.queues ? ring_mgr_cfg.queues : ring_mgr_queue_count(ifname);
 		unsigned limit = ring_mgr_cfg.limit_per_interface;
 		unsigned count = ring_mgr_count_locked(ifindex);
-		int queue = ring_mgr_free_queue(ifindex, queues);
+		bool spanning = queues > 1 && ring_mgr_spanning();
+		/* A spanning ring has a member on every queue and counts on
+		 * queue 0, where it sends. */
+		int queue = ring_mgr_free_queue(ifindex, spanning ? 1 : queues);
 		if (queue >= 0 && (!limit || count < limit)) {
-			ring = ring_open(ifname, (unsigned)queue, &ring_mgr_cfg.ring);
+			ring = spanning ? ring_open_queues(ifname, queues, &ring_mgr_cfg.ring)
+					: ring_open(ifname, (unsigned)queue, &ring_mgr_cfg.ring);
 			if (!ring)
 				return NULL;
 			struct ring_mgr_ring *e = calloc(1, sizeof(*e));

@@ -26,12 +26,24 @@ enum ring_mgr_logic {
 	RING_MGR_PER_CORE_MIGRATING = 31,
 };
 
+/* Where a new ring of a multi-queue interface goes. */
+enum ring_mgr_placement {
+	RING_MGR_PLACE_DEFAULT = 0,  /* AF_XDP: spanning; other backends: per queue */
+	/* Each ring covers every queue (ring_open_queues): RSS may put a flow
+	 * on any queue and the ring still receives it. Counted on queue 0. */
+	RING_MGR_PLACE_SPANNING,
+	/* Each ring is one queue, the least used (a backend whose flows are
+	 * steered to a queue by the NIC, or tests). */
+	RING_MGR_PLACE_PER_QUEUE,
+};
+
 struct ring_mgr_config {
 	struct ring_config ring;        /* for every ring the manager opens */
 	unsigned limit_per_interface;   /* VMA_RING_LIMIT_PER_INTERFACE; 0 = none */
 	unsigned queues;                /* queues of an interface; 0 = its RX queue count (sysfs) */
 	unsigned per_queue;             /* our rings one queue may hold; 0 = the backend's
 					 * (RING_MGR_XDP_PER_QUEUE for AF_XDP, 1 otherwise) */
+	enum ring_mgr_placement placement;
 };
 
 /* Rings of one process on one AF_XDP queue (each an XSK on the queue's

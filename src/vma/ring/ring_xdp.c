@@ -632,6 +632,18 @@ static int ring_xdp_map(struct ring_xdp *r)
 
 struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring_config *cfg)
 {
+	return ring_xdp_open_member(ifname, queue, cfg, -1, 1);
+}
+
+int ring_xdp_slot(const struct ring *ring)
+{
+	return ring->ops == &ring_xdp_ops ? (int)((const struct ring_xdp *)ring)->slot : -1;
+}
+
+struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const struct ring_config *cfg, int want_slot,
+				  unsigned span)
+{
+	const struct vmad_join_slot join_slot = { .want_slot = want_slot, .span = span };
 	struct ring_xdp *r;
 	unsigned ifindex = if_nametoindex(ifname);
 	char why[192];
@@ -666,7 +678,7 @@ struct ring *ring_xdp_open(const char *ifname, unsigned queue, const struct ring
 	ring_xdp_read_link(&r->base);
 
 	why[0] = '\0';
-	err = vmad_client_join(ifname, queue, &r->sizes, &r->member, why, sizeof(why));
+	err = vmad_client_join(ifname, queue, &r->sizes, &join_slot, &r->member, why, sizeof(why));
 	if (err) {
 		vlog_warn("ring: %s: cannot join the interface's ring domain: %s; traffic stays on the kernel path",
 			  ifname, why[0] ? why : strerror(-err));

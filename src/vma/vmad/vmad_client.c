@@ -264,8 +264,8 @@ static int vmad_client_request(int conn, const struct vmad_request *req, int sen
 	return 0;
 }
 
-int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes, struct vmad_membership *m,
-		     char *why, size_t why_len)
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
+		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
 {
 	struct vmad_request req;
 	struct vmad_reply rep;
@@ -299,6 +299,8 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	req.tx_frames = sizes->tx_frames;
 	req.rx_descs = sizes->rx_descs;
 	req.tx_descs = sizes->tx_frames; /* our TX ring holds every TX frame */
+	req.want_slot = slot ? slot->want_slot : -1;
+	req.span = slot ? slot->span : 1;
 	int err = vmad_client_request(conn, &req, -1, &rep, fds, &nfds);
 	if (!err && rep.status < 0) {
 		err = rep.status;

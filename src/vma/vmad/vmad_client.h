@@ -19,11 +19,17 @@ struct vmad_membership {
 	int flows5_fd;              /* -1 unless VMAD_JOIN_F_MAPS */
 };
 
+/* Where a join wants its member slot (vmad_proto.h, JOIN). */
+struct vmad_join_slot {
+	int want_slot;              /* -1: any */
+	unsigned span;              /* with -1: prefer a slot free on queues 0 .. span-1 */
+};
+
 /* Connects to vmad, starting a private one first when none answers and
  * this process may (privileged, vmad binary found). 0 with *m filled, or
- * -errno with why[] set for the one warning. */
-int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes, struct vmad_membership *m,
-		     char *why, size_t why_len);
+ * -errno with why[] set for the one warning. slot may be NULL (any). */
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
+		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len);
 /* FLOW_ADD / FLOW_DEL over the membership; owner_fd is the kernel socket
  * proving the port (FLOW_ADD). 0 or -errno. */
 int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd);

@@ -20,7 +20,8 @@
 #include "ring/ring.h"
 
 #define VMAD_ABSTRACT_NAME "vma-vmad"
-#define VMAD_PROTO_VERSION 1
+/* 2: JOIN carries want_slot and span (multi-queue interfaces). */
+#define VMAD_PROTO_VERSION 2
 #define VMAD_MSG_MAX 512
 
 enum vmad_op {
@@ -54,6 +55,15 @@ struct vmad_request {
 	/* JOIN: the sizes the client would use (VMA_RX_BUFS, ...); they shape
 	 * the domain only when this JOIN creates it. Powers of two. */
 	uint32_t rx_frames, tx_frames, rx_descs, tx_descs;
+	/* JOIN: the member slot wanted, -1 for any. A process joins every
+	 * queue of a multi-queue interface under one slot (a flow's value
+	 * names the slot, the program adds the queue the NIC chose), so its
+	 * later joins name the slot its first join got. */
+	int32_t want_slot;
+	/* JOIN with want_slot -1: pick a slot free on queues 0 .. span-1, so
+	 * the joins that follow for those queues can have it too. 0 or 1:
+	 * this queue only. */
+	uint32_t span;
 	uint32_t mode;              /* FLOW_ADD: enum vmad_flow_mode */
 	struct ring_flow flow;      /* FLOW_ADD / FLOW_DEL */
 };

@@ -625,15 +625,44 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 
 static void vmad_member_reclaim(struct vmad_server *s, int ci);
 
-static int vmad_pick_slot(struct vmad_iface *ifc, pid_t pid, const struct ring_domain *d)
+/* Whether slot may be pid's on queue q: its own or unused on the
+ * interface, and no member of that queue's domain (if any) holds it. */
+static bool vmad_slot_free_on(const struct vmad_iface *ifc, unsigned sl, pid_t pid, unsigned q)
 {
-	for (unsigned sl = 0; sl < RING_XDP_MAX_MEMBERS; sl++)
-		if (ifc->slot_refs[sl] && ifc->slot_pid[sl] == pid &&
-		    d->sh->members[sl].state == RING_DOMAIN_M_FREE)
-			return (int)sl;
-	for (unsigned sl = 0; sl < RING_XDP_MAX_MEMBERS; sl++)
-		if (!ifc->slot_refs[sl] && d->sh->members[sl].state == RING_DOMAIN_M_FREE)
-			return (int)sl;
+	if (ifc->slot_refs[sl] && ifc->slot_pid[sl] != pid)
+		return false;
+	const struct ring_domain *d = ifc->domains[q];
+	return !d || d->sh->members[sl].state == RING_DOMAIN_M_FREE;
+}
+
+static bool vmad_slot_free_on_span(const struct vmad_iface *ifc, unsigned sl, pid_t pid, unsigned span)
+{
+	for (unsigned q = 0; q < span && q < RING_XDP_MAX_QUEUES; q++)
+		if (!vmad_slot_free_on(ifc, sl, pid, q))
+			return false;
+	return true;
+}
+
+/* The slot for pid's new member on queue q: want_slot when it is free
+ * there; otherwise one of pid's slots, then an unused one, preferring a
+ * slot free on every queue of the span (a process joining each queue of
+ * a multi-queue interface keeps one slot on all). -1: none. */
+static int vmad_pick_slot(const struct vmad_iface *ifc, pid_t pid, unsigned q, int want_slot, unsigned span)
+{
+	if (want_slot >= 0)
+		return want_slot < RING_XDP_MAX_MEMBERS && vmad_slot_free_on(ifc, (unsigned)want_slot, pid, q)
+			       ? want_slot
+			       : -1;
+	for (int pass = span > 1 ? 0 : 1; pass < 2; pass++) {
+		for (unsigned sl = 0; sl < RING_XDP_MAX_MEMBERS; sl++)
+			if (ifc->slot_refs[sl] && vmad_slot_free_on(ifc, sl, pid, q) &&
+			    (pass || vmad_slot_free_on_span(ifc, sl, pid, span)))
+				return (int)sl;
+		for (unsigned sl = 0; sl < RING_XDP_MAX_MEMBERS; sl++)
+			if (!ifc->slot_refs[sl] && vmad_slot_free_on(ifc, sl, pid, q) &&
+			    (pass || vmad_slot_free_on_span(ifc, sl, pid, span)))
+				return (int)sl;
+	}
 	return -1;
 }
 
@@ -731,9 +760,14 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 		vmad_log(VLOG_DEBUG, "%s queue %u: domain created (%u rx + %u tx frames)", ifname, q,
 			 geo.rx_frames, geo.tx_frames);
 	}
-	int slot = vmad_pick_slot(ifc, c->cred.pid, d);
+	int slot = vmad_pick_slot(ifc, c->cred.pid, q, req->want_slot, req->span);
 	if (slot >= 0)
 		slot = ring_domain_member_add(d, slot, c->cred.pid, c->cred.uid);
+	if (slot < 0 && req->want_slot >= 0) {
+		vmad_refuse(s, rep, -EBUSY, "member slot %d is not free on %s queue %u", (int)req->want_slot, ifname,
+			    q);
+		return;
+	}
 	if (slot < 0) {
 		vmad_refuse(s, rep, -ENOSPC, "%s queue %u has %d members already", ifname, q, RING_XDP_MAX_MEMBERS);
 		return;
