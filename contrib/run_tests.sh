@@ -6,13 +6,17 @@
 #   2. build/      configure --enable-werror, make -j2, make check (unit tests)
 #   3. build-san/  configure --enable-sanitizers, make check under ASan+UBSan
 #                  with leak detection
-#   4. tests/integration/run.sh with build/src/vma/.libs/libvma.so
+#   4. tests/integration/run.sh with build/src/vma/.libs/libvma.so, on
+#      testbeds with veth TX checksum offload off and VMA_RX_SW_CSUM=1
+#   5. the same on veths left at their defaults (TB_VETH_OFFLOADS=default,
+#      the set-up of containers), VMA_RX_SW_CSUM at its default
 #
 # Ends with one line "N passed, N failed" summing unit and integration
 # results, and exits 1 if anything failed. Missing packages are installed
 # first (contrib/deps.sh install) when running as root, so the command works
 # on a fresh Debian 12 machine; NO_INSTALL=1 only lists them.
-# Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3.
+# Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3,
+# SKIP_OFFLOAD_PASS=1 to leave out step 5.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,6 +110,22 @@ build_and_check() {
 	unit_results "$top/$dir" "$phase"
 }
 
+# integration LABEL LOGNAME CMD...: tests/integration/run.sh under CMD
+# (an env prefix), recorded as LABEL.
+integration() {
+	local label=$1 logname=$2 last
+	shift 2
+	note "$label"
+	"$@" "$top/tests/integration/run.sh" "$lib" | tee "$logs/$logname.log"
+	last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/$logname.log" | tail -1)
+	if [ -n "$last" ]; then
+		read -r it_pass _ it_fail _ it_skip _ <<<"$(tr -d ',' <<<"$last")"
+		record "$label" "$it_pass" "$it_fail" "${it_skip:-0}"
+	else
+		record "$label (runner)" 0 1
+	fi
+}
+
 missing=$("$top/contrib/deps.sh" missing)
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && [ -z "${NO_INSTALL:-}" ]; then
 	note "installing missing packages:" $missing
@@ -125,15 +145,14 @@ if run_logged autogen ./autogen.sh; then
 	fi
 	lib="$top/build/src/vma/.libs/libvma.so"
 	if [ $built -eq 0 ] || [ -e "$lib" ]; then
-		note "integration tests"
-		"$top/tests/integration/run.sh" "$lib" | tee "$logs/integration.log"
-		last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/integration.log" | tail -1)
-		if [ -n "$last" ]; then
-			read -r it_pass _ it_fail _ it_skip _ <<<"$(tr -d ',' <<<"$last")"
-			record "integration tests" "$it_pass" "$it_fail" "${it_skip:-0}"
-		else
-			record "integration tests (runner)" 0 1
-		fi
+		# Twice: testbed veths with TX checksum offload off and every
+		# received checksum verified, as behind a real NIC; then veths as
+		# containers leave them (offload on: kernel senders leave UDP/TCP
+		# checksums partial) with VMA_RX_SW_CSUM at its default (auto).
+		integration "integration tests" integration env VMA_RX_SW_CSUM=1
+		[ "${SKIP_OFFLOAD_PASS:-0}" = 1 ] ||
+			integration "integration tests (default veth offloads)" integration-offloads \
+				env TB_VETH_OFFLOADS=default
 	else
 		record "integration tests (no library)" 0 1
 	fi

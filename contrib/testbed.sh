@@ -16,12 +16,18 @@
 # pair, so an AF_XDP socket on queue 0 sees every packet of the link, unless
 # TB_QUEUES (1-16) asks for more: then the sender's kernel spreads flows over
 # the receiver's queues by hash, as RSS on a multi-queue NIC does.
+# TB_VETH_OFFLOADS=default leaves each veth's offloads as the kernel (and
+# every container runtime) leaves them: TX checksum offload on, so frames a
+# kernel end sends carry partial UDP/TCP checksums. The default (off) turns
+# TX checksum offload off, so every frame carries a complete checksum.
 # bpffs is mounted on the host /sys/fs/bpf, which processes started with
 # `nsenter --net=/run/netns/NAME` share (`ip netns exec` remounts /sys).
 set -euo pipefail
 
 PREFIX=${TB_PREFIX:-vmatb}
 QUEUES=${TB_QUEUES:-1}
+OFFLOADS=${TB_VETH_OFFLOADS:-off}
+[[ $OFFLOADS =~ ^(off|default)$ ]] || { echo "testbed: TB_VETH_OFFLOADS must be off or default, got '$OFFLOADS'" >&2; exit 1; }
 [[ $QUEUES =~ ^([1-9]|1[0-6])$ ]] || { echo "testbed: TB_QUEUES must be 1-16, got '$QUEUES'" >&2; exit 1; }
 [[ $PREFIX =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "testbed: TB_PREFIX must be 1-8 lowercase letters/digits, got '$PREFIX'" >&2; exit 1; }
 
@@ -52,8 +58,10 @@ veth_pair() {
 	ns "$3" ip link set "$4" up
 	# A veth leaves the UDP/TCP checksum of locally sent packets unfinished
 	# (the peer's kernel never checks it); an XDP/AF_XDP receiver sees the
-	# raw frame, so every host here computes checksums in software, as a
-	# host behind a real NIC effectively does.
+	# raw frame. With TB_VETH_OFFLOADS=off every host here computes
+	# checksums in software, as a host behind a real NIC effectively does;
+	# with default, libvma must trust the veth's frames as Linux does.
+	[ "$OFFLOADS" = default ] && return 0
 	ns "$1" ethtool -K "$2" tx off >/dev/null 2>&1 || echo "testbed: ethtool -K $2 tx off failed (is ethtool installed?)" >&2
 	ns "$3" ethtool -K "$4" tx off >/dev/null 2>&1 || echo "testbed: ethtool -K $4 tx off failed (is ethtool installed?)" >&2
 }

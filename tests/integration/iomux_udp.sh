@@ -46,7 +46,12 @@ while True:
   s.sendto(b"ACK",a)
 '
 $A python3 -c "$PEER" & PEER_PID=$!
-sleep 0.5
+# Until it is bound: a datagram sent earlier draws ECONNREFUSED (a loaded
+# machine starts python slowly).
+for _ in $(seq 100); do
+	[ -n "$($A ss -Hlun 'sport = :14999' 2>/dev/null)" ] && break
+	sleep 0.1
+done
 
 for mode in default sleep sleep_noskip; do
 	case $mode in

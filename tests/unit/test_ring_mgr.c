@@ -253,6 +253,20 @@ START_TEST(multi_ring_receives_what_any_queue_received)
 }
 END_TEST
 
+/* VMA_RX_SW_CSUM auto: which drivers' frames never crossed a wire. */
+START_TEST(virtual_drivers_are_known)
+{
+	ck_assert(ring_driver_is_virtual("veth"));
+	ck_assert(ring_driver_is_virtual("macvlan"));
+	ck_assert(ring_driver_is_virtual("ipvlan"));
+	ck_assert(ring_driver_is_virtual("tun"));
+	ck_assert(!ring_driver_is_virtual("mlx5_core"));
+	ck_assert(!ring_driver_is_virtual("virtio_net"));
+	ck_assert(!ring_driver_is_virtual(""));
+	ck_assert(!ring_driver_is_virtual("veth2"));
+}
+END_TEST
+
 START_TEST(spanning_rings_cover_every_queue)
 {
 	struct ring_mgr_config cfg = {
@@ -335,6 +349,7 @@ int main(void)
 	tcase_add_test(tc, per_queue_gives_keys_rings_of_their_own_on_one_queue);
 	tcase_add_test(tc, multi_ring_receives_what_any_queue_received);
 	tcase_add_test(tc, spanning_rings_cover_every_queue);
+	tcase_add_test(tc, virtual_drivers_are_known);
 	tcase_add_test(tc, fork_child_forgets_parent_rings_and_opens_its_own);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

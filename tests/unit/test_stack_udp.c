@@ -485,6 +485,36 @@ START_TEST(test_udp_length_and_checksum)
 }
 END_TEST
 
+/* A veth's kernel sender leaves the UDP checksum partial (pseudo-header
+ * sum only); on a netif marked rx_l4_csum_trusted the datagram is
+ * delivered intact, elsewhere it is dropped and counted. A bad IP header
+ * checksum is dropped either way. */
+START_TEST(test_udp_trusted_netif_skips_l4_checksum)
+{
+	uint8_t good[128] = { 0 }, f[128] = { 0 };
+	uint32_t len = valid_frame(good, 10);
+	bound_pcb(0, 2222);
+	memcpy(f, good, len); f[40] ^= 0x5a; f[41] ^= 0xa5;   /* an unfinished checksum */
+	stack_input(rx_st, &nif_b, to_rx(f, len));
+	ck_assert_uint_eq(CNT(rx_drop_udp_bad_checksum), 1);
+	ck_assert_int_eq(ngot, 0);
+
+	struct stack_netif trusted = nif_b;
+	trusted.rx_l4_csum_trusted = true;
+	stack_input(rx_st, &trusted, to_rx(f, len));
+	ck_assert_uint_eq(CNT(rx_drop_udp_bad_checksum), 1);
+	ck_assert_int_eq(ngot, 1);
+	ck_assert_uint_eq(got[0].len, 10);
+	ck_assert_mem_eq(got[0].bytes, good + 42, 10);
+
+	memcpy(f, good, len); f[24] ^= 0x01;                  /* IP header checksum */
+	stack_input(rx_st, &trusted, to_rx(f, len));
+	ck_assert_uint_eq(CNT(rx_drop_ip_bad_checksum), 1);
+	ck_assert_int_eq(ngot, 1);
+	ck_assert_uint_eq(pool_free(rx_pool), POOL_BUFS);
+}
+END_TEST
+
 /* ---------------- reassembly ---------------- */
 
 /* Sends a 2-fragment datagram and returns its frames in f[0], f[1]. */
@@ -829,6 +859,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_ip_headers);
 	tcase_add_test(tc, test_bad_ethernet);
 	tcase_add_test(tc, test_udp_length_and_checksum);
+	tcase_add_test(tc, test_udp_trusted_netif_skips_l4_checksum);
 	tcase_add_test(tc, test_reass_overlap_and_duplicate);
 	tcase_add_test(tc, test_reass_past_65535);
 	tcase_add_test(tc, test_reass_limits_and_timeout);

@@ -45,6 +45,10 @@ struct th_wire {
 	uint64_t data_frames[2];
 	uint32_t drop_ack_once[2];     /* the next pure ACK from side i with this ack number is dropped; 0 = off */
 	bool capture;                  /* frames are kept in captured[] instead of delivered */
+	/* Delivered frames get a wrong TCP checksum, as a veth's kernel sender
+	 * leaves it (partial): only a receiver whose netif trusts L4
+	 * checksums accepts them. */
+	bool spoil_l4_csum;
 	struct ring_buf *captured[256];
 	unsigned ncaptured;
 };

@@ -57,6 +57,39 @@ static void handshake(uint32_t isn, const uint8_t *opts, unsigned optlen)
 	ck_assert_int_eq(tcp_pcb_state(w->side[1].pcb), TCP_ESTABLISHED);
 }
 
+static bool both_connected(struct th_wire *x) { return x->side[0].connected && x->side[1].connected; }
+static bool got_stream(struct th_wire *x) { return x->side[1].rx_bytes == 200000; }
+
+/* Netifs that trust L4 checksums (VMA_RX_SW_CSUM auto on a veth) carry a
+ * whole connection whose every segment has a wrong checksum; netifs that
+ * verify drop every one (counted) and never connect. */
+START_TEST(trusted_netif_accepts_unfinished_checksums)
+{
+	th_init(w, &sa, &sb, 3);
+	w->spoil_l4_csum = true;
+	w->side[0].nif.rx_l4_csum_trusted = w->side[1].nif.rx_l4_csum_trusted = true;
+	th_listen(&w->side[1], SRV);
+	th_connect(w, 0, 4000, SRV);
+	ck_assert(th_run_until(w, both_connected, 100));
+	w->side[0].tx_goal = 200000;
+	ck_assert_msg(th_run_until(w, got_stream, 20000), "got %llu", (unsigned long long)w->side[1].rx_bytes);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->rx_bad_checksum, 0);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->rx_bad_checksum, 0);
+	tcp_abort(w->side[0].pcb);
+	th_run(w, 10);
+	th_fini(w);
+
+	th_init(w, &sa, &sb, 3);
+	w->spoil_l4_csum = true;
+	th_listen(&w->side[1], SRV);
+	th_connect(w, 0, 4001, SRV);
+	ck_assert(!th_run_until(w, both_connected, 2000));
+	ck_assert_uint_gt(tcp_ctx_counters(w->side[1].tcp)->rx_bad_checksum, 0);
+	ck_assert(!w->side[1].connected);
+}
+END_TEST
+
 START_TEST(sequence_wrap)
 {
 	uint32_t isn = 0xfffffc00u;
@@ -251,6 +284,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("tcp_segments");
 	TCase *t = tcase_create("crafted");
 	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, trusted_netif_accepts_unfinished_checksums);
 	tcase_add_test(t, sequence_wrap);
 	tcase_add_test(t, window_edge_trimmed);
 	tcase_add_test(t, old_duplicate_acked_not_redelivered);

@@ -3,6 +3,14 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "config/cfg_params.h"
 #include "log/vlog.h"
@@ -77,6 +85,36 @@ void ring_config_from_params(struct ring_config *cfg)
 		.rx_wre_batching = (unsigned)g_cfg.rx_wre_batching,
 		.tx_wre_batching = (unsigned)g_cfg.tx_wre_batching,
 	};
+}
+
+bool ring_driver_is_virtual(const char *driver)
+{
+	static const char *const virtual_drivers[] = { "veth", "macvlan", "ipvlan", "tun", "netkit" };
+
+	for (size_t i = 0; i < sizeof(virtual_drivers) / sizeof(virtual_drivers[0]); i++)
+		if (strcmp(driver, virtual_drivers[i]) == 0)
+			return true;
+	return false;
+}
+
+void ring_read_link(struct ring *ring)
+{
+	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ring->ifname);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) == 0)
+		memcpy(ring->mac, ifr.ifr_hwaddr.sa_data, sizeof(ring->mac));
+	if (ioctl(fd, SIOCGIFMTU, &ifr) == 0)
+		ring->mtu = (uint32_t)ifr.ifr_mtu;
+	ifr.ifr_data = (void *)&info;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+		memcpy(ring->driver, info.driver, sizeof(ring->driver) - 1);
+	close(fd);
 }
 
 struct ring *ring_open(const char *ifname, unsigned queue, const struct ring_config *cfg)

@@ -10,6 +10,7 @@
 #define VMA_RING_RING_H
 
 #include <net/if.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,7 @@ struct ring {
 	unsigned queue;
 	uint8_t mac[6];
 	uint32_t mtu;
+	char driver[32];      /* the kernel driver (ETHTOOL_GDRVINFO), "" when unknown */
 	int wait_fd;          /* poll for POLLIN after wait_arm returned 0 */
 	struct ring_counters counters;
 	struct ring_buf_pool *rx_pool;  /* frames rx_burst hands out */
@@ -225,6 +227,14 @@ static inline struct ring_buf_pool *ring_tx_pool(const struct ring *ring)
 {
 	return ring->tx_pool;
 }
+
+/* Whether frames of a device with this driver never cross a wire (veth,
+ * macvlan, ipvlan, tun, netkit): a kernel sender on the host leaves their
+ * UDP/TCP checksums partial and Linux trusts them (VMA_RX_SW_CSUM auto). */
+bool ring_driver_is_virtual(const char *driver);
+/* Fills ring->mac, ->mtu and ->driver from the interface ring->ifname, asked
+ * in the calling thread's network namespace; what cannot be read stays. */
+void ring_read_link(struct ring *ring);
 
 /* Opens every queue of an interface with `queues` queues as one ring
  * (ring_multi.c; docs/ring.md, "Multi-queue interfaces"): one member per

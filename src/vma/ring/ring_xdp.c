@@ -574,22 +574,6 @@ static const struct ring_ops ring_xdp_ops = {
 	.forget = ring_xdp_forget,
 };
 
-static void ring_xdp_read_link(struct ring *ring)
-{
-	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return;
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ring->ifname);
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr) == 0)
-		memcpy(ring->mac, ifr.ifr_hwaddr.sa_data, sizeof(ring->mac));
-	if (ioctl(fd, SIOCGIFMTU, &ifr) == 0)
-		ring->mtu = (uint32_t)ifr.ifr_mtu;
-	close(fd);
-}
-
 /* Maps the domain and our rings, and lays the pools over the frames. */
 static int ring_xdp_map(struct ring_xdp *r)
 {
@@ -675,7 +659,7 @@ struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const stru
 	r->member = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1,
 					      .flows5_fd = -1 };
 	ring_sizes_compute(cfg, RING_XDP_FRAME_SIZE, &r->sizes);
-	ring_xdp_read_link(&r->base);
+	ring_read_link(&r->base);
 
 	why[0] = '\0';
 	err = vmad_client_join(ifname, queue, &r->sizes, &join_slot, &r->member, why, sizeof(why));

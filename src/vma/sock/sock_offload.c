@@ -359,6 +359,21 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 }
 
 /* Builds lane `lane` (lane 0 opens the netlink view, the others use it). */
+
+/* VMA_RX_SW_CSUM: 0 trusts every frame's UDP/TCP checksum, 1 verifies
+ * all, 2 (auto) trusts the frames of devices that never cross a wire. */
+static bool sock_offload_trusts_l4_csum(const struct ring *ring)
+{
+	switch (g_cfg.rx_sw_csum) {
+	case 0:
+		return true;
+	case 1:
+		return false;
+	default:
+		return ring_driver_is_virtual(ring->driver);
+	}
+}
+
 static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 {
 	ctx->drain_wake_fd = -1;
@@ -417,10 +432,13 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 			mtu = ring->mtu;
 		ifc->nif.mtu = mtu;
 		ifc->nif.ifindex = c->ifindex;
+		ifc->nif.rx_l4_csum_trusted = sock_offload_trusts_l4_csum(ring);
 		ifc->nif.ctx = ring;
 		ifc->nif.tx_alloc = sock_offload_nif_tx_alloc;
 		ifc->nif.tx_send = sock_offload_nif_tx_send;
-		vlog_debug("UDP offload on %s (ifindex %d, mtu %u)", c->name, c->ifindex, mtu);
+		vlog_debug("UDP offload on %s (ifindex %d, mtu %u, driver %s, UDP/TCP checksums %s)", c->name,
+			   c->ifindex, mtu, ring->driver[0] ? ring->driver : "unknown",
+			   ifc->nif.rx_l4_csum_trusted ? "trusted" : "verified");
 	}
 	if (ctx->nifs == 0 || (lane > 0 && ctx->nifs < sock_offload_lane[0]->nifs)) {
 		/* A lane needs a ring on every interface lane 0 offloads: a

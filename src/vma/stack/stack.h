@@ -46,6 +46,11 @@ struct stack_netif {
 	uint32_t netmask;               /* for the subnet broadcast; 0 = unknown */
 	uint32_t mtu;                   /* IP MTU (1500 on plain Ethernet) */
 	int ifindex;                    /* reported to receivers (IP_PKTINFO) */
+	/* Frames of this interface never crossed a wire (veth, macvlan...):
+	 * a kernel sender on the same host leaves their UDP/TCP checksums
+	 * partial (TX checksum offload), and Linux does not verify them
+	 * either, so neither do we. The IP header checksum is always checked. */
+	bool rx_l4_csum_trusted;
 	void *ctx;
 	/* An empty TX buffer (data = head, len 0) or NULL when none is free. */
 	struct ring_buf *(*tx_alloc)(void *ctx);

@@ -12,6 +12,7 @@ struct stack_ip4_info {
 	uint32_t src, dst;
 	uint8_t ttl, tos, proto;
 	bool dst_is_multi;              /* multicast or broadcast: may reach several pcbs */
+	bool l4_csum_trusted;           /* stack_netif.rx_l4_csum_trusted of the arrival interface */
 	int ifindex;
 };
 

@@ -53,6 +53,7 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 	ip.ttl = h[8];       /* TTL 0 is accepted for local delivery, as Linux does */
 	ip.proto = h[9];
 	ip.ifindex = nif->ifindex;
+	ip.l4_csum_trusted = nif->rx_l4_csum_trusted;
 
 	if (stack_ip4_is_multicast(ip.src) || is_broadcast(nif, ip.src))
 		return drop(pkt, &st->cnt.rx_drop_ip_bad_source);

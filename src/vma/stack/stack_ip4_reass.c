@@ -152,6 +152,8 @@ static struct reass_dgram *find_or_create(struct stack *st, const struct stack_i
 
 static void deliver(struct stack *st, struct reass_dgram *d)
 {
+	/* l4_csum_trusted stays false: a sender fragments only after it has
+	 * finished the checksum (Linux completes partial ones first). */
 	struct stack_ip4_info ip = {
 		.src = d->src, .dst = d->dst, .ttl = d->ttl, .tos = d->tos, .proto = d->proto,
 		.dst_is_multi = d->dst_is_multi, .ifindex = d->ifindex,

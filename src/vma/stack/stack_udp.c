@@ -319,7 +319,7 @@ void stack_udp_input(struct stack *st, struct ring_buf *pkt, const struct stack_
 	}
 	if (ulen < pkt->tot_len)
 		stack_buf_chain_trim(pkt, ulen);
-	if (csum != 0) {
+	if (csum != 0 && !ip->l4_csum_trusted) {
 		uint64_t sum = stack_csum_pseudo(ip->src, ip->dst, IP4_PROTO_UDP, (uint16_t)ulen);
 		if (stack_csum_fold(stack_csum_chain(sum, pkt, ulen)) != 0xffff) {
 			st->cnt.rx_drop_udp_bad_checksum++;

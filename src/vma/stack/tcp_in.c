@@ -616,8 +616,8 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		ring_buf_free(pkt);
 		return;
 	}
-	uint64_t sum = stack_csum_pseudo(ip->src, ip->dst, 6, (uint16_t)len);
-	if (stack_csum_fold(stack_csum_add(sum, h, len)) != 0xffff) {
+	if (!ip->l4_csum_trusted &&
+	    stack_csum_fold(stack_csum_add(stack_csum_pseudo(ip->src, ip->dst, 6, (uint16_t)len), h, len)) != 0xffff) {
 		ctx->cnt.rx_bad_checksum++;
 		ring_buf_free(pkt);
 		return;
