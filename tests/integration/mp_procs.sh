@@ -28,8 +28,10 @@
 #      ring per thread: 32 sockets x 200 requests; every thread answered
 #      some; 4 rings with traffic; Udp InDatagrams flat.
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
-#      thread: the socket stays in the main thread's lane and both readers
-#      use it (each answered some); Udp InDatagrams flat.
+#      thread: both readers use it (each answered some) wherever it is (it
+#      stays in the main thread's lane while the two alternate, and moves to
+#      a reader's lane if that one alone makes a whole window of
+#      VMA_RING_MIGRATION_RATIO_RX reads); Udp InDatagrams flat.
 # Every run has a timeout; every server stops itself after --max-seconds;
 # the EXIT trap kills whatever is left and removes the testbed.
 # MP_KERNEL_ONLY=1 runs the servers on the kernel too and inverts the offload
