@@ -28,8 +28,10 @@
 #      ring per thread: 32 sockets x 200 requests; every thread answered
 #      some; 4 rings with traffic; Udp InDatagrams flat.
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
-#      thread: the socket stays in the main thread's lane and both readers
-#      use it (each answered some); Udp InDatagrams flat.
+#      thread: both readers use it (each answered some) wherever it is (it
+#      stays in the main thread's lane while the two alternate, and moves to
+#      a reader's lane if that one alone makes a whole window of
+#      VMA_RING_MIGRATION_RATIO_RX reads); Udp InDatagrams flat.
 # MP_QUEUES=N (1-16, default 1) gives the testbed's veths N queues: the
 # client's kernel hashes each flow to one of them as RSS does, and every
 # scenario must stay offloaded (each process and lane has an XSK on every

@@ -57,6 +57,9 @@ static __thread unsigned sock_offload_thread_gen;
 /* The lanes fork() found live and locked in the prepare handler. */
 static struct sock_offload *sock_offload_fork_locked[SOCK_OFFLOAD_MAX_LANES];
 static unsigned sock_offload_nfork_locked;
+/* Moves of sockets between lanes (sock_offload_move_lock) and fork. */
+static pthread_mutex_t sock_offload_move_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool sock_offload_fork_has_move;
 /* The thread building the context: the sockets its own helpers open (ring
  * ioctls, neighbour triggers) are plain kernel sockets. */
 static __thread bool sock_offload_building;
@@ -873,12 +876,29 @@ void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const st
  * thread inside a pass must not hang; the child then just gets no help. */
 #define SOCK_OFFLOAD_FORK_LOCK_TRIES 1000000
 
+void sock_offload_move_lock(void)
+{
+	pthread_mutex_lock(&sock_offload_move_mutex);
+}
+
+void sock_offload_move_unlock(void)
+{
+	pthread_mutex_unlock(&sock_offload_move_mutex);
+}
+
 void sock_offload_before_fork(void)
 {
 	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
 	sock_offload_nfork_locked = 0;
+	sock_offload_fork_has_move = false;
 	if (!__atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE))
 		return;
+	/* First, as a move takes it before its lanes' locks. A move holds it
+	 * for a few steering updates; the bound only matters for a fork from
+	 * a signal handler that interrupted one (the child then gets the
+	 * socket in whatever state, and resets it like every inherited one). */
+	for (int i = 0; i < SOCK_OFFLOAD_FORK_LOCK_TRIES && !sock_offload_fork_has_move; i++)
+		sock_offload_fork_has_move = pthread_mutex_trylock(&sock_offload_move_mutex) == 0;
 	unsigned n = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
 	for (unsigned k = 0; k < n; k++) {
 		struct sock_offload *ctx = lanes[k];
@@ -908,6 +928,9 @@ void sock_offload_after_fork_parent(void)
 	sock_offload_nfork_locked = 0;
 	for (unsigned k = 0; k < n; k++)
 		sock_offload_unlock(sock_offload_fork_locked[k]);
+	if (sock_offload_fork_has_move)
+		pthread_mutex_unlock(&sock_offload_move_mutex);
+	sock_offload_fork_has_move = false;
 }
 
 void sock_offload_after_fork_child(void)
@@ -915,6 +938,9 @@ void sock_offload_after_fork_child(void)
 	unsigned n = sock_offload_nlanes;
 	sock_offload_nfork_locked = 0;
 	pthread_mutex_init(&sock_offload_init_lock, NULL);
+	/* Only the forking thread lives on: no move is under way here. */
+	pthread_mutex_init(&sock_offload_move_mutex, NULL);
+	sock_offload_fork_has_move = false;
 	for (unsigned k = 0; k < n; k++) {
 		/* The parent's: dead here, never touched. Its lock (maybe held
 		 * at fork) is made free for the exit hooks that still see it. */

@@ -5,8 +5,10 @@
  * Lanes: VMA_RING_ALLOCATION_LOGIC_RX 0 and 1 give the process one context;
  * 10, 20, 30 and 31 give each socket, thread or core a context of its own
  * (a "lane": its own stack, its own ring on every interface, its own lock),
- * up to SOCK_OFFLOAD_MAX_LANES, then lanes are shared round-robin. A socket
- * stays in the lane it started in (docs/process_model.md, "Threads").
+ * up to SOCK_OFFLOAD_MAX_LANES, then lanes are shared round-robin. A TCP
+ * socket stays in the lane it started in; a UDP socket may move to the lane
+ * of the thread (core) that reads it (VMA_RING_MIGRATION_RATIO_RX,
+ * sock_udp_migrate.c; docs/process_model.md, "Threads: lanes").
  *
  * Locking: one lock per lane guards its stack, its rings, their buffers and
  * every RX queue of its sockets (a delivery callback writes a socket's
@@ -249,6 +251,12 @@ bool sock_offload_signal_restarts(void);
  * processes on the host do not see it (the frame never met the kernel). */
 void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const struct stack_udp_tx *tx,
 				 const struct iovec *iov, int iovcnt);
+
+/* Held around a socket's move between lanes (sock_udp_migrate.c), outside
+ * the two lanes' locks, and by fork's prepare handler: a child never copies
+ * a socket half moved, whatever lanes fork managed to lock. */
+void sock_offload_move_lock(void);
+void sock_offload_move_unlock(void);
 
 /* fork() (pthread_atfork handlers, docs/process_model.md). Prepare: the
  * listening and bound sockets a child may inherit stop being steered here

@@ -34,18 +34,39 @@ static struct sockaddr_in sock_udp_sin(uint32_t ip, uint16_t port)
 
 /* ---- RX steering ---- */
 
+/* Whether another membership of the socket than g (another source of the
+ * same group) is active: the group's flow is per group and port, shared by
+ * them. */
+static bool sock_udp_group_flow_shared(const struct sock_udp *s, const struct sock_udp_group *g)
+{
+	for (unsigned i = 0; i < s->ngroups; i++)
+		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
+			return true;
+	return false;
+}
+
+int sock_udp_group_flow_get_locked(struct sock_udp *s, struct sock_offload *ctx, int slot,
+				   const struct sock_udp_group *g)
+{
+	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port,
+				  .owner_fd = s->obj.fd, .share = 1 };
+	return sock_offload_flow_get_locked(ctx, slot, &flow);
+}
+
+void sock_udp_group_flow_put_locked(struct sock_udp *s, struct sock_offload *ctx, int slot,
+				    const struct sock_udp_group *g)
+{
+	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port };
+	sock_offload_flow_put_locked(ctx, slot, &flow);
+}
+
 static void sock_udp_group_detach_locked(struct sock_udp *s, struct sock_udp_group *g)
 {
 	if (!g->active)
 		return;
-	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port };
-	/* The flow is per group and port: drop it with the last source. */
-	bool last = true;
-	for (unsigned i = 0; i < s->ngroups; i++)
-		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
-			last = false;
-	if (last)
-		sock_offload_flow_put_locked(s->ctx, g->if_slot, &flow);
+	/* Dropped with the last source. */
+	if (!sock_udp_group_flow_shared(s, g))
+		sock_udp_group_flow_put_locked(s, s->ctx, g->if_slot, g);
 	g->active = false;
 }
 
@@ -55,13 +76,7 @@ static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_gro
 		return;
 	if (stack_udp_pcb_join(s->pcb, g->group, g->source) < 0)
 		return;
-	bool first = true;
-	for (unsigned i = 0; i < s->ngroups; i++)
-		if (&s->groups[i] != g && s->groups[i].active && s->groups[i].group == g->group)
-			first = false;
-	struct ring_flow flow = { .proto = IPPROTO_UDP, .group = g->group, .local_port = s->local_port,
-				  .owner_fd = s->obj.fd, .share = 1 };
-	if (first && sock_offload_flow_get_locked(s->ctx, g->if_slot, &flow) < 0) {
+	if (!sock_udp_group_flow_shared(s, g) && sock_udp_group_flow_get_locked(s, s->ctx, g->if_slot, g) < 0) {
 		stack_udp_pcb_leave(s->pcb, g->group, g->source);
 		vlog_debug("fd %d: group steering refused: the kernel serves it", s->obj.fd);
 		return;
@@ -69,15 +84,15 @@ static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_gro
 	g->active = true;
 }
 
-/* The flow steered on one interface. A socket bound to INADDR_ANY is
- * steered for the interface's own address only: the stack accepts nothing
- * else, so datagrams to another address of the interface (a secondary one,
- * or one added later) must stay with the kernel socket. */
-static struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, unsigned slot)
+/* The flow steered on one interface of ctx. A socket bound to INADDR_ANY
+ * is steered for the interface's own address only: the stack accepts
+ * nothing else, so datagrams to another address of the interface (a
+ * secondary one, or one added later) must stay with the kernel socket. */
+static struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, const struct sock_offload *ctx, unsigned slot)
 {
 	struct ring_flow flow = s->flow;
 	if (flow.local_ip == INADDR_ANY)
-		flow.local_ip = s->ctx->ifs[slot].nif.ip;
+		flow.local_ip = ctx->ifs[slot].nif.ip;
 	return flow;
 }
 
@@ -95,16 +110,16 @@ static void sock_udp_rx_teardown_locked(struct sock_udp *s)
 	}
 }
 
-/* Steers the socket's 3-tuple on every interface of flow_want: alone, or
- * in the port's share group when several processes read the socket (fork)
- * or it has SO_REUSEPORT. */
-static void sock_udp_flows_attach_locked(struct sock_udp *s)
+/* Steers the socket's 3-tuple on every interface of want: alone, or in the
+ * port's share group when several processes read the socket (fork) or it
+ * has SO_REUSEPORT. */
+uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want)
 {
-	struct sock_offload *ctx = s->ctx;
+	uint32_t got = 0;
 	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
-		if (!(s->flow_want & (1u << slot)) || (s->flow_slots & (1u << slot)))
+		if (!(want & (1u << slot)))
 			continue;
-		struct ring_flow flow = sock_udp_slot_flow(s, slot);
+		struct ring_flow flow = sock_udp_slot_flow(s, ctx, slot);
 		flow.owner_fd = s->obj.fd;
 		flow.share = s->share;
 		int err = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
@@ -112,18 +127,44 @@ static void sock_udp_flows_attach_locked(struct sock_udp *s)
 			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
 				   ctx->ifs[slot].name, strerror(-err));
 		else
-			s->flow_slots |= 1u << slot;
+			got |= 1u << slot;
 	}
+	return got;
+}
+
+void sock_udp_flows_detach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t slots)
+{
+	for (unsigned slot = 0; slot < ctx->nifs; slot++)
+		if (slots & (1u << slot)) {
+			struct ring_flow flow = sock_udp_slot_flow(s, ctx, slot);
+			sock_offload_flow_put_locked(ctx, (int)slot, &flow);
+		}
+}
+
+static void sock_udp_flows_attach_locked(struct sock_udp *s)
+{
+	s->flow_slots |= sock_udp_flows_attach_in_locked(s, s->ctx, s->flow_want & ~s->flow_slots);
 }
 
 static void sock_udp_flows_detach_locked(struct sock_udp *s)
 {
-	for (unsigned slot = 0; slot < s->ctx->nifs; slot++)
-		if (s->flow_slots & (1u << slot)) {
-			struct ring_flow flow = sock_udp_slot_flow(s, slot);
-			sock_offload_flow_put_locked(s->ctx, (int)slot, &flow);
-		}
+	sock_udp_flows_detach_in_locked(s, s->ctx, s->flow_slots);
 	s->flow_slots = 0;
+}
+
+struct stack_udp_pcb *sock_udp_pcb_make_locked(struct sock_udp *s, struct sock_offload *ctx)
+{
+	struct stack_udp_pcb *pcb = stack_udp_pcb_new(ctx->stack);
+	if (!pcb)
+		return NULL;
+	stack_udp_pcb_set_recv(pcb, sock_udp_deliver, s);
+	if (stack_udp_pcb_bind(pcb, s->local_ip, s->local_port) < 0) {
+		stack_udp_pcb_free(pcb);
+		return NULL;
+	}
+	if (s->connected)
+		stack_udp_pcb_connect(pcb, s->remote_ip, s->remote_port, s->local_ip);
+	return pcb;
 }
 
 static void sock_udp_rx_setup_locked(struct sock_udp *s)
@@ -142,17 +183,9 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 			return;   /* loopback or a kernel-only interface */
 		slots = 1u << slot;
 	}
-	s->pcb = stack_udp_pcb_new(ctx->stack);
+	s->pcb = sock_udp_pcb_make_locked(s, ctx);
 	if (!s->pcb)
 		return;
-	stack_udp_pcb_set_recv(s->pcb, sock_udp_deliver, s);
-	if (stack_udp_pcb_bind(s->pcb, s->local_ip, s->local_port) < 0) {
-		stack_udp_pcb_free(s->pcb);
-		s->pcb = NULL;
-		return;
-	}
-	if (s->connected)
-		stack_udp_pcb_connect(s->pcb, s->remote_ip, s->remote_port, s->local_ip);
 	s->flow = (struct ring_flow){ .proto = IPPROTO_UDP, .local_ip = s->local_ip, .local_port = s->local_port };
 	s->flow_want = slots;
 	/* SO_REUSEPORT sockets of other processes may share the port. */
@@ -167,8 +200,7 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 
 void sock_udp_sync_local(struct sock_udp *s)
 {
-	struct sock_offload *ctx = sock_udp_ctx(s);
-	if (!ctx)
+	if (!sock_udp_ctx(s))
 		return;
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
@@ -177,7 +209,9 @@ void sock_udp_sync_local(struct sock_udp *s)
 		return;
 	/* Rebuilt whole: the address, the connected peer or the groups may
 	 * have changed, and this is not the packet path. */
-	sock_offload_lock(ctx);
+	struct sock_offload *ctx = sock_udp_lock(s);
+	if (!ctx)
+		return;
 	sock_udp_rx_teardown_locked(s);
 	s->local_ip = sin.sin_addr.s_addr;
 	s->local_port = sin.sin_port;
@@ -199,7 +233,7 @@ int sock_udp_autobind(struct sock_udp *s)
 
 /* ---- delivery (lock held, from stack_input) ---- */
 
-static void sock_udp_wake(void *arg)
+void sock_udp_wake(void *arg)
 {
 	struct sock_udp *s = arg;
 	s->wake_pending = false;
@@ -249,13 +283,12 @@ static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 	int ret = REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
 	if (ret != 0)
 		return ret;
-	struct sock_offload *ctx = sock_udp_ctx(s);
 	if (addr->sa_family == AF_UNSPEC) {
 		s->connected = false;
 		s->remote_ip = 0;
 		s->remote_port = 0;
+		struct sock_offload *ctx = sock_udp_lock(s);
 		if (ctx) {
-			sock_offload_lock(ctx);
 			if (s->pcb)
 				stack_udp_pcb_disconnect(s->pcb);
 			sock_offload_unlock(ctx);
@@ -267,15 +300,15 @@ static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		s->remote_port = sin->sin_port;
 		s->stats->peer_addr = s->remote_ip;
 		s->stats->peer_port = s->remote_port;
-		if (ctx) {
-			struct sockaddr_in local = sock_udp_sin(s->local_ip, s->local_port);
-			if (cfg_rules_match(CFG_ROLE_UDP_CONNECT, &local, sin) != CFG_TRANSPORT_VMA) {
-				sock_offload_lock(ctx);
+		struct sockaddr_in local = sock_udp_sin(s->local_ip, s->local_port);
+		if (sock_udp_ctx(s) && cfg_rules_match(CFG_ROLE_UDP_CONNECT, &local, sin) != CFG_TRANSPORT_VMA) {
+			struct sock_offload *ctx = sock_udp_lock(s);
+			if (ctx) {
 				sock_udp_rx_teardown_locked(s);
 				sock_offload_unlock(ctx);
-				s->os_only = true;
-				s->stats->offloaded = 0;
 			}
+			s->os_only = true;
+			s->stats->offloaded = 0;
 		}
 	}
 	sock_udp_sync_local(s);
@@ -294,27 +327,39 @@ static int sock_udp_getint(const void *val, socklen_t len, int *out)
 	return 0;
 }
 
-static int sock_udp_group_if_slot(struct sock_udp *s, uint32_t group, int ifindex, uint32_t if_addr)
+static int sock_udp_group_if_slot(const struct sock_offload *ctx, uint32_t group, int ifindex, uint32_t if_addr)
 {
 	if (ifindex > 0)
-		return sock_offload_if_slot(s->ctx, ifindex);
+		return sock_offload_if_slot(ctx, ifindex);
 	if (if_addr != INADDR_ANY)
-		return sock_offload_if_slot_by_ip(s->ctx, if_addr);
+		return sock_offload_if_slot_by_ip(ctx, if_addr);
 	struct net_route_query q = { .dst = group };
 	struct net_route_result r;
-	if (net_route_lookup(s->ctx->net, &q, &r) < 0)
+	if (net_route_lookup(ctx->net, &q, &r) < 0)
 		return -1;
-	return sock_offload_if_slot(s->ctx, r.ifindex);
+	return sock_offload_if_slot(ctx, r.ifindex);
 }
 
 static void sock_udp_membership(struct sock_udp *s, bool join, uint32_t group, uint32_t source, int ifindex,
 				uint32_t if_addr)
 {
-	struct sock_offload *ctx = sock_udp_ctx(s);
-	if (!ctx)
-		return;
-	int slot = join ? sock_udp_group_if_slot(s, group, ifindex, if_addr) : -1;
-	sock_offload_lock(ctx);
+	struct sock_offload *ctx;
+	int slot;
+	/* The slot is an index of the lane's interfaces: looked up (a route
+	 * lookup, not under the lane lock) for the lane the socket is in, and
+	 * again if it moved before we locked. */
+	for (;;) {
+		struct sock_offload *seen = sock_udp_ctx(s);
+		if (!seen)
+			return;
+		slot = join ? sock_udp_group_if_slot(seen, group, ifindex, if_addr) : -1;
+		ctx = sock_udp_lock(s);
+		if (!ctx)
+			return;
+		if (ctx == seen)
+			break;
+		sock_offload_unlock(ctx);
+	}
 	if (join) {
 		if (s->ngroups < SOCK_UDP_MAX_GROUPS) {
 			struct sock_udp_group *g = &s->groups[s->ngroups++];
@@ -460,9 +505,10 @@ static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
 static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	struct sock_offload *ctx = sock_udp_ctx(s);
-	if (req == FIONREAD && ctx && arg) {
-		sock_offload_lock(ctx);
+	struct sock_offload *ctx = req == FIONREAD && arg ? sock_udp_lock(s) : NULL;
+	if (ctx) {
+		if (__builtin_expect(sock_udp_has_strays(s), 0))
+			sock_udp_strays_take_locked(s);
 		if (!s->queue.count)
 			sock_offload_progress_locked(ctx);
 		struct sock_udp_entry *e = sock_udp_queue_front(&s->queue);
@@ -487,7 +533,9 @@ static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
 {
 	struct sock_udp *s = sock_udp_of(obj);
 	uint32_t ev = EPOLLOUT;
-	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED))
+	/* Strays (datagrams the lane the socket left received) count: the
+	 * next read takes them. */
+	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) || sock_udp_has_strays(s))
 		ev |= EPOLLIN;
 	return ev;
 }
@@ -496,13 +544,35 @@ static int sock_udp_progress(struct sock_obj *obj)
 {
 	/* A process that polls a socket it shares after fork reads it. */
 	sock_udp_fork_check(sock_udp_of(obj));
-	struct sock_offload *ctx = sock_udp_ctx(sock_udp_of(obj));
-	return ctx ? sock_offload_progress_try(ctx) : 0;
+	struct sock_udp *s = sock_udp_of(obj);
+	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx)
+		return 0;
+	int n = sock_offload_progress_try(ctx);
+	/* Strays of a recent move (sock_udp_stray_lane). */
+	struct sock_offload *old = sock_udp_stray_lane(s);
+	if (old)
+		n += sock_offload_progress_try(old);
+	return n;
 }
 
 static int sock_udp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
-	return sock_offload_wait_prepare(sock_udp_ctx(sock_udp_of(obj)), fds, max);
+	/* The rings of the lane the socket is in now: a sleeper armed on the
+	 * lane it left is woken by the move (sock_udp_migrate.c). */
+	struct sock_udp *s = sock_udp_of(obj);
+	struct sock_offload *ctx = sock_udp_lock(s);
+	if (!ctx)
+		return 0;
+	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
+	sock_offload_unlock(ctx);
+	/* And the rings of the lane it just left (strays), room permitting. */
+	struct sock_offload *old = n >= 0 && n < max ? sock_udp_stray_lane(s) : NULL;
+	if (old) {
+		int m = sock_offload_wait_prepare(old, fds + n, max - n);
+		n = m < 0 ? -1 : n + m;
+	}
+	return n;
 }
 
 /* ---- lifecycle ---- */
@@ -514,19 +584,23 @@ static void sock_udp_release(struct sock_obj *obj)
 		return;
 	/* Leaves every epoll set before the fd number can be reused. */
 	iomux_forget(obj);
-	struct sock_offload *ctx = s->ctx;
 	/* In a forked child or after exit the rings are gone or the parent's:
 	 * nothing of them is touched (the memory stays; the process ends). */
-	if (sock_offload_usable(ctx)) {
-		sock_offload_lock(ctx);
+	struct sock_offload *ctx = sock_udp_lock_lane(s);
+	if (ctx) {
+		/* Set under the lane lock: a move that had not started yet
+		 * sees it and gives up. */
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
 		sock_udp_rx_teardown_locked(s);
 		sock_udp_queue_clear(&s->queue);
+		sock_udp_heaps_reap_locked(s);
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;
+	/* The old lane's pcb of a recent move, and strays nobody read. */
+	sock_udp_migrate_release(s);
 	for (unsigned i = 0; i < s->ngroups; i++)
 		stats_mc_group_unref(obj->fd, s->groups[i].group);
 	s->ngroups = 0;
@@ -543,8 +617,11 @@ static int sock_udp_close(struct sock_obj *obj)
 static void sock_udp_destroy(struct sock_obj *obj)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	if (sock_offload_usable(s->ctx))
+	if (sock_offload_usable(s->ctx)) {
 		sock_udp_queue_fini(&s->queue);
+		/* Empty since release cleared the queue. */
+		sock_udp_heaps_reap_locked(s);
+	}
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
 	free(s);
@@ -604,6 +681,7 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	s->mc_loop = g_cfg.tx_mc_loopback != 0;
 	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_udp_wake, .arg = s };
+	sock_udp_migrate_init(s);
 	int kernel = 0;
 	socklen_t kl = sizeof(kernel);
 	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
@@ -617,6 +695,7 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	s->stats->blocking = !s->nonblocking;
 	s->stats->mc_loop = s->mc_loop;
 	s->stats->rx_ready_bytes_limit = s->rcvbuf;
+	s->stats->ring_id = sock_offload_ring_id(ctx, 0);
 	return &s->obj;
 }
 
@@ -665,6 +744,7 @@ void sock_udp_after_fork_child(struct sock_offload *old)
 		s->route.valid = false;
 		s->fork_dormant = false;
 		s->inherited = true;
+		sock_udp_migrate_after_fork_child(s);
 	}
 }
 
@@ -672,12 +752,15 @@ void sock_udp_fork_join(struct sock_udp *s)
 {
 	if (s->released || s->os_only)
 		return;
+	/* A dormant socket stays in its lane (a move skips dormant and
+	 * inherited sockets), so s->ctx is stable here. */
 	struct sock_offload *ctx = s->inherited ? sock_offload_get_for(s->obj.fd) : s->ctx;
 	if (!ctx)
 		return;   /* no context here: the kernel socket serves it */
 	sock_offload_lock(ctx);
 	if (s->inherited) {
-		s->ctx = ctx;
+		__atomic_store_n(&s->ctx, ctx, __ATOMIC_RELEASE);
+		s->stats->ring_id = sock_offload_ring_id(ctx, 0);
 		s->inherited = false;
 		s->share = true;
 		sock_udp_rx_setup_locked(s);

@@ -14,6 +14,7 @@
 
 #define SOCK_UDP_QUEUE_ENTRIES 4096
 #define SOCK_UDP_MAX_GROUPS 20       /* Linux's default IP_MAX_MEMBERSHIPS */
+#define SOCK_UDP_HEAPS 4             /* pools of copies a socket may hold at once */
 
 struct sock_udp_group {
 	uint32_t group, source;      /* source 0: any-source membership */
@@ -21,9 +22,11 @@ struct sock_udp_group {
 	bool active;                 /* pcb joined and flow attached */
 };
 
-/* The last destination's decision, valid while net_generation holds. */
+/* The last destination's decision, valid while net_generation holds and
+ * the socket is still in lane `lane` (if_slot is an index of that lane). */
 struct sock_udp_route {
 	bool valid;
+	const struct sock_offload *lane;
 	bool via_os;
 	uint32_t dst;
 	uint16_t port;
@@ -34,8 +37,14 @@ struct sock_udp_route {
 	bool multicast;
 };
 
+struct sock_udp_stray;
+
 struct sock_udp {
 	struct sock_obj obj;         /* first */
+	/* The lane. Changed only by a move (sock_udp_migrate.c), which holds
+	 * the old and the new lane's lock: whoever holds a lane's lock and
+	 * finds ctx pointing at it keeps the socket there until it unlocks
+	 * (sock_udp_lock). Read atomically. */
 	struct sock_offload *ctx;
 	struct stats_socket *stats;
 	bool released;
@@ -80,6 +89,35 @@ struct sock_udp {
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	struct sock_udp_route route;
+
+	/* ---- moving between lanes (VMA_RING_MIGRATION_RATIO_RX, sock_udp_migrate.c) ----
+	 * The receive calls of the current window of mig_ratio calls (0: the
+	 * socket never moves), the caller that opened the window and whether
+	 * another caller came in it. Heuristic counters: plain relaxed atomics,
+	 * a lost update only shifts a window. */
+	unsigned mig_ratio;
+	bool mig_per_core;           /* logic 31: the caller is its core, else its thread */
+	unsigned mig_calls;
+	uint64_t mig_key;
+	bool mig_mixed;
+	bool mig_busy;               /* a thread is considering a move (atomic flag) */
+	uint64_t mig_not_before_ms;  /* after a refused move: do not retry before */
+	/* The old lane's pcb after a move, kept bound for a grace period so a
+	 * datagram the XDP program had already sent to the old ring still
+	 * reaches the socket (as a stray). Guarded by stray_ctx's lock. */
+	struct stack_udp_pcb *stray_pcb;
+	struct sock_offload *stray_ctx;
+	uint64_t stray_since_ms;
+	bool stray_wake_pending;
+	struct sock_offload_wake stray_wake_node;
+	/* Strays copied to the heap by the old lane, waiting for a reader of
+	 * the new one: a lock-free LIFO (the two lanes share no lock). */
+	struct sock_udp_stray *strays;
+	/* Buffer pools the socket owns: copies of datagrams taken out of an
+	 * old lane's frames (and of strays). Guarded by the lane lock, like the
+	 * queue whose entries use them; freed once none of their buffers is
+	 * queued. A move needs a free slot. */
+	struct ring_buf_pool *heaps[SOCK_UDP_HEAPS];
 };
 
 static inline struct sock_udp *sock_udp_of(struct sock_obj *obj)
@@ -87,12 +125,43 @@ static inline struct sock_udp *sock_udp_of(struct sock_obj *obj)
 	return (struct sock_udp *)obj;
 }
 
-/* The context when this socket's calls may use it, else NULL (kernel path). */
+/* The context when this socket's calls may use it, else NULL (kernel path).
+ * Unlocked: the socket may move to another lane right after; whatever
+ * touches the socket's lane state locks with sock_udp_lock instead. */
 static inline struct sock_offload *sock_udp_ctx(const struct sock_udp *s)
 {
-	struct sock_offload *ctx = s->ctx;
+	struct sock_offload *ctx = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(!sock_offload_usable(ctx) || s->os_only || s->released, 0))
 		return NULL;
+	return ctx;
+}
+
+/* Locks the lane the socket is in and returns it, or NULL when the lane is
+ * not usable (exit, a forked child's copy). A move holds both lanes' locks
+ * while it changes s->ctx, so once ctx is locked and s->ctx still names it,
+ * the socket stays in it until the unlock; if it moved meanwhile we follow. */
+static inline struct sock_offload *sock_udp_lock_lane(struct sock_udp *s)
+{
+	for (;;) {
+		struct sock_offload *ctx = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+		if (__builtin_expect(!sock_offload_usable(ctx), 0))
+			return NULL;
+		sock_offload_lock(ctx);
+		if (__builtin_expect(__atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE) == ctx, 1))
+			return ctx;
+		sock_offload_unlock(ctx);
+	}
+}
+
+/* The same, for the offloaded path: NULL also when the socket is on the
+ * kernel path (a rule, released). */
+static inline struct sock_offload *sock_udp_lock(struct sock_udp *s)
+{
+	struct sock_offload *ctx = sock_udp_lock_lane(s);
+	if (__builtin_expect(ctx && (s->os_only || s->released), 0)) {
+		sock_offload_unlock(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -114,6 +183,90 @@ int sock_udp_autobind(struct sock_udp *s);
 /* The pcb's receive callback (lock held). */
 void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf, uint32_t len,
 		      const struct stack_udp_rx_info *info);
+
+/* ---- pcb and steering helpers shared with the move (sock_udp.c) ---- */
+/* A pcb in ctx's stack bound (and connected) like the socket, delivering to
+ * it; NULL when the stack refuses. Lock of ctx held. */
+struct stack_udp_pcb *sock_udp_pcb_make_locked(struct sock_udp *s, struct sock_offload *ctx);
+/* Steers the 3-tuple on ctx's interfaces in want (a mask of ctx's slots);
+ * returns the slots attached. Lock of ctx held. */
+uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want);
+/* Stops steering the 3-tuple on ctx's slots. Lock of ctx held. */
+void sock_udp_flows_detach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t slots);
+/* Steers group g on ctx's slot (when no other source of the same group of
+ * this socket already does). 0 or a negative errno. Lock of ctx held. */
+int sock_udp_group_flow_get_locked(struct sock_udp *s, struct sock_offload *ctx, int slot,
+				   const struct sock_udp_group *g);
+void sock_udp_group_flow_put_locked(struct sock_udp *s, struct sock_offload *ctx, int slot,
+				    const struct sock_udp_group *g);
+/* The pcb's wake-up (deferred to the unlock): epoll sets and sleepers. */
+void sock_udp_wake(void *arg);
+
+/* ---- moving between lanes (sock_udp_migrate.c) ---- */
+/* Sets s->mig_ratio from VMA_RING_ALLOCATION_LOGIC_RX and
+ * VMA_RING_MIGRATION_RATIO_RX (socket creation). */
+void sock_udp_migrate_init(struct sock_udp *s);
+/* Every receive call: counts it in the socket's window; at the end of a
+ * window whose every call came from one other thread (core), moves the
+ * socket to that thread's (core's) lane. At the end of any window, drops
+ * the old lane's pcb of the last move once its grace is over (so readers
+ * stop polling that lane). No lock held. */
+void sock_udp_migrate_window_end(struct sock_udp *s, bool mixed);
+/* One byte per thread: its address names the calling thread for the
+ * window (logic 20) without a gettid syscall. */
+extern __thread char sock_udp_mig_thread_tag;
+static inline void sock_udp_migrate_note(struct sock_udp *s)
+{
+	unsigned ratio = s->mig_ratio;
+	if (__builtin_expect(ratio == 0, 1))
+		return;
+	uint64_t key;
+	if (s->mig_per_core) {
+		int cpu = sched_getcpu();   /* vDSO / rseq: no syscall */
+		key = (uint64_t)(cpu + 1);
+	} else {
+		key = (uint64_t)(uintptr_t)&sock_udp_mig_thread_tag;
+	}
+	unsigned calls = __atomic_load_n(&s->mig_calls, __ATOMIC_RELAXED);
+	if (calls == 0) {
+		__atomic_store_n(&s->mig_key, key, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->mig_mixed, false, __ATOMIC_RELAXED);
+	} else if (key != __atomic_load_n(&s->mig_key, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&s->mig_mixed, true, __ATOMIC_RELAXED);
+	}
+	if (++calls < ratio) {
+		__atomic_store_n(&s->mig_calls, calls, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&s->mig_calls, 0, __ATOMIC_RELAXED);
+	bool mixed = __atomic_load_n(&s->mig_mixed, __ATOMIC_RELAXED);
+	if (!mixed || __atomic_load_n(&s->stray_ctx, __ATOMIC_RELAXED))
+		sock_udp_migrate_window_end(s, mixed);
+}
+/* Lock held: moves the strays a previous lane copied into the queue. */
+void sock_udp_strays_take_locked(struct sock_udp *s);
+static inline bool sock_udp_has_strays(const struct sock_udp *s)
+{
+	return __atomic_load_n(&s->strays, __ATOMIC_RELAXED) != NULL;
+}
+/* The lane the socket left less than a grace period ago while its old pcb
+ * still catches strays there, else NULL. Whoever polls or sleeps for the
+ * socket polls and arms that lane's rings too, so strays arrive even when
+ * no other thread polls the old lane (VMA_PROGRESS_ENGINE_INTERVAL=0). */
+static inline struct sock_offload *sock_udp_stray_lane(const struct sock_udp *s)
+{
+	struct sock_offload *old = __atomic_load_n(&s->stray_ctx, __ATOMIC_ACQUIRE);
+	return __builtin_expect(old != NULL, 0) && sock_offload_usable(old) ? old : NULL;
+}
+/* release (no lock held): drops the old lane's pcb of a recent move and
+ * the strays nobody read. */
+void sock_udp_migrate_release(struct sock_udp *s);
+/* Lane lock held (or the socket unreachable): frees the socket's own pools
+ * none of whose buffers is queued any more. */
+void sock_udp_heaps_reap_locked(struct sock_udp *s);
+/* In a forked child: forgets the lanes' state (the parent's), frees what
+ * is the socket's own. */
+void sock_udp_migrate_after_fork_child(struct sock_udp *s);
 
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags);
 ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, int flags, bool flush);

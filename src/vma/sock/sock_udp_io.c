@@ -115,8 +115,10 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
  * Returns 0 after a wake-up or a restartable signal, -1 with EAGAIN
- * (SO_RCVTIMEO) or EINTR. */
-static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t deadline_ms)
+ * (SO_RCVTIMEO) or EINTR. The rings are those of the lane the socket is in
+ * when we arm; a move while we sleep writes our wake eventfd (the deferred
+ * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
+static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 {
 	if (s->wake_fd < 0)
 		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -129,16 +131,29 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 		}
 		timeout = (int)(deadline_ms - now);
 	}
-	int fds[SOCK_OFFLOAD_MAX_IFS];
+	/* The lane's rings and drain eventfd, and the same of the lane the
+	 * socket just left (strays). */
+	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-	sock_offload_lock(ctx);
-	int n = s->queue.count ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
+	struct sock_offload *ctx = sock_udp_lock(s);
+	if (!ctx) {
+		/* Gone to the kernel path meanwhile: the caller looks again. */
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
+	int n = s->queue.count || sock_udp_has_strays(s)
+			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
 	sock_offload_unlock(ctx);
+	struct sock_offload *old = n >= 0 ? sock_udp_stray_lane(s) : NULL;
+	if (old) {
+		int m = sock_offload_wait_prepare(old, fds + n, SOCK_OFFLOAD_MAX_IFS + 1);
+		n = m < 0 ? -1 : n + m;
+	}
 	if (n < 0) {
 		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 		return 0;
 	}
-	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 2];
+	struct pollfd pfd[2 * (SOCK_OFFLOAD_MAX_IFS + 1) + 2];
 	int count = 0;
 	for (int i = 0; i < n; i++)
 		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
@@ -168,9 +183,11 @@ static int sock_udp_sleep(struct sock_udp *s, struct sock_offload *ctx, uint64_t
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
 {
 	sock_udp_fork_check(s);
-	struct sock_offload *ctx = sock_udp_ctx(s);
-	if (!ctx || (flags & (MSG_ERRQUEUE | MSG_OOB)))
+	if (!sock_udp_ctx(s) || (flags & (MSG_ERRQUEUE | MSG_OOB)))
 		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	/* Before this call's first lock: a move, if this call ends a window,
+	 * happens here, never while we hold a lane. */
+	sock_udp_migrate_note(s);
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	int ratio = g_cfg.rx_udp_poll_os_ratio;
 	int rx_poll = g_cfg.rx_poll;
@@ -184,7 +201,17 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			if (r != SOCK_UDP_OS_EMPTY)
 				return r;
 		}
-		sock_offload_lock(ctx);
+		struct sock_offload *ctx = sock_udp_lock(s);
+		if (__builtin_expect(!ctx, 0)) {
+			if (s->released) {
+				errno = EBADF;
+				return -1;
+			}
+			/* The lane went (exit, fork): the kernel socket serves. */
+			return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+		}
+		if (__builtin_expect(sock_udp_has_strays(s), 0))
+			sock_udp_strays_take_locked(s);
 		if (!s->queue.count)
 			sock_offload_progress_locked(ctx);
 		if (s->queue.count) {
@@ -196,6 +223,14 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			return r;
 		}
 		sock_offload_unlock(ctx);
+		struct sock_offload *old = sock_udp_stray_lane(s);
+		if (old) {
+			/* Nothing here yet: what the lane the socket left may
+			 * still hold for it comes over as strays. */
+			sock_offload_progress_try(old);
+			if (sock_udp_has_strays(s))
+				continue;
+		}
 		if (s->released) {
 			errno = EBADF;
 			return -1;
@@ -225,7 +260,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 		ssize_t r = sock_udp_os_try(s, msg, flags);
 		if (r != SOCK_UDP_OS_EMPTY)
 			return r;
-		if (sock_udp_sleep(s, ctx, deadline) < 0)
+		if (sock_udp_sleep(s, deadline) < 0)
 			return -1;
 		slept = true;
 		spins = 0;
@@ -306,10 +341,10 @@ static int sock_udp_route(struct sock_udp *s, struct sock_offload *ctx, uint32_t
 {
 	struct sock_udp_route *rt = &s->route;
 	uint64_t gen = net_generation(ctx->net);
-	if (rt->valid && rt->dst == dst && rt->port == port && rt->generation == gen)
+	if (rt->valid && rt->dst == dst && rt->port == port && rt->generation == gen && rt->lane == ctx)
 		return rt->via_os;
-	struct sock_udp_route fresh = { .valid = true, .via_os = true, .dst = dst, .port = port, .generation = gen,
-					.if_slot = -1 };
+	struct sock_udp_route fresh = { .valid = true, .lane = ctx, .via_os = true, .dst = dst, .port = port,
+					.generation = gen, .if_slot = -1 };
 	struct sockaddr_in remote = { .sin_family = AF_INET, .sin_port = port };
 	remote.sin_addr.s_addr = dst;
 	struct net_route_query q = { .dst = dst, .mc_ifindex = s->mc_ifindex, .mc_if_addr = s->mc_if_addr };
@@ -352,6 +387,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	struct sock_offload *ctx = sock_udp_ctx(s);
 	if (!ctx || msg->msg_controllen || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM)))
 		goto kernel;
+	int via;
 	uint32_t dst;
 	uint16_t port;
 	if (msg->msg_name) {
@@ -375,11 +411,27 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	}
 	if (s->local_port == 0 && sock_udp_autobind(s) != 0)
 		return -1;
-	int via = sock_udp_route(s, ctx, dst, port);
+	/* The route (an interface slot of one lane, maybe a neighbour lookup
+	 * that waits) is found without the lock, for the lane the socket is
+	 * in; if it moved before we locked, again for the new one. */
+	for (;;) {
+		via = sock_udp_route(s, ctx, dst, port);
+		if (via != 0)
+			break;
+		struct sock_offload *held = sock_udp_lock(s);
+		if (held == ctx)
+			break;
+		if (held)
+			sock_offload_unlock(held);
+		ctx = sock_udp_ctx(s);
+		if (!ctx)
+			goto kernel;
+	}
 	if (via < 0)
 		return -1;
 	if (via > 0)
 		goto kernel;
+	/* Here ctx is locked and still the socket's lane. */
 
 	const struct sock_udp_route *rt = &s->route;
 	struct stack_udp_tx tx = { .src_ip = rt->src, .dst_ip = dst, .src_port = s->local_port, .dst_port = port,
@@ -389,7 +441,6 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	struct sock_offload_if *ifc = &ctx->ifs[rt->if_slot];
 	int r;
-	sock_offload_lock(ctx);
 	for (int attempt = 0;; attempt++) {
 		r = stack_udp_send(ctx->stack, &ifc->nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 		if (r != -ENOBUFS || (nonblock && attempt > 0) || attempt >= SOCK_UDP_TX_RETRIES)
@@ -484,12 +535,15 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 		vec[sent].msg_len = (unsigned int)r;
 	}
 	/* One doorbell for the batch (deferred too when the calls come in a
-	 * burst). */
-	sock_offload_lock(ctx);
-	for (unsigned i = 0; i < ctx->nifs; i++)
-		if (ring_tx_pending(ctx->ifs[i].ring))
-			ring_tx_send_done(ctx->ifs[i].ring);
-	sock_offload_unlock(ctx);
+	 * burst), on the lane the socket is in now: sends a move left held on
+	 * the old lane leave with that lane's next pass or tick backstop. */
+	ctx = sock_udp_lock(s);
+	if (ctx) {
+		for (unsigned i = 0; i < ctx->nifs; i++)
+			if (ring_tx_pending(ctx->ifs[i].ring))
+				ring_tx_send_done(ctx->ifs[i].ring);
+		sock_offload_unlock(ctx);
+	}
 	if (sent == 0 && vlen > 0)
 		return -1;
 	return (int)sent;

@@ -80,3 +80,112 @@ size_t sock_udp_copy_out(const struct ring_buf *buf, uint32_t len, const struct 
 	}
 	return copied;
 }
+
+struct ring_buf *sock_udp_chain_from_iov(struct ring_buf_pool *pool, uint32_t len, const struct iovec *iov,
+					 size_t iovcnt)
+{
+	struct ring_buf *first = NULL, *last = NULL;
+	uint32_t left = len;
+	size_t i = 0, iov_off = 0;
+	do {
+		struct ring_buf *b = ring_buf_alloc(pool);
+		if (!b) {
+			ring_buf_free(first);
+			return NULL;
+		}
+		uint32_t take = left < b->size ? left : b->size;
+		b->len = take;
+		for (uint32_t done = 0; done < take && i < iovcnt;) {
+			size_t room = iov[i].iov_len - iov_off;
+			size_t n = take - done < room ? take - done : room;
+			memcpy(b->data + done, (const char *)iov[i].iov_base + iov_off, n);
+			done += (uint32_t)n;
+			iov_off += n;
+			if (iov_off == iov[i].iov_len) {
+				i++;
+				iov_off = 0;
+			}
+		}
+		left -= take;
+		if (last)
+			last->next = b;
+		else
+			first = b;
+		last = b;
+	} while (left);
+	/* tot_len of each buffer: its bytes and the rest of the chain's. */
+	uint32_t rest = len;
+	for (struct ring_buf *b = first; b; b = b->next) {
+		b->tot_len = rest;
+		rest -= b->len;
+	}
+	return first;
+}
+
+/* A copy from pool of the len bytes the chain at src holds; NULL when the
+ * pool runs out. Bytes the chain lacks (never, for a queued datagram) are
+ * zeroes rather than stale memory. */
+static struct ring_buf *sock_udp_chain_copy(struct ring_buf_pool *pool, const struct ring_buf *src, uint32_t len)
+{
+	struct ring_buf *first = NULL, *last = NULL;
+	uint32_t left = len, src_off = 0;
+	do {
+		struct ring_buf *b = ring_buf_alloc(pool);
+		if (!b) {
+			ring_buf_free(first);
+			return NULL;
+		}
+		uint32_t take = left < b->size ? left : b->size;
+		b->len = take;
+		b->tot_len = left;
+		uint32_t done = 0;
+		while (done < take && src) {
+			uint32_t avail = src->len - src_off;
+			if (!avail) {
+				src = src->next;
+				src_off = 0;
+				continue;
+			}
+			uint32_t n = take - done < avail ? take - done : avail;
+			memcpy(b->data + done, src->data + src_off, n);
+			done += n;
+			src_off += n;
+		}
+		if (done < take)
+			memset(b->data + done, 0, take - done);
+		left -= take;
+		if (last)
+			last->next = b;
+		else
+			first = b;
+		last = b;
+	} while (left);
+	return first;
+}
+
+int sock_udp_queue_rehome(struct sock_udp_queue *q, const char *name, struct ring_buf_pool **pool)
+{
+	*pool = NULL;
+	if (!q->count)
+		return 0;
+	uint32_t max_len = 0;
+	for (unsigned k = 0, at = q->head; k < q->count; k++, at = at + 1 == q->cap ? 0 : at + 1)
+		if (q->entries[at].len > max_len)
+			max_len = q->entries[at].len;
+	unsigned size = sock_udp_copy_buf_size(max_len), count = 0;
+	for (unsigned k = 0, at = q->head; k < q->count; k++, at = at + 1 == q->cap ? 0 : at + 1)
+		count += sock_udp_copy_bufs(q->entries[at].len, size);
+	struct ring_buf_pool *p = ring_buf_pool_create(name, count, size);
+	if (!p)
+		return -1;
+	/* The pool holds every datagram at once: no allocation below fails,
+	 * so the queue is never left half copied. */
+	for (unsigned k = 0, at = q->head; k < q->count; k++, at = at + 1 == q->cap ? 0 : at + 1) {
+		struct sock_udp_entry *e = &q->entries[at];
+		struct ring_buf *copy = sock_udp_chain_copy(p, e->buf, e->len);
+		ring_buf_free(e->buf);
+		e->buf = copy;
+	}
+	*pool = p;
+	return 0;
+}

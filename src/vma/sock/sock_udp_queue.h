@@ -49,4 +49,34 @@ void sock_udp_queue_pop(struct sock_udp_queue *q);
  * chain starting at buf. Returns the bytes copied. */
 size_t sock_udp_copy_out(const struct ring_buf *buf, uint32_t len, const struct iovec *iov, size_t iovcnt);
 
+/* ---- copies into memory of one's own (a socket moving between lanes) ----
+ * A queued datagram sits in a frame of the ring that received it, and that
+ * frame may only go back to its ring under that ring's lock. A socket that
+ * leaves the lane copies its datagrams into a plain pool it owns. */
+
+/* Largest buffer of such a pool; a bigger datagram becomes a chain. */
+#define SOCK_UDP_COPY_BUF_MAX 2048u
+/* The buffer size of such a pool for datagrams of at most max_len bytes:
+ * as big as the biggest up to the cap (a queue of small datagrams takes
+ * little memory, a big datagram few buffers), 64 at least. */
+static inline unsigned sock_udp_copy_buf_size(uint32_t max_len)
+{
+	return max_len < 64 ? 64 : max_len < SOCK_UDP_COPY_BUF_MAX ? max_len : SOCK_UDP_COPY_BUF_MAX;
+}
+/* The buffers of buf_size one datagram of len bytes takes (one at least). */
+static inline unsigned sock_udp_copy_bufs(uint32_t len, unsigned buf_size)
+{
+	return len ? (len + buf_size - 1) / buf_size : 1;
+}
+/* A chain from pool holding len bytes taken from the iovecs (at least len
+ * bytes in them), data = head of each buffer; NULL (nothing kept) when the
+ * pool runs out. */
+struct ring_buf *sock_udp_chain_from_iov(struct ring_buf_pool *pool, uint32_t len, const struct iovec *iov,
+					 size_t iovcnt);
+/* Replaces the buffers of every queued datagram by a copy in a new plain
+ * pool (*pool; NULL when the queue is empty) and frees the originals, so
+ * nothing queued refers to its ring any more. Order, lengths, addresses and
+ * times are kept. 0, or -1 (no memory: the queue is untouched). */
+int sock_udp_queue_rehome(struct sock_udp_queue *q, const char *name, struct ring_buf_pool **pool);
+
 #endif

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define STATS_MAGIC 0x3154415453414d56ULL /* "VMASTAT1" read as little endian */
-#define STATS_LAYOUT_VERSION 1u
+#define STATS_LAYOUT_VERSION 2u
 #define STATS_FILE_PREFIX "vmastat."
 
 /* Fixed capacities besides the sockets (whose count is VMA_STATS_FD_NUM). */
@@ -77,8 +77,10 @@ struct stats_socket {
 	uint16_t local_port;      /* network byte order */
 	uint16_t peer_port;
 	uint32_t mc_tx_if;
-	uint32_t ring_id;
-	uint32_t reserved;
+	uint32_t ring_id;         /* lane << 16 | ifindex (UDP: the lane's first interface) */
+	/* Moves of the socket to another lane (VMA_RING_MIGRATION_RATIO_RX);
+	 * like the addresses, -z leaves it alone. */
+	uint32_t ring_migrations;
 	/* Gauges: -z leaves them alone. */
 	uint64_t rx_ready_bytes_cur, rx_ready_bytes_limit, rx_ready_pkts_cur;
 	struct stats_socket_counters c;
