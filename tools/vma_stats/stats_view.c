@@ -86,8 +86,9 @@ static void print_socket(FILE *out, const struct stats_snapshot *s, const struct
 	if (k->proto == STATS_PROTO_TCP)
 		fprintf(out, ", %s", stats_tcp_state_name(k->tcp_state));
 	fprintf(out, "\n- Local Address = [%s]\n- Foreign Address = [%s]\n", local, peer);
-	/* A socket that moved between lanes says so (and where it is now). */
-	if (k->ring_migrations || (view >= 2 && k->proto == STATS_PROTO_UDP))
+	/* A socket that moved between lanes says so (and where it is now);
+	 * -v 2 shows every socket's lane. */
+	if (k->ring_migrations || (view >= 2 && k->offloaded))
 		fprintf(out, "- Ring migrations = [%u], lane [%u]\n", k->ring_migrations, k->ring_id >> 16);
 	print_groups_of(out, s, k->fd);
 	fprintf(out, "Rx Offload: %llu / %llu / %llu / %llu [kilobytes/packets/eagains/errors]\n",

@@ -71,6 +71,9 @@ uint64_t ring_mgr_key(int logic, int fd, pid_t tid, int cpu, uint32_t ip)
 	case RING_MGR_PER_SOCKET:
 		value = (uint32_t)fd;
 		break;
+	case RING_MGR_PER_USER_ID:
+		value = ip;
+		break;
 	case RING_MGR_PER_THREAD:
 		value = (uint32_t)tid;
 		break;

@@ -21,6 +21,7 @@ enum ring_mgr_logic {
 	RING_MGR_PER_INTERFACE = 0,
 	RING_MGR_PER_IP = 1,
 	RING_MGR_PER_SOCKET = 10,
+	RING_MGR_PER_USER_ID = 11,      /* per socket only (SO_VMA_RING_ALLOC_LOGIC) */
 	RING_MGR_PER_THREAD = 20,
 	RING_MGR_PER_CORE = 30,
 	RING_MGR_PER_CORE_MIGRATING = 31,
@@ -55,7 +56,7 @@ struct ring_mgr_config {
 void ring_mgr_configure(const struct ring_mgr_config *cfg);
 
 /* The key of logic for a socket: fd, thread id, cpu and ip (network order)
- * are used as the logic needs. An unknown logic is treated as 0. Keys of
+ * are used as the logic needs (11, per user id: ip carries the id). An unknown logic is treated as 0. Keys of
  * different logics never collide. */
 uint64_t ring_mgr_key(int logic, int fd, pid_t tid, int cpu, uint32_t ip);
 

@@ -533,6 +533,11 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 			return sock_offload_lane[e->lane];
 	}
 	unsigned lane;
+	/* Under a process logic without lanes (0, 1) lane 0 serves every
+	 * socket without an own logic: a socket's own logic never gets it. */
+	int process_logic = g_cfg.ring_allocation_logic_rx;
+	if (process_logic == RING_MGR_PER_INTERFACE || process_logic == RING_MGR_PER_IP)
+		sock_offload_lane0_claimed = true;
 	if (!sock_offload_lane0_claimed) {
 		lane = 0;
 		sock_offload_lane0_claimed = true;
@@ -564,14 +569,50 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 	return sock_offload_lane[lane];
 }
 
+int sock_offload_logic_of(int logic)
+{
+	return logic >= 0 ? logic : g_cfg.ring_allocation_logic_rx;
+}
+
+int sock_offload_parse_ring_logic(const void *val, socklen_t len, int *logic, uint32_t *user_id)
+{
+	struct sock_offload_ring_logic_attr attr;
+
+	if (!val)
+		return -EFAULT;
+	if (len < sizeof(attr))
+		return -EINVAL;
+	memcpy(&attr, val, sizeof(attr));
+	switch (attr.ring_alloc_logic) {
+	case RING_MGR_PER_INTERFACE:
+	case RING_MGR_PER_IP:
+	case RING_MGR_PER_SOCKET:
+	case RING_MGR_PER_USER_ID:
+	case RING_MGR_PER_THREAD:
+	case RING_MGR_PER_CORE:
+	case RING_MGR_PER_CORE_MIGRATING:
+		break;
+	default:
+		return -EINVAL;
+	}
+	*logic = attr.ring_alloc_logic;
+	*user_id = (attr.comp_mask & SOCK_OFFLOAD_RING_ATTR_USER_ID) ? attr.user_id : 0;
+	return 0;
+}
+
 struct sock_offload *sock_offload_get_for(int fd)
+{
+	return sock_offload_get_for_logic(fd, -1, 0);
+}
+
+struct sock_offload *sock_offload_get_for_logic(int fd, int own_logic, uint32_t user_id)
 {
 	struct sock_offload *base = sock_offload_base();
 	if (!base)
 		return NULL;
-	int logic = g_cfg.ring_allocation_logic_rx;
-	if (logic != RING_MGR_PER_SOCKET && logic != RING_MGR_PER_THREAD && logic != RING_MGR_PER_CORE &&
-	    logic != RING_MGR_PER_CORE_MIGRATING)
+	int logic = sock_offload_logic_of(own_logic);
+	if (logic != RING_MGR_PER_SOCKET && logic != RING_MGR_PER_USER_ID && logic != RING_MGR_PER_THREAD &&
+	    logic != RING_MGR_PER_CORE && logic != RING_MGR_PER_CORE_MIGRATING)
 		return base;
 	/* The sockets a lane's own set-up opens (on this thread) stay with the
 	 * kernel, whatever lane the thread already has. */
@@ -581,7 +622,7 @@ struct sock_offload *sock_offload_get_for(int fd)
 	if (logic == RING_MGR_PER_THREAD && sock_offload_thread_lane && sock_offload_thread_gen == gen)
 		return sock_offload_thread_lane;
 	int cpu = sched_getcpu();
-	uint64_t key = ring_mgr_key(logic, fd, gettid(), cpu < 0 ? 0 : cpu, 0);
+	uint64_t key = ring_mgr_key(logic, fd, gettid(), cpu < 0 ? 0 : cpu, user_id);
 	pthread_mutex_lock(&sock_offload_init_lock);
 	struct sock_offload *ctx = sock_offload_lane_of_key_locked(key, logic != RING_MGR_PER_SOCKET);
 	pthread_mutex_unlock(&sock_offload_init_lock);
@@ -594,11 +635,12 @@ struct sock_offload *sock_offload_get_for(int fd)
 	return ctx;
 }
 
-struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd)
+struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd, int logic,
+						 uint32_t user_id)
 {
-	if (g_cfg.ring_allocation_logic_rx == RING_MGR_PER_SOCKET && sock_offload_usable(current))
+	if (sock_offload_logic_of(logic) == RING_MGR_PER_SOCKET && sock_offload_usable(current))
 		return current;
-	return sock_offload_get_for(fd);
+	return sock_offload_get_for_logic(fd, logic, user_id);
 }
 
 static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if *ifc)

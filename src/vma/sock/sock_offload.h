@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "engine/engine.h"
 #include "net/net.h"
@@ -135,10 +136,35 @@ struct sock_offload {
  * on any interface: warned once) or after fork in a child. A lane that
  * cannot be built (no more rings) falls back to an existing one. */
 struct sock_offload *sock_offload_get_for(int fd);
+/* The same under a logic of the socket's own (SO_VMA_RING_ALLOC_LOGIC; -1:
+ * the process's VMA_RING_ALLOCATION_LOGIC_RX); user_id keys logic 11. */
+struct sock_offload *sock_offload_get_for_logic(int fd, int logic, uint32_t user_id);
 /* For a socket made earlier in lane current (NULL: none) that now connects
  * or listens: current under the per-socket logic, else the lane of the
- * calling thread (or core). */
-struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd);
+ * calling thread (or core); logic and user_id as for get_for_logic. */
+struct sock_offload *sock_offload_get_for_socket(struct sock_offload *current, int fd, int logic,
+						 uint32_t user_id);
+
+/* SO_VMA_RING_ALLOC_LOGIC: libvma's Extra API option (level SOL_SOCKET)
+ * giving one socket its own ring allocation logic. Its value has the layout
+ * of libvma's struct vma_ring_alloc_logic_attr (20 bytes): comp_mask, the
+ * logic (0, 1, 10, 11, 20, 30, 31), a ring profile key (no profiles here:
+ * ignored), the user id of logic 11 (read when comp_mask has bit 1), and
+ * ingress/egress bits (a socket receives and sends in one lane: ignored). */
+#define SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC 2810
+#define SOCK_OFFLOAD_RING_ATTR_USER_ID (1u << 1)
+struct sock_offload_ring_logic_attr {
+	uint32_t comp_mask;
+	int32_t ring_alloc_logic;
+	uint32_t ring_profile_key;
+	uint32_t user_id;
+	uint32_t direction_bits;
+};
+/* Parses an SO_VMA_RING_ALLOC_LOGIC value: 0 with *logic and *user_id set,
+ * or -EINVAL (short, or an unknown logic), -EFAULT (NULL). */
+int sock_offload_parse_ring_logic(const void *val, socklen_t len, int *logic, uint32_t *user_id);
+/* The logic in force for a socket whose own is `logic` (-1: none). */
+int sock_offload_logic_of(int logic);
 /* Lane 0: non-NULL only while offload is up and this process owns it. */
 extern struct sock_offload *sock_offload_live;
 

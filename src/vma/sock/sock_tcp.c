@@ -421,7 +421,9 @@ retry_port:;
 static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	struct sock_offload *ctx = s->mode == SOCK_TCP_KERNEL && !s->os_only ? sock_offload_get_for_socket(s->ctx, obj->fd) : NULL;
+	struct sock_offload *ctx = NULL;
+	if (s->mode == SOCK_TCP_KERNEL && !s->os_only)
+		ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
 	if (s->mode == SOCK_TCP_KERNEL) {
 		if (!ctx || s->os_only || !addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
 			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
@@ -698,6 +700,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	s->obj.type = type & SOCK_TYPE_MASK;
 	s->obj.protocol = protocol;
 	s->if_slot = -1;
+	s->ring_logic = -1;
 	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };
 	s->nonblocking = (type & SOCK_NONBLOCK) != 0;

@@ -38,6 +38,8 @@ enum sock_tcp_mode {
 struct sock_tcp {
 	struct sock_obj obj;         /* first */
 	struct sock_offload *ctx;
+	int ring_logic;              /* SO_VMA_RING_ALLOC_LOGIC; -1: the process's logic */
+	uint32_t ring_user_id;       /* its user id (logic 11) */
 	struct stats_socket *stats;
 	enum sock_tcp_mode mode;
 	bool released;

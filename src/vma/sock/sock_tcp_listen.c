@@ -86,6 +86,8 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 	}
 	sock_offload_lock(ctx);
 	s->ctx = ctx;
+	if (s->stats)
+		s->stats->ring_id = sock_offload_ring_id(ctx, 0);
 	struct tcp_pcb *pcb = tcp_pcb_new(ctx->tcp);
 	int err = pcb ? 0 : -ENOBUFS;
 	if (pcb) {
@@ -140,7 +142,7 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
 	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
 		return ret;
-	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd);
+	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
 	if (!ctx || !ctx->tcp)
 		return 0;
 	s->backlog = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
@@ -198,7 +200,7 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 	}
 	if (s->inherited) {
 		s->inherited = false;
-		struct sock_offload *ctx = sock_offload_get_for(s->obj.fd);
+		struct sock_offload *ctx = sock_offload_get_for_logic(s->obj.fd, s->ring_logic, s->ring_user_id);
 		if (!ctx || !ctx->tcp)
 			return;   /* the kernel socket keeps serving it */
 		s->mode = SOCK_TCP_KERNEL;

@@ -45,9 +45,34 @@ static uint32_t sock_tcp_kernel_buf(int fd, int name)
 	return (uint32_t)v / 2;
 }
 
+/* SO_VMA_RING_ALLOC_LOGIC: ours alone (the kernel does not know it). A TCP
+ * socket's lane is chosen when it connects or listens (its connections
+ * stay in it): until then the logic picks the lane again; afterwards it is
+ * only remembered. */
+static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_t len)
+{
+	int logic;
+	uint32_t user_id;
+	int err = sock_offload_parse_ring_logic(val, len, &logic, &user_id);
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	s->ring_logic = logic;
+	s->ring_user_id = user_id;
+	if (s->mode == SOCK_TCP_KERNEL && !s->os_only && !s->inherited) {
+		struct sock_offload *ctx = sock_offload_get_for_logic(s->obj.fd, logic, user_id);
+		if (ctx && ctx->tcp)
+			s->ctx = ctx;
+	}
+	return 0;
+}
+
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
+	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
+		return sock_tcp_set_ring_logic(s, val, len);
 	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
 	if (ret != 0 || !val)
 		return ret;

@@ -483,6 +483,19 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
 
 static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
+	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC) {
+		/* Ours alone: the kernel does not know it. */
+		int logic;
+		uint32_t user_id;
+		int err = sock_offload_parse_ring_logic(val, len, &logic, &user_id);
+		if (!err)
+			err = sock_udp_set_ring_logic(sock_udp_of(obj), logic, user_id);
+		if (err) {
+			errno = -err;
+			return -1;
+		}
+		return 0;
+	}
 	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
 	if (ret == 0 && val) {
 		int saved = errno;
@@ -681,6 +694,7 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	s->mc_loop = g_cfg.tx_mc_loopback != 0;
 	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_udp_wake, .arg = s };
+	s->ring_logic = -1;
 	sock_udp_migrate_init(s);
 	int kernel = 0;
 	socklen_t kl = sizeof(kernel);
@@ -754,7 +768,8 @@ void sock_udp_fork_join(struct sock_udp *s)
 		return;
 	/* A dormant socket stays in its lane (a move skips dormant and
 	 * inherited sockets), so s->ctx is stable here. */
-	struct sock_offload *ctx = s->inherited ? sock_offload_get_for(s->obj.fd) : s->ctx;
+	struct sock_offload *ctx = s->inherited ? sock_offload_get_for_logic(s->obj.fd, s->ring_logic, s->ring_user_id)
+					       : s->ctx;
 	if (!ctx)
 		return;   /* no context here: the kernel socket serves it */
 	sock_offload_lock(ctx);

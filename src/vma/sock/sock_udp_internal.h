@@ -95,6 +95,8 @@ struct sock_udp {
 	 * socket never moves), the caller that opened the window and whether
 	 * another caller came in it. Heuristic counters: plain relaxed atomics,
 	 * a lost update only shifts a window. */
+	int ring_logic;              /* SO_VMA_RING_ALLOC_LOGIC; -1: the process's logic */
+	uint32_t ring_user_id;       /* its user id (logic 11) */
 	unsigned mig_ratio;
 	bool mig_per_core;           /* logic 31: the caller is its core, else its thread */
 	unsigned mig_calls;
@@ -203,9 +205,17 @@ void sock_udp_group_flow_put_locked(struct sock_udp *s, struct sock_offload *ctx
 void sock_udp_wake(void *arg);
 
 /* ---- moving between lanes (sock_udp_migrate.c) ---- */
-/* Sets s->mig_ratio from VMA_RING_ALLOCATION_LOGIC_RX and
- * VMA_RING_MIGRATION_RATIO_RX (socket creation). */
+/* Sets s->mig_ratio from the socket's logic (its own, or
+ * VMA_RING_ALLOCATION_LOGIC_RX) and VMA_RING_MIGRATION_RATIO_RX (socket
+ * creation). */
 void sock_udp_migrate_init(struct sock_udp *s);
+/* SO_VMA_RING_ALLOC_LOGIC: the socket takes logic (user_id for 11) as its
+ * own and moves now to the lane that logic gives the calling thread. 0, or
+ * -errno: -EBUSY (its previous move's grace is not over, or a move is under
+ * way), -EADDRINUSE (another socket of the process shares its port), what
+ * the move met (steering refused, no memory). The logic stays set either
+ * way (it decides later moves). No lock held. */
+int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id);
 /* Every receive call: counts it in the socket's window; at the end of a
  * window whose every call came from one other thread (core), moves the
  * socket to that thread's (core's) lane. At the end of any window, drops

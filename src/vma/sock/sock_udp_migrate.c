@@ -75,16 +75,21 @@ struct sock_udp_stray {
 
 static void sock_udp_stray_wake(void *arg);
 
-void sock_udp_migrate_init(struct sock_udp *s)
+static void sock_udp_migrate_configure(struct sock_udp *s)
 {
-	int logic = g_cfg.ring_allocation_logic_rx;
+	int logic = sock_offload_logic_of(s->ring_logic);
 	int ratio = g_cfg.ring_migration_ratio_rx;
 	/* 30 is per core without migration, 10 a lane per socket: nothing to
 	 * follow. A ratio of 0 would check on every call: taken as "never",
 	 * like -1. */
 	bool moves = (logic == RING_MGR_PER_THREAD || logic == RING_MGR_PER_CORE_MIGRATING) && ratio > 0;
-	s->mig_ratio = moves ? (unsigned)ratio : 0;
-	s->mig_per_core = logic == RING_MGR_PER_CORE_MIGRATING;
+	__atomic_store_n(&s->mig_per_core, logic == RING_MGR_PER_CORE_MIGRATING, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->mig_ratio, moves ? (unsigned)ratio : 0, __ATOMIC_RELAXED);
+}
+
+void sock_udp_migrate_init(struct sock_udp *s)
+{
+	sock_udp_migrate_configure(s);
 	s->stray_wake_node = (struct sock_offload_wake){ .fn = sock_udp_stray_wake, .arg = s };
 }
 
@@ -506,7 +511,7 @@ static void sock_udp_consider_move(struct sock_udp *s, uint64_t now)
 	struct sock_offload *from = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 	/* The lane a new socket of this thread (core) would get now: built
 	 * here if the thread has none yet, as socket() would. */
-	struct sock_offload *to = sock_offload_get_for(s->obj.fd);
+	struct sock_offload *to = sock_offload_get_for_logic(s->obj.fd, s->ring_logic, s->ring_user_id);
 	if (!sock_offload_usable(from) || !sock_offload_usable(to) || to == from)
 		return;
 	int err = sock_udp_port_shared(s, from, to) ? -EADDRINUSE : sock_udp_move(s, from, to);
@@ -529,4 +534,31 @@ void sock_udp_migrate_window_end(struct sock_udp *s, bool mixed)
 	if (!mixed)
 		sock_udp_consider_move(s, now);
 	__atomic_store_n(&s->mig_busy, false, __ATOMIC_RELEASE);
+}
+
+int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id)
+{
+	s->ring_user_id = user_id;
+	__atomic_store_n(&s->ring_logic, logic, __ATOMIC_RELEASE);
+	sock_udp_migrate_configure(s);
+	if (s->released || s->os_only || s->fork_dormant || s->inherited)
+		return 0;   /* not in a lane of ours: nothing to move */
+	if (__atomic_exchange_n(&s->mig_busy, true, __ATOMIC_ACQUIRE))
+		return -EBUSY;
+	int err = 0;
+	struct sock_offload *from = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+	struct sock_offload *to = sock_offload_get_for_logic(s->obj.fd, logic, user_id);
+	if (sock_offload_usable(from) && sock_offload_usable(to) && to != from) {
+		if (__atomic_load_n(&s->stray_ctx, __ATOMIC_ACQUIRE) &&
+		    engine_now_ms() - s->stray_since_ms >= SOCK_UDP_STRAY_GRACE_MS)
+			sock_udp_stray_reap(s);
+		if (__atomic_load_n(&s->stray_ctx, __ATOMIC_ACQUIRE))
+			err = -EBUSY;
+		else
+			err = sock_udp_port_shared(s, from, to) ? -EADDRINUSE : sock_udp_move(s, from, to);
+		if (err == -EAGAIN)
+			err = -EBUSY;
+	}
+	__atomic_store_n(&s->mig_busy, false, __ATOMIC_RELEASE);
+	return err;
 }
