@@ -27,6 +27,9 @@
 #   h. udp-threads, 4 threads each with its own SO_REUSEPORT UDP socket,
 #      ring per thread: 32 sockets x 200 requests; every thread answered
 #      some; 4 rings with traffic; Udp InDatagrams flat.
+#   j. prefork, 2 workers, 8 idle connections; one worker SIGKILLed: the
+#      peers of its connections are told within 1 s (ECONNRESET from vmad's
+#      probe), the other worker's connections still echo.
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
 #      thread: both readers use it (each answered some) wherever it is (it
 #      stays in the main thread's lane while the two alternate, and moves to
@@ -442,8 +445,71 @@ scenario_i() {
 	udp_threads_scenario i udp-shared 2 18010 16 300 0
 }
 
+# ---------------------------------------------------------------- j. peers of a killed worker
+# 8 idle connections to a 2-worker prefork server; one worker is SIGKILLed:
+# the peers of its connections must learn it within a second (ECONNRESET:
+# vmad probes them, docs/vmad.md "Peers of a member that died"; on the
+# kernel path the kernel closes them), the other worker's stay up and echo.
+PEERS_CLIENT='
+import os, select, socket, sys, time
+port, go = int(sys.argv[1]), sys.argv[2]
+conns = []
+for i in range(8):
+    s = socket.create_connection(("198.18.0.2", port), timeout=5)
+    d = b"%02d" % i * 32; s.sendall(d); r = b""
+    while len(r) < len(d): r += s.recv(len(d) - len(r))
+    conns.append(s)
+print("connected", flush=True)
+while not os.path.exists(go): time.sleep(0.01)
+t0 = time.time(); told = {}
+while time.time() - t0 < 1.0 and len(told) < 8:
+    live = [s for s in conns if s not in told]
+    rd, _, _ = select.select(live, [], [], max(0.0, 1.0 - (time.time() - t0)))
+    for s in rd:
+        try:
+            s.recv(100); told[s] = "eof"
+        except ConnectionResetError:
+            told[s] = "reset"
+echo_ok = 0
+for s in conns:
+    if s in told: continue
+    s.settimeout(3); d = b"again-%02d" % conns.index(s) * 8; s.sendall(d); r = b""
+    try:
+        while len(r) < len(d): r += s.recv(len(d) - len(r))
+    except Exception: pass
+    echo_ok += r == d
+print("told %d (reset %d, eof %d) within %.2f s, silent %d, silent and echoing %d" % (len(told),
+      sum(v == "reset" for v in told.values()), sum(v == "eof" for v in told.values()),
+      time.time() - t0, 8 - len(told), echo_ok))
+'
+scenario_j() {
+	echo "== j. peers of a SIGKILLed worker (prefork, 2 workers, 8 idle connections)"
+	start_server j --port 18011 --model prefork --workers 2 || return
+	rm -f "$TMP/j.go"
+	timeout 30 nsenter --net=$CLIENT_NS python3 -c "$PEERS_CLIENT" 18011 "$TMP/j.go" >"$TMP/j.cli" 2>&1 &
+	local cj=$! i
+	for i in $(seq 100); do grep -q connected "$TMP/j.cli" && break; sleep 0.1; done
+	kill -USR1 "$SPID"
+	for i in $(seq 30); do
+		[ "$(grep -c '^snapshot worker' "$TMP/j.stats")" -ge 2 ] && break
+		sleep 0.1
+	done
+	local victim victim_conns
+	victim=$(awk '$1 == "snapshot" {print $3; exit}' "$TMP/j.stats")
+	victim_conns=$(awk -v v="$victim" '$1 == "snapshot" && $3 == v {print $5}' "$TMP/j.stats")
+	kill -KILL "$victim" 2>/dev/null
+	touch "$TMP/j.go"
+	wait $cj
+	sed 's/^/   /' "$TMP/j.cli"
+	local told silent echoing
+	read -r told silent echoing < <(awk '/^told/ {gsub(/,/, ""); print $2, $(NF-4), $NF}' "$TMP/j.cli")
+	[ "${told:-x}" = "$victim_conns" ] && [ "$silent" = $((8 - victim_conns)) ] && [ "$echoing" = "$silent" ]
+	check $? "j: the killed worker's $victim_conns peers told within 1 s (${told:-?}), the other $((8 - ${victim_conns:-0})) still echo (${echoing:-?})"
+	stop_server j
+}
+
 # MP_SCENARIOS="g h" runs only those (development).
-for sc in ${MP_SCENARIOS:-a b c d e f g h i}; do
+for sc in ${MP_SCENARIOS:-a b c d e f g h i j}; do
 	"scenario_$sc"
 done
 

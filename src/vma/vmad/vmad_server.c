@@ -38,6 +38,7 @@
 #include <bpf/bpf.h>
 
 #include "log/vlog.h"
+#include "stack/stack_csum.h"
 #include "ring/ring_domain.h"
 #include "ring/ring_flow.h"
 #include "ring/ring_xdp_prog.h"
@@ -131,7 +132,8 @@ struct vmad_server {
 	struct vmad_iface ifaces[VMAD_MAX_IFACES];
 	struct vmad_flow *flows;    /* VMAD_MAX_FLOWS */
 	uint64_t idle_since_ms;     /* --auto: no connection and no interface since */
-	uint64_t requests, refusals, members_reclaimed, frames_reclaimed;
+	uint64_t requests, refusals, members_reclaimed, frames_reclaimed, orphans_probed;
+	int raw_fd;         /* IPPROTO_RAW: the probes of vmad_probe_orphans; -1 until first use */
 };
 
 static volatile sig_atomic_t vmad_stop;
@@ -575,11 +577,63 @@ static void vmad_flow_del(struct vmad_server *s, int ci, const struct vmad_reque
 	vmad_refuse(s, rep, -ENOENT, "no such flow of this member");
 }
 
+/* ---- peers of a process that died ------------------------------------------
+ * A process killed with SIGKILL never closes its offloaded TCP connections:
+ * its peers would wait for their own timeouts. Once its steering is gone,
+ * a SYN from the connection's local end makes a Linux peer answer with a
+ * challenge ACK (RFC 5961 4, whatever the SYN's sequence number) carrying
+ * its rcv_nxt; that ACK now reaches our kernel, which has no socket for it
+ * and answers with an RST whose sequence number is that rcv_nxt, exactly
+ * what the peer accepts: it sees ECONNRESET within a round trip. */
+
+static void vmad_probe_orphan(struct vmad_server *s, const struct ring_xdp_key5 *k)
+{
+	uint8_t pkt[40];
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = k->remote_ip };
+
+	if (s->raw_fd < 0) {
+		s->raw_fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+		if (s->raw_fd < 0) {
+			vmad_log(VLOG_WARNING, "cannot open a raw socket to reset the peers of dead members: %s",
+				 strerror(errno));
+			return;
+		}
+	}
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x45;                      /* IPv4, 20-byte header */
+	pkt[3] = sizeof(pkt);
+	pkt[6] = 0x40;                      /* DF */
+	pkt[8] = 64;                        /* TTL */
+	pkt[9] = IPPROTO_TCP;
+	memcpy(pkt + 12, &k->local_ip, 4);
+	memcpy(pkt + 16, &k->remote_ip, 4);
+	uint8_t *tcp = pkt + 20;
+	memcpy(tcp, &k->local_port, 2);
+	memcpy(tcp + 2, &k->remote_port, 2);
+	uint32_t seq = (uint32_t)rand();
+	memcpy(tcp + 4, &seq, 4);
+	tcp[12] = 5 << 4;                   /* 20-byte header, no options */
+	tcp[13] = 0x02;                     /* SYN */
+	tcp[14] = 0x10;                     /* window 4096 */
+	uint16_t sum = stack_csum_finish(
+		stack_csum_add(stack_csum_pseudo(k->local_ip, k->remote_ip, IPPROTO_TCP, 20), tcp, 20));
+	memcpy(tcp + 16, &sum, 2);
+	/* The kernel fills the IP id and header checksum of IPPROTO_RAW sends. */
+	if (sendto(s->raw_fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)sizeof(pkt)) {
+		vmad_log(VLOG_DEBUG, "probe of a dead member's connection: %s", strerror(errno));
+		return;
+	}
+	s->orphans_probed++;
+}
+
 /* Every flow of a member that is gone, and the 5-tuples a root member wrote
- * into flows5 itself (their value is its slot). */
+ * into flows5 itself (their value is its slot). With sweep_flows5 (its
+ * process is gone) the peers of its TCP connections are reset. */
 static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flows5)
 {
 	struct vmad_conn *c = &s->conns[ci];
+	struct ring_xdp_key5 orphans[64];
+	unsigned norphans = 0;
 
 	for (int i = 0; i < VMAD_MAX_FLOWS; i++) {
 		struct vmad_flow *f = &s->flows[i];
@@ -587,6 +641,9 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 			continue;
 		for (unsigned h = 0; h < f->nholders; h++) {
 			if (f->holders[h].conn == ci) {
+				if (sweep_flows5 && f->kind == RING_FLOW_5TUPLE && f->key.k5.proto == IPPROTO_TCP &&
+				    !f->holders[h].to_kernel && f->nholders == 1 && norphans < 64)
+					orphans[norphans++] = f->key.k5;
 				vmad_flow_drop_holder(f, h);
 				break;
 			}
@@ -606,8 +663,12 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 		while (n < 256 && bpf_map_get_next_key(c->ifc->map_flows5, prev, &next) == 0) {
 			__u32 value;
 			if (bpf_map_lookup_elem(c->ifc->map_flows5, &next, &value) == 0 &&
-			    (value == c->slot || value == RING_XDP_KERNEL_OF(c->slot)))
+			    (value == c->slot || value == RING_XDP_KERNEL_OF(c->slot))) {
 				doomed[n++] = next;
+				/* Ours, not handed to the kernel: its peer waits for us. */
+				if (value == c->slot && next.proto == IPPROTO_TCP && norphans < 64)
+					orphans[norphans++] = next;
+			}
 			key = next;
 			prev = &key;
 		}
@@ -619,6 +680,12 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	}
 	if (removed)
 		vmad_log(VLOG_DEBUG, "%s: removed %u connections of member %u", c->ifc->name, removed, c->slot);
+	/* After the steering is gone: the peers' answers must reach the kernel. */
+	for (unsigned i = 0; i < norphans; i++)
+		vmad_probe_orphan(s, &orphans[i]);
+	if (norphans)
+		vmad_log(VLOG_INFO, "%s: member %u (pid %d) died with %u TCP connections: their peers are reset",
+			 c->ifc->name, c->slot, (int)c->cred.pid, norphans);
 }
 
 /* ---- members --------------------------------------------------------------- */
@@ -950,9 +1017,11 @@ static void vmad_status(struct vmad_server *s, int ci, struct vmad_reply *rep)
 	}
 	rep->members = n;
 	rep->status = 0;
-	snprintf(rep->message, sizeof(rep->message), "requests %llu refused %llu reclaimed %llu members %llu frames",
+	snprintf(rep->message, sizeof(rep->message),
+		 "requests %llu refused %llu reclaimed %llu members %llu frames orphans %llu",
 		 (unsigned long long)s->requests, (unsigned long long)s->refusals,
-		 (unsigned long long)s->members_reclaimed, (unsigned long long)s->frames_reclaimed);
+		 (unsigned long long)s->members_reclaimed, (unsigned long long)s->frames_reclaimed,
+		 (unsigned long long)s->orphans_probed);
 }
 
 /* Returns false when the connection should be closed. */
@@ -1199,6 +1268,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	memset(s, 0, sizeof(*s));
 	s->cfg = cfg;
 	s->listen_fd = -1;
+	s->raw_fd = -1;
 	for (int i = 0; i < VMAD_MAX_CONNS; i++) {
 		s->conns[i].fd = -1;
 		s->conns[i].xsk_fd = -1;
