@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "stats/stats.h"
 #include "stats/stats_layout.h"
+#include "vmad/vmad_client.h"
 #include "config.h"
 
 static pthread_once_t vma_once = PTHREAD_ONCE_INIT;
@@ -237,6 +238,17 @@ void vma_after_fork_child(void)
 	__atomic_store_n(&vma_engine_started, 0, __ATOMIC_RELEASE);
 	stats_after_fork_child();
 	vlog_debug("fork: child process %d inherits %u tracked fds", (int)self, sock_fd_tracked_count());
+}
+
+void vma_before_privilege_drop(void)
+{
+#if VMA_HAVE_XDP
+	if (!vma_init_once() || !g_cfg.offloaded_sockets)
+		return;
+	if (vmad_client_keep_spawner() != 0)
+		vlog_info("setuid: no vmad connection could be kept for after the privilege drop; sockets opened "
+			  "afterwards use the kernel unless a vmad service serves this user (docs/vmad.md)");
+#endif
 }
 
 void vma_set_sigint_cleanup(vma_cleanup_fn fn)

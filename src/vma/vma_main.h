@@ -18,6 +18,10 @@ bool vma_init_once(void);
  * inherited rings and offloaded sockets as the parent's here: a child
  * never tears down what the parent owns. */
 void vma_after_fork_child(void);
+/* The process (root) is about to give up effective uid 0 (setuid and kin):
+ * keeps what offloading needs root for (a vmad spawner connection), so the
+ * sockets it opens afterwards are offloaded (docs/vmad.md). */
+void vma_before_privilege_drop(void);
 
 /* The SIGINT cleanup (VMA_HANDLE_SIGINTR=1). Runs inside a signal handler:
  * whatever is registered must be async-signal-safe and idempotent. NULL =

@@ -2,7 +2,7 @@
  * (docs/process_model.md: one interface, many processes).
  *
  *   mp_server --port P [--bind ADDR] [--model M] [--workers N] [--size B]
- *             [--stats FILE] [--pidfile FILE] [--max-seconds S]
+ *             [--stats FILE] [--pidfile FILE] [--max-seconds S] [--user NAME]
  *
  * Models:
  *   single       one process, one epoll loop.
@@ -36,6 +36,8 @@
  * ID is the pid, or the thread id in the threads model. For forkconn the one
  * line is the master's: connections it accepted, requests its children
  * echoed (summed in shared memory). For UDP "accepted" is always 0.
+ * --user NAME: started as root, the server becomes NAME (setgroups, setgid,
+ * setuid) before it opens any socket, as daemons' "-u user" options do.
  * SIGTERM/SIGINT stop every model cleanly (exit 0). --max-seconds (default
  * 120) is a safety net: every process stops by itself after that long, so
  * a killed test never leaves a server behind.
@@ -47,6 +49,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -93,7 +97,8 @@ static struct {
 	const char *stats;
 	const char *pidfile;
 	int max_seconds;
-} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120 };
+	const char *user;
+} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120, NULL };
 
 static volatile sig_atomic_t stop_flag;
 /* Bumped by SIGUSR1; every worker compares it with the value it last saw,
@@ -871,7 +876,8 @@ static void usage(void)
 		"usage: mp_server --port P [--bind ADDR]\n"
 		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads|\n"
 		"                          udp-shared]\n"
-		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n");
+		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n"
+		"                 [--user NAME]\n");
 	exit(2);
 }
 
@@ -886,6 +892,7 @@ int main(int argc, char **argv)
 		{ "stats", required_argument, NULL, 'S' },
 		{ "pidfile", required_argument, NULL, 'P' },
 		{ "max-seconds", required_argument, NULL, 'T' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -908,6 +915,7 @@ int main(int argc, char **argv)
 		case 'S': opt.stats = optarg; break;
 		case 'P': opt.pidfile = optarg; break;
 		case 'T': opt.max_seconds = atoi(optarg); break;
+		case 'u': opt.user = optarg; break;
 		default: usage();
 		}
 	}
@@ -927,6 +935,13 @@ int main(int argc, char **argv)
 	set_handler(SIGUSR1, on_usr1);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (opt.user) {
+		struct passwd *pw = getpwnam(opt.user);
+		if (!pw || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+			msg("--user %s: %s", opt.user, pw ? strerror(errno) : "no such user");
+			return 1;
+		}
+	}
 	/* The per-thread models make their sockets in their threads. */
 	int ls = opt.model == M_THREADS_REUSEPORT || opt.model == M_UDP_THREADS ?
 			 -1 :

@@ -1,6 +1,7 @@
 /* fork, vfork, daemon: the child keeps every inherited socket usable (the
  * table and the objects are copied with our memory) and runs the post-fork
- * hook, which tells later parts that inherited rings belong to the parent. */
+ * hook, which tells later parts that inherited rings belong to the parent.
+ * setuid and kin: what needs root is prepared while we still have it. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
 #include "vma_main.h"
@@ -40,4 +41,52 @@ REDIRECT_EXPORT int daemon(int nochdir, int noclose)
 	if (ret == 0)
 		vma_after_fork_child();
 	return ret;
+}
+
+/* A call that may leave the process without effective uid 0 (-1 keeps an
+ * id): the last moment to prepare what needs root (vma_before_privilege_drop). */
+static void redirect_before_uid_change(uid_t new_euid)
+{
+	if (new_euid != (uid_t)-1 && new_euid != 0 && geteuid() == 0)
+		vma_before_privilege_drop();
+}
+
+REDIRECT_EXPORT int setuid(uid_t uid)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.setuid) orig = REDIRECT_ORIG_FN(setuid);
+	if (!orig)
+		return redirect_enosys();
+	redirect_before_uid_change(uid);
+	return orig(uid);
+}
+
+REDIRECT_EXPORT int seteuid(uid_t euid)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.seteuid) orig = REDIRECT_ORIG_FN(seteuid);
+	if (!orig)
+		return redirect_enosys();
+	redirect_before_uid_change(euid);
+	return orig(euid);
+}
+
+REDIRECT_EXPORT int setreuid(uid_t ruid, uid_t euid)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.setreuid) orig = REDIRECT_ORIG_FN(setreuid);
+	if (!orig)
+		return redirect_enosys();
+	redirect_before_uid_change(euid);
+	return orig(ruid, euid);
+}
+
+REDIRECT_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	__typeof__(redirect_orig.setresuid) orig = REDIRECT_ORIG_FN(setresuid);
+	if (!orig)
+		return redirect_enosys();
+	redirect_before_uid_change(euid);
+	return orig(ruid, euid, suid);
 }

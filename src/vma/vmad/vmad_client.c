@@ -264,15 +264,15 @@ static int vmad_client_request(int conn, const struct vmad_request *req, int sen
 	return 0;
 }
 
-int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
-		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
-{
-	struct vmad_request req;
-	struct vmad_reply rep;
-	int fds[VMAD_CLIENT_MAX_FDS];
-	unsigned nfds = 0;
+/* The SPAWNER connection of a process that was root when it dropped its
+ * privileges (vmad_client_keep_spawner); -1 without one. Inherited by
+ * forked children, which use it too: ADOPT has no reply on it. */
+static int vmad_client_spawner = -1;
 
-	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .flows5_fd = -1 };
+/* A connection to vmad, starting a private vmad first when none answers
+ * and this process may. */
+static int vmad_client_open(char *why, size_t why_len)
+{
 	int conn = vmad_client_connect(why, why_len);
 	if (conn == -ECONNREFUSED || conn == -ENOENT) {
 		if (geteuid() != 0) {
@@ -285,11 +285,115 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 			return err;
 		conn = vmad_client_connect(why, why_len);
 	}
+	if (conn < 0 && !why[0])
+		snprintf(why, why_len, "cannot reach vmad: %s", strerror(-conn));
+	return conn;
+}
+
+/* A new connection with the spawner's credentials: one end of a socketpair
+ * handed to vmad over the spawner; vmad's reply comes on the other end. */
+static int vmad_client_adopt(void)
+{
+	struct vmad_request req;
+	struct vmad_reply rep;
+	int sv[2];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return -errno;
+	memset(&req, 0, sizeof(req));
+	req.op = VMAD_OP_ADOPT;
+	req.version = VMAD_PROTO_VERSION;
+	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	memset(&ctl, 0, sizeof(ctl));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
+	/* vmad's end has SO_PASSCRED: the kernel adds our pid itself. */
+	ssize_t n;
+	do
+		n = sendmsg(vmad_client_spawner, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	int err = n == (ssize_t)sizeof(req) ? 0 : n < 0 ? -errno : -EPROTO;
+	close(sv[1]);
+	if (!err) {
+		struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
+		setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		do
+			n = recv(sv[0], &rep, sizeof(rep), 0);
+		while (n < 0 && errno == EINTR);
+		if (n != (ssize_t)sizeof(rep) || rep.op != VMAD_OP_ADOPT || rep.status != 0)
+			err = n < 0 ? -errno : -ECONNREFUSED;
+	}
+	if (err) {
+		close(sv[0]);
+		return err;
+	}
+	return sv[0];
+}
+
+int vmad_client_keep_spawner(void)
+{
+	struct vmad_request req;
+	struct vmad_reply rep;
+	char why[192] = "";
+
+	if (vmad_client_spawner >= 0)
+		return 0;
+	if (geteuid() != 0)
+		return -EPERM;
+	int conn = vmad_client_open(why, sizeof(why));
 	if (conn < 0) {
-		if (!why[0])
-			snprintf(why, why_len, "cannot reach vmad: %s", strerror(-conn));
+		vlog_debug("vmad: no spawner connection before the privilege drop: %s", why);
 		return conn;
 	}
+	memset(&req, 0, sizeof(req));
+	req.op = VMAD_OP_SPAWNER;
+	req.version = VMAD_PROTO_VERSION;
+	int err = vmad_client_request(conn, &req, -1, &rep, NULL, NULL);
+	if (!err && rep.status < 0)
+		err = rep.status;
+	if (err) {
+		vlog_debug("vmad: spawner refused: %s", strerror(-err));
+		close(conn);
+		return err;
+	}
+	vmad_client_spawner = conn;
+	vlog_debug("vmad: spawner connection kept across the privilege drop");
+	return 0;
+}
+
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
+		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
+{
+	struct vmad_request req;
+	struct vmad_reply rep;
+	int fds[VMAD_CLIENT_MAX_FDS];
+	unsigned nfds = 0;
+
+	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .flows5_fd = -1 };
+	int conn = -1;
+	if (vmad_client_spawner >= 0 && geteuid() != 0) {
+		/* Root once, not any more: a connection as the root we were. */
+		conn = vmad_client_adopt();
+		if (conn < 0) {
+			vlog_debug("vmad: the spawner connection failed (%s); dropped", strerror(-conn));
+			close(vmad_client_spawner);
+			vmad_client_spawner = -1;
+		}
+	}
+	if (conn < 0)
+		conn = vmad_client_open(why, why_len);
+	if (conn < 0)
+		return conn;
 	memset(&req, 0, sizeof(req));
 	req.op = VMAD_OP_JOIN;
 	req.version = VMAD_PROTO_VERSION;

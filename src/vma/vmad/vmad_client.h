@@ -30,6 +30,12 @@ struct vmad_join_slot {
  * -errno with why[] set for the one warning. slot may be NULL (any). */
 int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
 		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len);
+/* Before a root process drops its privileges (setuid and kin): keeps a
+ * SPAWNER connection to vmad (starting a private one if none runs), over
+ * which later joins get connections with root's credentials, so the
+ * process and its children stay offloaded (docs/vmad.md, "Privilege
+ * drop"). 0, or -errno (not root, no vmad) and nothing changes. */
+int vmad_client_keep_spawner(void);
 /* FLOW_ADD / FLOW_DEL over the membership; owner_fd is the kernel socket
  * proving the port (FLOW_ADD). 0 or -errno. */
 int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd);

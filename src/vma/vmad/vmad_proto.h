@@ -35,6 +35,17 @@ enum vmad_op {
 	VMAD_OP_FLOW_DEL = 3,
 	/* Counters and members, for vma_stats / tests. No fd. */
 	VMAD_OP_STATUS = 4,
+	/* Make this connection a spawner: later ADOPTs over it give new
+	 * connections its credentials. Sent by a privileged process before it
+	 * drops its privileges (setuid), so that its later joins still count
+	 * as its own (docs/vmad.md, "Privilege drop"). No fd. */
+	VMAD_OP_SPAWNER = 5,
+	/* Over a spawner: one fd, an end of a SOCK_SEQPACKET socketpair the
+	 * sender made; vmad adopts it as a new connection with the spawner's
+	 * uid, gid and groups and the sender's pid (SCM_CREDENTIALS, which the
+	 * kernel vouches for). The reply goes on the adopted connection, none
+	 * on the spawner (several processes may share it after fork). */
+	VMAD_OP_ADOPT = 6,
 };
 
 /* VMAD_OP_FLOW_ADD modes for a 3-tuple or group flow. */

@@ -85,6 +85,7 @@ struct vmad_conn {
 	enum vmad_conn_state state;
 	int fd;
 	struct ucred cred;
+	bool spawner;       /* VMAD_OP_SPAWNER: ADOPTs over it get its credentials */
 	gid_t gids[VMAD_MAX_GIDS];
 	size_t ngids;
 	struct vmad_iface *ifc;
@@ -1024,6 +1025,78 @@ static void vmad_status(struct vmad_server *s, int ci, struct vmad_reply *rep)
 		 (unsigned long long)s->orphans_probed);
 }
 
+/* ---- privilege drop: connections with a spawner's credentials ---------------- */
+
+static void vmad_spawner(struct vmad_server *s, int ci, struct vmad_reply *rep)
+{
+	struct vmad_conn *c = &s->conns[ci];
+	int on = 1;
+
+	if (c->state != VMAD_CONN_OPEN) {
+		vmad_refuse(s, rep, -EALREADY, "a member connection cannot be a spawner");
+		return;
+	}
+	/* The sender's pid of each ADOPT, as the kernel saw it. */
+	if (setsockopt(c->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+		vmad_refuse(s, rep, -errno, "SO_PASSCRED: %s", strerror(errno));
+		return;
+	}
+	c->spawner = true;
+	rep->status = 0;
+	vmad_log(VLOG_DEBUG, "pid %d uid %u keeps a spawner connection", (int)c->cred.pid, (unsigned)c->cred.uid);
+}
+
+/* A bad ADOPT gets no reply: its fd is closed, which its sender reads as
+ * the end of the new connection. */
+static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred *sender)
+{
+	struct vmad_conn *sp = &s->conns[ci];
+	int type = 0, domain = 0, nc;
+	socklen_t len = sizeof(int);
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	if (!sp->spawner || sender->pid <= 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX ||
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) != 0 || type != SOCK_SEQPACKET) {
+		s->refusals++;
+		vmad_log(VLOG_INFO, "pid %d: ADOPT refused (%s)", (int)sender->pid,
+			 !sp->spawner ? "not a spawner connection" : "not a unix seqpacket socket");
+		close(fd);
+		return;
+	}
+	for (nc = 0; nc < VMAD_MAX_CONNS && s->conns[nc].state != VMAD_CONN_FREE; nc++)
+		;
+	if (nc == VMAD_MAX_CONNS) {
+		s->refusals++;
+		vmad_log(VLOG_WARNING, "refusing a connection: too many members");
+		close(fd);
+		return;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	struct vmad_conn *c = &s->conns[nc];
+	memset(c, 0, sizeof(*c));
+	c->state = VMAD_CONN_OPEN;
+	c->fd = fd;
+	c->xsk_fd = -1;
+	/* Who it is: the spawner's identity, the process that sent it. */
+	c->cred = sp->cred;
+	c->cred.pid = sender->pid;
+	memcpy(c->gids, sp->gids, sizeof(c->gids));
+	c->ngids = sp->ngids;
+	struct vmad_reply rep = { .status = 0, .op = VMAD_OP_ADOPT };
+	if (vmad_send(s, nc, &rep, NULL, 0) != 0) {
+		close(c->fd);
+		memset(c, 0, sizeof(*c));
+		c->fd = -1;
+		c->xsk_fd = -1;
+		return;
+	}
+	vmad_log(VLOG_DEBUG, "pid %d: adopted a connection as uid %u (spawner pid %d)", (int)sender->pid,
+		 (unsigned)c->cred.uid, (int)sp->cred.pid);
+}
+
 /* Returns false when the connection should be closed. */
 static bool vmad_serve(struct vmad_server *s, int ci)
 {
@@ -1032,17 +1105,23 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	struct vmad_reply rep;
 	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		char buf[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			      .msg_controllen = sizeof(ctl.buf) };
 	int proof_fd = -1;
+	struct ucred sender = { .pid = 0 };
 
 	ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(sender))) {
+			memcpy(&sender, CMSG_DATA(cm), sizeof(sender));
+			continue;
+		}
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		unsigned count = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -1088,6 +1167,12 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	case VMAD_OP_STATUS:
 		vmad_status(s, ci, &rep);
 		goto send;
+	case VMAD_OP_SPAWNER:
+		vmad_spawner(s, ci, &rep);
+		goto send;
+	case VMAD_OP_ADOPT:
+		vmad_adopt(s, ci, proof_fd, &sender);
+		return true;   /* the fd is the adopted connection's (or closed); no reply here */
 	default:
 		vmad_refuse(s, &rep, -EOPNOTSUPP, "unknown request %u", req.op);
 	send:
