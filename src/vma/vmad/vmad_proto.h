@@ -6,7 +6,7 @@
  * One connection is one membership: a process joins one (interface, queue)
  * domain per connection and the connection's close (exit, crash, SIGKILL)
  * is how vmad learns the member is gone. Every request gets exactly one
- * reply, in order. File descriptors travel as SCM_RIGHTS with the message
+ * reply, in order (ADOPT's comes on the connection it adopts). File descriptors travel as SCM_RIGHTS with the message
  * they belong to.
  *
  * Address: the abstract name "\0" VMAD_ABSTRACT_NAME of the caller's network
