@@ -204,6 +204,8 @@ static void vma_init(void)
 	vma_set_sigint_cleanup(engine_shutdown_from_signal);
 
 	redirect_signal_init();
+	if (g_cfg.handle_sigsegv)
+		vlog_segv_install();
 	/* Covers forks that bypass our fork symbol (glibc's daemon(), a
 	 * library calling __fork); the pid guard makes it run once per child. */
 	pthread_atfork(vma_atfork_prepare, vma_atfork_parent, vma_atfork_child);

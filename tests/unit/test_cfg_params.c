@@ -447,6 +447,12 @@ START_TEST(test_table_is_consistent)
 		ck_assert_msg(cfg_param_find(row->name) == row, "%s is not unique", row->name);
 		ck_assert_msg(row->title && row->title[0], "%s has no title", row->name);
 		ck_assert_msg(strlen(row->description) > 30, "%s has no description", row->name);
+		/* A parameter that does nothing here says why; one in effect
+		 * has nothing to excuse. */
+		if (row->effect == CFG_EFFECT_NONE)
+			ck_assert_msg(row->effect_why && strlen(row->effect_why) > 20, "%s: no reason", row->name);
+		else
+			ck_assert_msg(!row->effect_why, "%s: a reason but no CFG_NO_EFFECT", row->name);
 		if (row->kind == CFG_KIND_STRING) {
 			ck_assert_msg(strlen(row->default_str) < row->size, "%s default too long", row->name);
 			continue;
@@ -548,10 +554,36 @@ START_TEST(test_banner_shows_changes_and_trace_level)
 	expect_line("Thread mode", "Single", "VMA_THREAD_MODE");
 	expect_line("Polling Rx on Tx TCP", "Enabled", "VMA_RX_POLL_ON_TX_TCP");
 
+	/* In effect: nothing after the name. */
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_RX_POLL]\n"));
+
 	/* Unchanged parameters stay out. */
 	ck_assert_ptr_null(strstr(captured, "[VMA_RX_BUFS]"));
 	ck_assert_ptr_null(strstr(captured, "[VMA_LOG_COLORS]"));
 	ck_assert_ptr_null(strstr(captured, "[VMA_CONFIG_FILE]"));
+}
+END_TEST
+
+/* A changed value that does nothing here says so in the banner. */
+START_TEST(test_banner_flags_parameters_without_effect)
+{
+	struct cfg_params p;
+	env_set("VMA_BF", "0");                   /* verbs only */
+	env_set("VMA_IPERF", "0");                /* no effect here */
+	env_set("VMA_CQ_MODERATION_COUNT", "48"); /* verbs only, but the default: not shown */
+	ck_assert_int_eq(load(&p), 0);
+	ck_assert_int_eq(cfg_param_find("VMA_BF")->effect, CFG_EFFECT_VERBS_ONLY);
+	ck_assert_int_eq(cfg_param_find("VMA_IPERF")->effect, CFG_EFFECT_NONE);
+
+	capture_begin();
+	cfg_params_print_banner(&p);
+	capture_end();
+	expect_line("BF (Blue Flame)", "Disabled", "VMA_BF");
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_BF] (no effect on xdp)\n"));
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_IPERF] (no effect here)\n"));
+	ck_assert_ptr_null(strstr(captured, "[VMA_CQ_MODERATION_COUNT]"));
+	/* Always-shown rows at their defaults carry no mark. */
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_TRACELEVEL]\n"));
 }
 END_TEST
 
@@ -581,6 +613,13 @@ START_TEST(test_markdown_mentions_every_row)
 		ck_assert_msg(strstr(doc, heading), "no section for %s", cfg_param_at(i)->name);
 	}
 	ck_assert_ptr_nonnull(strstr(doc, "`VMA_SPEC=15`"));
+	/* Each section says how the parameter acts here, and the table too. */
+	ck_assert_ptr_nonnull(strstr(doc, "### VMA_BF\n"));
+	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_BF\n"), "- Here: no effect on xdp (verbs backend only)\n"));
+	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_IPERF\n"), "- Here: no effect: the multi-threaded iperf"));
+	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_RX_POLL\n"), "- Here: in effect\n"));
+	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_BF`](#vma_bf) | boolean | Enabled | 0 or 1 | no effect on xdp |"));
+	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_RX_POLL`](#vma_rx_poll) | integer | 100000 | -1 to 100000000 | yes |"));
 	ck_assert_ptr_nonnull(strstr(doc, "| `VMA_RX_POLL` | -1 | 100000 |"));
 	free(doc);
 }
@@ -612,6 +651,7 @@ int main(void)
 	tcase_add_test(tc, test_every_profile_setting_is_valid);
 	tcase_add_test(tc, test_value_text);
 	tcase_add_test(tc, test_banner_shows_changes_and_trace_level);
+	tcase_add_test(tc, test_banner_flags_parameters_without_effect);
 	tcase_add_test(tc, test_banner_quiet_below_info);
 	tcase_add_test(tc, test_markdown_mentions_every_row);
 	suite_add_tcase(s, tc);

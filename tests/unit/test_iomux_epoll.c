@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <time.h>
 #include "test_iomux_fake.h"
+#include "iomux/iomux_internal.h"
 
 static int ep_new(void)
 {
@@ -467,6 +468,43 @@ START_TEST(spin_forever_until_timeout)
 }
 END_TEST
 
+/* VMA_SELECT_POLL_OS_FORCE: a set of kernel fds alone is spun on (for
+ * VMA_SELECT_POLL) before sleeping, instead of sleeping at once. */
+START_TEST(os_force_spins_on_kernel_fds_alone)
+{
+	g_cfg.select_poll = -1;   /* spin until the timeout */
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	int ep = ep_new();
+	struct iomux_epoll *set = (struct iomux_epoll *)iomux_epoll_lookup(ep);
+	struct epoll_event evs[2];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 5), 0);
+
+	/* Off: the kernel-only set sleeps, whatever VMA_SELECT_POLL says. */
+	double cpu0 = thread_cpu_ms();
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 60), 0);
+	ck_assert_msg(thread_cpu_ms() - cpu0 < 5, "used %.2f ms of CPU", thread_cpu_ms() - cpu0);
+
+	g_cfg.select_poll_os_force = 1;
+	cpu0 = thread_cpu_ms();
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 60), 0);
+	ck_assert_msg(thread_cpu_ms() - cpu0 >= 5, "used %.2f ms of CPU", thread_cpu_ms() - cpu0);
+
+	/* Data arriving meanwhile is found by polling: a hit, no sleep. */
+	uint64_t hits = set->stats->c.poll_hit;
+	struct late_write lw = { .fd = p[1], .ms = 20 };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, late_write_run, &lw), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 2000), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 5);
+	ck_assert_uint_eq(set->stats->c.poll_hit, hits + 1);
+	pthread_join(th, NULL);
+	ep_close(ep);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(signal_interrupts_with_eintr)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };
@@ -522,6 +560,7 @@ int main(void)
 	tcase_add_test(tc, nested_epoll_sees_offloaded_readiness);
 	tcase_add_test(tc, timeouts_zero_short_and_woken);
 	tcase_add_test(tc, spin_forever_until_timeout);
+	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, signal_interrupts_with_eintr);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -135,6 +135,29 @@ static void iomux_test_cfg(void)
 	g_cfg.select_skip_os = 4;
 }
 
+/* CPU time this thread used so far, in ms: spinning uses it, sleeping not. */
+static double thread_cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Writes one byte to fd after ms (a kernel fd becoming readable later). */
+struct late_write {
+	int fd;
+	int ms;
+};
+
+static void *late_write_run(void *arg)
+{
+	struct late_write *lw = arg;
+	struct timespec ts = { lw->ms / 1000, (long)(lw->ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	ck_assert_int_eq(write(lw->fd, "x", 1), 1);
+	return NULL;
+}
+
 static long long elapsed_ms_since(const struct timespec *t0)
 {
 	struct timespec t1;

@@ -147,6 +147,46 @@ START_TEST(poll_spin_forever_never_sleeps)
 }
 END_TEST
 
+/* VMA_SELECT_POLL_OS_FORCE: a set of kernel fds alone comes to us (it
+ * would go straight to libc otherwise) and is spun on before sleeping. */
+START_TEST(os_force_spins_on_kernel_fds_alone)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct pollfd fds[1] = { { .fd = p[0], .events = POLLIN } };
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(p[0], &r);
+	ck_assert(!iomux_poll_wanted(fds, 1));
+	ck_assert(!iomux_select_wanted(p[0] + 1, &r, NULL, NULL));
+
+	g_cfg.select_poll_os_force = 1;
+	g_cfg.select_poll = -1;   /* spin until the timeout */
+	ck_assert(iomux_poll_wanted(fds, 1));
+	ck_assert(iomux_select_wanted(p[0] + 1, &r, NULL, NULL));
+	ck_assert(!iomux_poll_wanted(fds, 0));   /* poll(fds, 0, t) is a sleep: the kernel's */
+
+	struct timespec t0, ts = { 0, 60 * 1000000L };
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double cpu0 = thread_cpu_ms();
+	ck_assert_int_eq(iomux_poll(fds, 1, &ts, NULL), 0);
+	ck_assert_int_ge(elapsed_ms_since(&t0), 59);
+	/* Spun, not slept: a sleeping poll uses well under a millisecond,
+	 * a spinning one most of the 60 ms even on a loaded machine. */
+	ck_assert_msg(thread_cpu_ms() - cpu0 >= 5, "used %.2f ms of CPU", thread_cpu_ms() - cpu0);
+
+	struct late_write lw = { .fd = p[1], .ms = 20 };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, late_write_run, &lw), 0);
+	ts.tv_sec = 2;
+	ck_assert_int_eq(iomux_poll(fds, 1, &ts, NULL), 1);
+	ck_assert_int_eq(fds[0].revents, POLLIN);
+	pthread_join(th, NULL);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(poll_eintr_and_sigmask)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };
@@ -271,6 +311,7 @@ int main(void)
 	tcase_add_test(tc, poll_skip_os_defers_kernel_check);
 	tcase_add_test(tc, poll_timeouts_and_ring_wakeup);
 	tcase_add_test(tc, poll_spin_forever_never_sleeps);
+	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, poll_eintr_and_sigmask);
 	tcase_add_test(tc, select_sets_counts_and_timeout);
 	tcase_add_test(tc, poll_many_fds_beyond_stack_array);

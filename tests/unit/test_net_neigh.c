@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <linux/neighbour.h>
 
+#include "config/cfg_params.h"
 #include "net/net.h"
 
 #define IFX 3
@@ -135,6 +136,51 @@ START_TEST(defaults_match_the_parameter_table)
 	ck_assert_uint_eq(s.uc_arp_quota, 3);
 	ck_assert_uint_eq(s.uc_arp_delay_msec, 10000);
 	ck_assert_uint_eq(s.num_err_retries, 1);
+	ck_assert_int_eq(cfg_param_find("VMA_NEIGH_UC_ARP_QUATA")->default_int, 3);
+	ck_assert_int_eq(cfg_param_find("VMA_NEIGH_UC_ARP_DELAY_MSEC")->default_int, 10000);
+	ck_assert_int_eq(cfg_param_find("VMA_NEIGH_NUM_ERR_RETRIES")->default_int, 1);
+}
+END_TEST
+
+/* The process's environment, as the library reads it at load. */
+static const char *neigh_env(const char *name)
+{
+	if (!strcmp(name, "VMA_NEIGH_UC_ARP_QUATA"))
+		return "1";
+	if (!strcmp(name, "VMA_NEIGH_UC_ARP_DELAY_MSEC"))
+		return "50";
+	if (!strcmp(name, "VMA_NEIGH_NUM_ERR_RETRIES"))
+		return "0";
+	return NULL;
+}
+
+START_TEST(parameters_drive_the_policy)
+{
+	uint8_t mac[NET_MAC_LEN];
+	ck_assert_int_eq(cfg_params_load(&g_cfg, neigh_env), 0);
+	net_neigh_settings_from_params(&settings);
+	ck_assert_uint_eq(settings.uc_arp_quota, 1);
+	ck_assert_uint_eq(settings.uc_arp_delay_msec, 50);
+	ck_assert_uint_eq(settings.num_err_retries, 0);
+
+	/* VMA_NEIGH_NUM_ERR_RETRIES=0: the first failure is final, where the
+	 * default (1) restarts and gets the answer. */
+	script(10, NUD_FAILED, false);
+	script(10, NUD_REACHABLE, true);
+	ck_assert_int_eq(resolve(mac, 1000), -EHOSTUNREACH);
+	ck_assert_int_eq(fk.triggers, 1);
+
+	/* VMA_NEIGH_UC_ARP_QUATA=1, _DELAY_MSEC=50: one re-validation of a
+	 * STALE entry, then it is distrusted 50 ms later (the defaults would
+	 * allow three, 10 s apart). */
+	memset(&fk, 0, sizeof(fk));
+	fk.now = 1000000;
+	set_entry(true, NUD_STALE, true, false);
+	ck_assert_int_eq(resolve(mac, 100), 0);
+	ck_assert_int_eq(fk.triggers, 1);
+	fk.now += 50;
+	ck_assert_int_eq(resolve(mac, 100), -ETIMEDOUT);
+	ck_assert_int_eq(fk.triggers, 2);
 }
 END_TEST
 
@@ -364,6 +410,7 @@ int main(void)
 	TCase *tc = tcase_create("resolve");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, defaults_match_the_parameter_table);
+	tcase_add_test(tc, parameters_drive_the_policy);
 	tcase_add_test(tc, usable_states_answer_at_once);
 	tcase_add_test(tc, stale_without_tracker_is_used_as_is);
 	tcase_add_test(tc, miss_triggers_and_waits_for_the_answer);

@@ -12,6 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "config/cfg_params.h"
+#include "ring/ring.h"
 #include "ring/ring_domain.h"
 
 #define RX_FRAMES 64u
@@ -40,7 +46,7 @@ static void fake_attach(struct ring_xsk_ring *r, struct fake_ring *f, uint32_t s
 
 static void setup(void)
 {
-	struct ring_domain_geometry geo = { RX_FRAMES, TX_FRAMES, 32, 32 };
+	struct ring_domain_geometry geo = { RX_FRAMES, TX_FRAMES, 32, 32, false };
 	mem_size = ring_domain_size(&geo);
 	mem = mmap(NULL, mem_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(mem, MAP_FAILED);
@@ -78,9 +84,9 @@ static void kernel_delivers(uint32_t n, unsigned slot, uint64_t *out)
 START_TEST(init_rejects_bad_geometry)
 {
 	struct ring_domain d;
-	struct ring_domain_geometry odd = { 48, 32, 32, 32 };
+	struct ring_domain_geometry odd = { 48, 32, 32, 32, false };
 	ck_assert_int_eq(ring_domain_init_memory(&d, mem, mem_size, &odd, 1, 0), -EINVAL);
-	struct ring_domain_geometry big = { RX_FRAMES * 2, TX_FRAMES, 32, 32 };
+	struct ring_domain_geometry big = { RX_FRAMES * 2, TX_FRAMES, 32, 32, false };
 	ck_assert_int_eq(ring_domain_init_memory(&d, mem, mem_size, &big, 1, 0), -EINVAL);
 }
 END_TEST
@@ -228,6 +234,104 @@ START_TEST(a_dead_members_frames_come_back)
 }
 END_TEST
 
+/* ---- VMA_MEM_ALLOC_TYPE: the memory the frames live in ---- */
+
+/* Bytes of free huge pages the system has right now (0 when none). */
+static size_t free_huge_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	unsigned long free_pages = 0, kb = 0;
+	char line[128];
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "HugePages_Free: %lu", &free_pages);
+		sscanf(line, "Hugepagesize: %lu kB", &kb);
+	}
+	fclose(f);
+	return (size_t)free_pages * kb * 1024;
+}
+
+/* The memfd is usable for size bytes: mapped shared, written, read back. */
+static void assert_usable(int fd, size_t size)
+{
+	struct stat st;
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_uint_ge((size_t)st.st_size, size);
+	uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	p[0] = 0x5a;
+	p[size - 1] = 0xa5;
+	ck_assert_uint_eq(p[0] + p[size - 1], 0xff);
+	munmap(p, size);
+}
+
+START_TEST(mem_alloc_type_2_asks_for_huge_pages)
+{
+	cfg_params_load(&g_cfg, NULL);
+	struct ring_config cfg;
+	struct ring_sizes sizes;
+	ring_config_from_params(&cfg);
+	ring_sizes_compute(&cfg, RING_XDP_FRAME_SIZE, &sizes);
+	ck_assert(!sizes.huge_pages);   /* default 1 (contiguous): ordinary pages */
+	g_cfg.mem_alloc_type = 2;
+	ring_config_from_params(&cfg);
+	ring_sizes_compute(&cfg, RING_XDP_FRAME_SIZE, &sizes);
+	ck_assert(sizes.huge_pages);
+}
+END_TEST
+
+START_TEST(memfd_on_huge_pages_or_one_warning_and_ordinary_pages)
+{
+	const size_t want = (size_t)3 << 20;   /* not a multiple of a 2 MiB page */
+	bool expect_huge = free_huge_bytes() >= ((size_t)4 << 20);
+
+	/* Ordinary pages when not asked, whatever the system has. */
+	size_t size = want;
+	int fd = ring_domain_memfd(&size, false);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(!ring_domain_memfd_is_huge(fd));
+	ck_assert_uint_eq(size, want);
+	assert_usable(fd, size);
+	close(fd);
+
+	/* The log (fd 2) into a file, to count the fallback warnings. */
+	char path[] = "/tmp/test_ring_domain_XXXXXX";
+	int log = mkstemp(path);
+	ck_assert_int_ge(log, 0);
+	unlink(path);
+	int saved = dup(2);
+	dup2(log, 2);
+	for (int round = 0; round < 2; round++) {
+		size = want;
+		fd = ring_domain_memfd(&size, true);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ring_domain_memfd_is_huge(fd), expect_huge);
+		if (expect_huge)
+			ck_assert_uint_eq(size, (size_t)4 << 20);   /* rounded up to whole huge pages */
+		else
+			ck_assert_uint_eq(size, want);
+		assert_usable(fd, size);
+		close(fd);
+	}
+	dup2(saved, 2);
+	close(saved);
+	char text[1024] = "";
+	ssize_t n = pread(log, text, sizeof(text) - 1, 0);
+	text[n > 0 ? n : 0] = '\0';
+	close(log);
+	const char *warning = "VMA_MEM_ALLOC_TYPE=2: no huge pages for the packet frames";
+	if (expect_huge) {
+		ck_assert_msg(!strstr(text, warning), "unexpected: %s", text);
+	} else {
+		/* Two domains, one warning. */
+		const char *first = strstr(text, warning);
+		ck_assert_msg(first, "no warning in: %s", text);
+		ck_assert_ptr_null(strstr(first + 1, warning));
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ring_domain");
@@ -241,6 +345,10 @@ int main(void)
 	tcase_add_test(tc, lock_left_by_a_dead_member_is_repaired);
 	tcase_add_test(tc, members_get_distinct_slots_until_full);
 	tcase_add_test(tc, a_dead_members_frames_come_back);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("memory");
+	tcase_add_test(tc, mem_alloc_type_2_asks_for_huge_pages);
+	tcase_add_test(tc, memfd_on_huge_pages_or_one_warning_and_ordinary_pages);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

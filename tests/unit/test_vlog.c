@@ -7,12 +7,15 @@
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include "log/vlog.h"
@@ -783,6 +786,84 @@ START_TEST(no_high_level_warning_below_debug)
 }
 END_TEST
 
+/* ---- VMA_HANDLE_SIGSEGV ---- */
+
+/* Runs a child that faults, with or without the handler; returns what it
+ * wrote to stderr and how it ended. */
+static void run_faulting_child(bool handler, char *out, size_t size, int *status)
+{
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rlimit no_core = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no_core);   /* no core file from the test */
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		/* The control runs with the default action itself, not with
+		 * whatever a sanitizer put there (which would print too). */
+		if (!handler)
+			signal(SIGSEGV, SIG_DFL);
+		if (handler && vlog_segv_install() != 0)
+			_exit(3);
+		/* A page with no access: a real fault, at an address that is
+		 * not NULL (UBSan would stop a NULL store before it faults). */
+		volatile int *target = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if ((void *)target == MAP_FAILED)
+			_exit(5);
+		*target = 1;
+		_exit(4);
+	}
+	close(pipefd[1]);
+	size_t len = 0;
+	ssize_t n;
+	while (len + 1 < size && (n = read(pipefd[0], out + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = '\0';
+	close(pipefd[0]);
+	ck_assert_int_eq(waitpid(pid, status, 0), pid);
+}
+
+START_TEST(sigsegv_handler_logs_a_backtrace_then_dies_of_sigsegv)
+{
+	static char out[1 << 16];
+	int status;
+	run_faulting_child(true, out, sizeof(out), &status);
+	/* Still the plain signal's death: the default action ran. */
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, output:\n%s", status, out);
+	assert_matches(out, "^VMA ERROR: signal 11 \\(SIGSEGV\\) at address 0x[0-9a-f]+; backtrace:\n");
+	/* backtrace_symbols_fd lines, "object(symbol+offset)[address]": the
+	 * test program's frames and libc's. */
+	assert_matches(out, "test_vlog\\([^)]*\\)\\[0x[0-9a-f]+\\]");
+	assert_matches(out, "libc\\.so[^(]*\\([^)]*\\)\\[0x[0-9a-f]+\\]");
+
+	/* Without the handler: the same death, nothing printed. */
+	run_faulting_child(false, out, sizeof(out), &status);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
+START_TEST(sigsegv_sent_by_kill_also_ends_the_process)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		struct rlimit no_core = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no_core);
+		vlog_segv_install();
+		kill(getpid(), SIGSEGV);   /* no fault to repeat: the handler re-raises */
+		_exit(4);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x", status);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("vlog");
@@ -824,6 +905,11 @@ int main(void)
 	tcase_add_test(tc, log_file_switch_goes_to_the_new_file);
 	tcase_add_test(tc, bad_log_file_warns_and_stays_on_stderr);
 	tcase_add_test(tc, forked_child_logs_its_own_pid_and_file);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sigsegv");
+	tcase_add_test(tc, sigsegv_handler_logs_a_backtrace_then_dies_of_sigsegv);
+	tcase_add_test(tc, sigsegv_sent_by_kill_also_ends_the_process);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

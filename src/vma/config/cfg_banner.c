@@ -66,7 +66,9 @@ void cfg_params_print_banner(const struct cfg_params *p)
 		if (!cfg_banner_always(row) && cfg_param_is_default(p, row))
 			continue;
 		cfg_param_value_text(p, row, text, sizeof(text));
-		vlog_info("%-30s %-26s [%s]", row->title, text, row->name);
+		/* A changed value that does nothing here says so, so nobody
+		 * tunes a knob of another backend and trusts the result. */
+		vlog_info("%-30s %-26s [%s]%s", row->title, text, row->name, cfg_param_effect_suffix(row));
 	}
 	vlog_info(CFG_BANNER_RULE);
 }
@@ -154,7 +156,9 @@ static void cfg_write_row(FILE *out, const struct cfg_param_row *row)
 			fprintf(out, "%s `%d` %s", l == row->labels ? "" : ";", l->value, l->text);
 		fputc('\n', out);
 	}
-	fprintf(out, "- Banner: %s\n\n%s\n\n", row->title, row->description);
+	fprintf(out, "- Banner: %s\n", row->title);
+	fprintf(out, "- Here: %s%s%s\n\n%s\n\n", cfg_param_effect_text(row), row->effect_why ? ": " : "",
+		row->effect_why ? row->effect_why : "", row->description);
 }
 
 static void cfg_write_specs(FILE *out)
@@ -192,9 +196,18 @@ void cfg_params_write_markdown(FILE *out)
 	      "the default stays in force. At startup the library prints every parameter that "
 	      "differs from its default, plus the log level and log file, in the format of the "
 	      "\"Banner\" titles below. `$sysconfdir` is the directory chosen at "
-	      "configure time (`/usr/local/etc` by default, `/etc` with `--sysconfdir=/etc`).\n\n", out);
+	      "configure time (`/usr/local/etc` by default, `/etc` with `--sysconfdir=/etc`).\n\n"
+	      "The parameters are those of the original VMA, and not all of them mean something "
+	      "here. \"Here\" (the last column of the table, a line in each section) says how "
+	      "each acts in this implementation, whose rings are AF_XDP sockets: *in effect*; "
+	      "*no effect on xdp* for a parameter that only means something on a verbs (RDMA) "
+	      "NIC, such as completion-queue moderation, BlueFlame, inline sends, IPoIB or "
+	      "on-device memory (the verbs backend is a build target only); or *no effect*, "
+	      "with the reason. Such parameters are still accepted and validated, so existing "
+	      "configurations keep working, and the banner adds \"(no effect on xdp)\" or "
+	      "\"(no effect here)\" next to one that was changed from its default.\n\n", out);
 	fprintf(out, "%d parameters.\n\n", cfg_params_count());
-	fputs("| Variable | Type | Default | Accepted |\n| --- | --- | --- | --- |\n", out);
+	fputs("| Variable | Type | Default | Accepted | Here |\n| --- | --- | --- | --- | --- |\n", out);
 	for (int i = 0; i < cfg_params_count(); i++) {
 		const struct cfg_param_row *row = cfg_param_at(i);
 		cfg_doc_default_text(row, def, sizeof(def));
@@ -202,7 +215,8 @@ void cfg_params_write_markdown(FILE *out)
 		fprintf(out, "| [`%s`](#vma_%s) | %s | %s | ", row->name, row->field, cfg_kind_name(row),
 			def[0] ? def : "(empty)");
 		cfg_write_range(out, row);
-		fputs(" |\n", out);
+		fprintf(out, " | %s |\n", row->effect == CFG_EFFECT_USED || row->effect == CFG_EFFECT_LOADER ? "yes"
+					 : row->effect == CFG_EFFECT_VERBS_ONLY ? "no effect on xdp" : "no effect");
 	}
 	fputs("\n## Parameters\n\n", out);
 	for (int i = 0; i < cfg_params_count(); i++) {

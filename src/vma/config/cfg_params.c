@@ -15,28 +15,40 @@
 
 struct cfg_params g_cfg;
 
+/* The description and the optional effect mark arrive together as the
+ * variadic tail of a row: the marks expand to further designated
+ * initializers, so ".description = <tail>" takes both, and a row without a
+ * mark leaves .effect at CFG_EFFECT_USED (0). */
+#define CFG_VERBS_ONLY .effect = CFG_EFFECT_VERBS_ONLY
+#define CFG_NO_EFFECT(why) .effect = CFG_EFFECT_NONE, .effect_why = why
+#define CFG_VIA_LOADER .effect = CFG_EFFECT_LOADER
+
 static const struct cfg_param_row cfg_rows[] = {
-#define CFG_NUMERIC(kind_, name_, field_, def_, min_, max_, title_, labels_, desc_) \
+#define CFG_NUMERIC(kind_, name_, field_, def_, min_, max_, title_, labels_, ...) \
 	{ .name = #name_, .field = #field_, .kind = kind_,                         \
 	  .offset = offsetof(struct cfg_params, field_),                           \
 	  .size = sizeof(((struct cfg_params *)0)->field_),                        \
 	  .default_int = def_, .default_str = NULL, .min = min_, .max = max_,      \
-	  .title = title_, .labels = labels_, .description = desc_ },
-#define CFG_STRING(name_, field_, size_, def_, title_, desc_)                   \
+	  .title = title_, .labels = labels_, .description = __VA_ARGS__ },
+#define CFG_STRING(name_, field_, size_, def_, title_, ...)                     \
 	{ .name = #name_, .field = #field_, .kind = CFG_KIND_STRING,               \
 	  .offset = offsetof(struct cfg_params, field_), .size = size_,            \
 	  .default_int = 0, .default_str = def_, .min = 0, .max = 0,               \
-	  .title = title_, .labels = NULL, .description = desc_ },
+	  .title = title_, .labels = NULL, .description = __VA_ARGS__ },
 #include "config/cfg_params.def"
 #undef CFG_NUMERIC
 #undef CFG_STRING
 };
 
+#undef CFG_VERBS_ONLY
+#undef CFG_NO_EFFECT
+#undef CFG_VIA_LOADER
+
 #define CFG_ROW_COUNT ((int)(sizeof(cfg_rows) / sizeof(cfg_rows[0])))
 
 /* The default text must fit its array: checked when the library is built. */
-#define CFG_NUMERIC(kind, name, field, def, min, max, title, labels, desc)
-#define CFG_STRING(name, field, size, def, title, desc) \
+#define CFG_NUMERIC(kind, name, field, def, min, max, title, labels, ...)
+#define CFG_STRING(name, field, size, def, title, ...) \
 	_Static_assert(sizeof(def) <= (size), #name " default does not fit");
 #include "config/cfg_params.def"
 #undef CFG_NUMERIC
@@ -84,6 +96,26 @@ bool cfg_param_is_default(const struct cfg_params *p, const struct cfg_param_row
 	if (row->kind == CFG_KIND_STRING)
 		return !strcmp(cfg_param_get_str(p, row), row->default_str);
 	return cfg_param_get_int(p, row) == row->default_int;
+}
+
+const char *cfg_param_effect_text(const struct cfg_param_row *row)
+{
+	switch (row->effect) {
+	case CFG_EFFECT_USED: return "in effect";
+	case CFG_EFFECT_LOADER: return "in effect (sets other parameters as the library loads)";
+	case CFG_EFFECT_VERBS_ONLY: return "no effect on xdp (verbs backend only)";
+	case CFG_EFFECT_NONE: return "no effect";
+	}
+	return "?";
+}
+
+const char *cfg_param_effect_suffix(const struct cfg_param_row *row)
+{
+	switch (row->effect) {
+	case CFG_EFFECT_VERBS_ONLY: return " (no effect on xdp)";
+	case CFG_EFFECT_NONE: return " (no effect here)";
+	default: return "";
+	}
 }
 
 const char *cfg_param_label(const struct cfg_param_row *row, int value)

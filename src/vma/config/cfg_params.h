@@ -50,6 +50,18 @@ typedef enum cfg_kind {
 	CFG_KIND_SPEC,    /* VMA_SPEC: a profile name or its numeric alias */
 } cfg_kind_t;
 
+/* How a parameter acts in this implementation (the xdp backend). Marked per
+ * row in cfg_params.def, shown in docs/parameters.md and, for a value the
+ * user changed, in the banner; tests/unit/check_params_effect.sh checks that
+ * every row marked "in effect" is read by code outside config/ and that no
+ * row marked otherwise is. */
+typedef enum cfg_effect {
+	CFG_EFFECT_USED = 0,    /* read by the code that does what it says */
+	CFG_EFFECT_LOADER,      /* acts while the table loads, by setting other rows (VMA_SPEC) */
+	CFG_EFFECT_VERBS_ONLY,  /* means something on a verbs (RDMA) NIC only: no effect on xdp */
+	CFG_EFFECT_NONE,        /* no effect here; effect_why says why */
+} cfg_effect_t;
+
 /* One documented value of a numeric parameter; lists end with text == NULL. */
 struct cfg_label {
 	int value;
@@ -68,6 +80,8 @@ struct cfg_param_row {
 	const char *title;         /* banner title, "Rx Poll Loops" */
 	const struct cfg_label *labels;  /* NULL when none */
 	const char *description;
+	cfg_effect_t effect;
+	const char *effect_why;    /* CFG_EFFECT_NONE (and optionally others): one line */
 };
 
 /* Row i (0 <= i < cfg_params_count()), or NULL. */
@@ -89,6 +103,12 @@ const char *cfg_param_value_text(const struct cfg_params *p, const struct cfg_pa
 				 char *buf, size_t size);
 /* Same for the documented default (no struct needed). */
 const char *cfg_param_default_text(const struct cfg_param_row *row, char *buf, size_t size);
+
+/* Short text for the row's effect: "in effect", "no effect on xdp"... */
+const char *cfg_param_effect_text(const struct cfg_param_row *row);
+/* What the banner appends to a changed value that does nothing here:
+ * " (no effect on xdp)", " (no effect here)", or "". */
+const char *cfg_param_effect_suffix(const struct cfg_param_row *row);
 
 /* Label for value, or NULL. */
 const char *cfg_param_label(const struct cfg_param_row *row, int value);

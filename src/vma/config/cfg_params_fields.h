@@ -8,8 +8,8 @@
 #define CFG_NAME_SIZE 256    /* identifiers and CPU lists */
 
 struct cfg_params {
-#define CFG_NUMERIC(kind, name, field, def, min, max, title, labels, desc) int field;
-#define CFG_STRING(name, field, size, def, title, desc) char field[size];
+#define CFG_NUMERIC(kind, name, field, def, min, max, title, labels, ...) int field;
+#define CFG_STRING(name, field, size, def, title, ...) char field[size];
 #include "config/cfg_params.def"
 #undef CFG_NUMERIC
 #undef CFG_STRING

@@ -80,7 +80,9 @@ bool iomux_poll_wanted(const struct pollfd *fds, nfds_t nfds)
 	bool wanted = false;
 	for (nfds_t i = 0; i < nfds; i++)
 		wanted |= fd_is_offloaded(fds[i].fd);
-	return wanted;
+	/* VMA_SELECT_POLL_OS_FORCE: kernel fds alone are spun on too (for
+	 * VMA_SELECT_POLL) before sleeping; an empty set is a plain sleep. */
+	return wanted || (nfds > 0 && g_cfg.select_poll_os_force);
 }
 
 bool iomux_select_wanted(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
@@ -89,13 +91,15 @@ bool iomux_select_wanted(int nfds, const fd_set *r, const fd_set *w, const fd_se
 	 * left to the kernel, which knows their real size. */
 	if (nfds <= 0 || nfds > FD_SETSIZE)
 		return false;
-	bool wanted = false;
+	bool wanted = false, any = false;
 	for (int fd = 0; fd < nfds; fd++) {
 		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
 			continue;
+		any = true;
 		wanted |= fd_is_offloaded(fd);
 	}
-	return wanted;
+	/* As for poll: VMA_SELECT_POLL_OS_FORCE spins on kernel fds alone. */
+	return wanted || (any && g_cfg.select_poll_os_force);
 }
 
 /* One pass: the kernel's view when os is set (else nothing for kernel

@@ -236,6 +236,20 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			}
 			return wait_done(ep, n, start, slept);
 		}
+		if (!offloaded && g_cfg.select_poll_os_force && slept == 0) {
+			/* VMA_SELECT_POLL_OS_FORCE: kernel fds alone are
+			 * spun on too, for VMA_SELECT_POLL, before sleeping. */
+			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+			if (n != 0) {
+				st->c.poll_hit += n > 0;   /* found polling, not sleeping */
+				return wait_done(ep, n, start, slept);
+			}
+			int64_t now = iomux_now_ns();
+			if (now >= deadline)
+				return wait_done(ep, 0, start, slept);
+			if (iomux_spinning(start, now))
+				continue;
+		}
 		if (!offloaded) {
 			/* Kernel fds only: nothing to spin on, sleep at once. */
 			bool woke = false;

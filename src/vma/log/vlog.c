@@ -295,6 +295,11 @@ static int vlog_colors_for_line(void)
 	return active;
 }
 
+int vlog_sink(void)
+{
+	return __atomic_load_n(&vlog_sink_fd, __ATOMIC_RELAXED);
+}
+
 void vlog_vprint(int level, const char *fmt, va_list ap)
 {
 	if (level >= VLOG_PANIC && level <= vlog_get_level()) {

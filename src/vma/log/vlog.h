@@ -75,6 +75,14 @@ size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
 /* Prints the seeds' "high log level" warning box when level >= DEBUG. */
 void vlog_warn_if_high_level(void);
 
+/* The fd log lines go to right now (stderr or the VMA_LOG_FILE). */
+int vlog_sink(void);
+
+/* VMA_HANDLE_SIGSEGV (vlog_segv.c): installs a SIGSEGV handler that logs a
+ * backtrace, then lets the default action end the process. 0, or -1 with a
+ * warning. */
+int vlog_segv_install(void);
+
 /* Closes a log file and goes back to stderr (at exit). Lines are never
  * buffered, so there is nothing to flush. */
 void vlog_shutdown(void);

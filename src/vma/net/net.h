@@ -135,6 +135,8 @@ struct net_neigh_settings {
 	unsigned int num_err_retries;   /* restarts after the kernel reports NUD_FAILED */
 };
 void net_neigh_settings_default(struct net_neigh_settings *settings);
+/* The values of those three parameters in g_cfg (the library's, once loaded). */
+void net_neigh_settings_from_params(struct net_neigh_settings *settings);
 
 /* A state whose MAC may be used right away. */
 bool net_neigh_state_usable(unsigned int nud_state);

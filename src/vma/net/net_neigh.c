@@ -1,6 +1,7 @@
 /* Neighbour resolution policy. ARP itself stays with the kernel: we only ask
  * it to resolve (or re-validate) and watch what it reports. */
 #include "net/net.h"
+#include "config/cfg_params.h"
 
 #include <errno.h>
 #include <string.h>
@@ -13,6 +14,14 @@ void net_neigh_settings_default(struct net_neigh_settings *settings)
 	settings->uc_arp_quota = 3;
 	settings->uc_arp_delay_msec = 10000;
 	settings->num_err_retries = 1;
+}
+
+void net_neigh_settings_from_params(struct net_neigh_settings *settings)
+{
+	/* The table keeps all three non-negative. */
+	settings->uc_arp_quota = (unsigned int)g_cfg.neigh_uc_arp_quata;
+	settings->uc_arp_delay_msec = (unsigned int)g_cfg.neigh_uc_arp_delay_msec;
+	settings->num_err_retries = (unsigned int)g_cfg.neigh_num_err_retries;
 }
 
 bool net_neigh_state_usable(unsigned int nud_state)

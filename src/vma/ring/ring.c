@@ -72,6 +72,7 @@ void ring_sizes_compute(const struct ring_config *cfg, uint32_t frame_size, stru
 	out->tx_batch = ring_or(cfg->tx_wre_batching, 64);
 	if (out->tx_batch > tx_frames)
 		out->tx_batch = tx_frames;
+	out->huge_pages = cfg->huge_pages;
 }
 
 void ring_config_from_params(struct ring_config *cfg)
@@ -84,6 +85,9 @@ void ring_config_from_params(struct ring_config *cfg)
 		.tx_wre = (unsigned)g_cfg.tx_wre,
 		.rx_wre_batching = (unsigned)g_cfg.rx_wre_batching,
 		.tx_wre_batching = (unsigned)g_cfg.tx_wre_batching,
+		/* 0 (anonymous) and 1 (contiguous) both mean ordinary pages
+		 * here: a memfd has no contiguous-pages flavour. */
+		.huge_pages = g_cfg.mem_alloc_type == 2,
 	};
 }
 

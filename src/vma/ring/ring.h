@@ -130,6 +130,7 @@ struct ring_config {
 	unsigned tx_wre_batching; /* VMA_TX_WRE_BATCHING: sends per doorbell at most */
 	size_t max_ring_mem;      /* bytes of frames per ring; 0 = RING_DEFAULT_MAX_MEM */
 	int force_skb_mode;       /* xdp: do not try native (driver) mode */
+	bool huge_pages;          /* VMA_MEM_ALLOC_TYPE=2: frames on huge pages if possible */
 };
 
 #define RING_DEFAULT_MAX_MEM ((size_t)32 << 20)
@@ -141,6 +142,7 @@ struct ring_sizes {
 	uint32_t tx_frames;   /* = TX ring = completion ring size */
 	uint32_t rx_batch;
 	uint32_t tx_batch;
+	bool huge_pages;      /* ask for the frames on huge pages (ring_config) */
 };
 
 /* Sizing rules shared by the backends (powers of two, memory cap for

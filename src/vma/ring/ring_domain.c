@@ -217,6 +217,63 @@ int ring_domain_init_memory(struct ring_domain *d, void *mem, size_t size, const
 	return 0;
 }
 
+bool ring_domain_memfd_is_huge(int memfd)
+{
+	/* hugetlbfs reports its page size as the block size, tmpfs the base page. */
+	struct stat st;
+	return fstat(memfd, &st) == 0 && st.st_blksize > (blksize_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A huge-page memfd of at least *size bytes whose pages are reserved, or -1
+ * (with the reason in errno) when the system cannot give them. */
+static int ring_domain_memfd_huge(size_t *size)
+{
+	int fd = memfd_create("vma-ring-domain", MFD_CLOEXEC | MFD_HUGETLB);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	size_t page = fstat(fd, &st) == 0 && st.st_blksize > 0 ? (size_t)st.st_blksize : (size_t)2 << 20;
+	size_t want = ring_domain_align(*size, page);
+	/* ftruncate does not reserve huge pages; a shared mapping reserves
+	 * the whole file and fails at once when they are not free, where a
+	 * fault later would be a SIGBUS. The reservation stays with the file. */
+	if (ftruncate(fd, (off_t)want) == 0) {
+		void *probe = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (probe != MAP_FAILED) {
+			munmap(probe, want);
+			*size = want;
+			return fd;
+		}
+	}
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+int ring_domain_memfd(size_t *size, bool huge)
+{
+	if (huge) {
+		int fd = ring_domain_memfd_huge(size);
+		if (fd >= 0)
+			return fd;
+		/* One warning per process: every domain would say the same. */
+		static bool warned;
+		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+			vlog_warn("VMA_MEM_ALLOC_TYPE=2: no huge pages for the packet frames (%s; see "
+				  "/proc/sys/vm/nr_hugepages); using ordinary pages", strerror(errno));
+	}
+	int fd = memfd_create("vma-ring-domain", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)*size) != 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int ring_domain_create(struct ring_domain *d, const struct ring_domain_geometry *geo, unsigned ifindex,
 		       unsigned queue, uint16_t xdp_flags)
 {
@@ -227,12 +284,11 @@ int ring_domain_create(struct ring_domain *d, const struct ring_domain_geometry 
 	d->memfd = -1;
 	d->umem_fd = -1;
 	d->creator = true;
-	d->memfd = memfd_create("vma-ring-domain", MFD_CLOEXEC);
-	if (d->memfd < 0)
-		return -errno;
-	if (ftruncate(d->memfd, (off_t)total) != 0) {
-		err = -errno;
-		goto fail;
+	d->memfd = ring_domain_memfd(&total, geo->huge_pages);
+	if (d->memfd < 0) {
+		err = d->memfd;
+		d->memfd = -1;
+		return err;
 	}
 	void *map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, d->memfd, 0);
 	if (map == MAP_FAILED) {

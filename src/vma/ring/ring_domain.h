@@ -111,6 +111,7 @@ struct ring_domain_geometry {
 	uint32_t tx_frames;
 	uint32_t rx_descs;
 	uint32_t tx_descs;
+	bool huge_pages;    /* frames on huge pages when the system has them free */
 };
 
 /* ---- vmad --------------------------------------------------------------- */
@@ -122,6 +123,14 @@ size_t ring_domain_size(const struct ring_domain_geometry *geo);
  * and the unit tests with anonymous shared memory and rings of their own. */
 int ring_domain_init_memory(struct ring_domain *d, void *mem, size_t size, const struct ring_domain_geometry *geo,
 			    unsigned ifindex, unsigned queue);
+
+/* A memfd of at least *size bytes for a domain, resized and with *size set
+ * to its real size. With huge set, on huge pages (MFD_HUGETLB, the size
+ * rounded up to a huge page) when enough are free, else on ordinary pages:
+ * never fails for lack of huge pages. -errno on other errors. */
+int ring_domain_memfd(size_t *size, bool huge);
+/* Whether memfd is backed by huge pages. */
+bool ring_domain_memfd_is_huge(int memfd);
 
 /* Creates the memfd, the header, the UMEM socket bound to (ifindex, queue)
  * with xdp_flags (XDP_COPY / XDP_ZEROCOPY / 0) and puts every RX frame in

@@ -16,6 +16,7 @@
 #include "redirect/redirect_orig.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
+#include "sock/sock_prefetch.h"
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "stats/stats.h"
@@ -133,10 +134,18 @@ static int sock_offload_nif_tx_send(void *ring, struct ring_buf *frame)
 static void sock_offload_input_batch(struct sock_offload *ctx, struct sock_offload_if *ifc, struct ring_buf **bufs,
 				     int n)
 {
+	int ahead = g_cfg.rx_prefetch_bytes;
 	if (ctx->tcp)
 		tcp_rx_batch_begin(ctx->tcp);
-	for (int i = 0; i < n; i++)
+	if (n > 0)
+		sock_prefetch(bufs[0]->data, bufs[0]->len, ahead);
+	for (int i = 0; i < n; i++) {
+		/* VMA_RX_PREFETCH_BYTES: the next frame of the burst comes
+		 * into the cache while the stack works on this one. */
+		if (i + 1 < n)
+			sock_prefetch(bufs[i + 1]->data, bufs[i + 1]->len, ahead);
 		stack_input(ctx->stack, &ifc->nif, bufs[i]);
+	}
 	if (ctx->tcp)
 		tcp_rx_batch_end(ctx->tcp);
 }
@@ -387,6 +396,11 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 			vlog_warn("UDP offload disabled: cannot read the network configuration (%s)", strerror(-err));
 			return false;
 		}
+		/* net_open starts from the documented defaults; the process's
+		 * VMA_NEIGH_* values replace them before anything resolves. */
+		struct net_neigh_settings neigh;
+		net_neigh_settings_from_params(&neigh);
+		net_set_neigh_settings(ctx->net, &neigh);
 	} else {
 		ctx->net = sock_offload_lane[0]->net;
 	}

@@ -12,6 +12,7 @@
 
 #include "config/cfg_params.h"
 #include "redirect/redirect_orig.h"
+#include "sock/sock_prefetch.h"
 #include "sock/sock_tcp_internal.h"
 
 #define SOCK_TCP_SLEEP_CAP_MS 200
@@ -375,6 +376,8 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 			uint32_t chunk = left > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)left;
 			bool last = sent + chunk >= total;
 			unsigned wf = (!last || (flags & MSG_MORE)) ? TCP_WRITE_MORE : 0;
+			/* VMA_TX_PREFETCH_BYTES: the data tcp_write copies. */
+			sock_prefetch((const char *)msg->msg_iov[vi].iov_base + voff, chunk, g_cfg.tx_prefetch_bytes);
 			r = tcp_write(s->pcb, (const char *)msg->msg_iov[vi].iov_base + voff, chunk, wf);
 			if (r <= 0)
 				break;

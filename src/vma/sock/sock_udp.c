@@ -87,13 +87,27 @@ static void sock_udp_group_attach_locked(struct sock_udp *s, struct sock_udp_gro
 /* The flow steered on one interface of ctx. A socket bound to INADDR_ANY
  * is steered for the interface's own address only: the stack accepts
  * nothing else, so datagrams to another address of the interface (a
- * secondary one, or one added later) must stay with the kernel socket. */
-static struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, const struct sock_offload *ctx, unsigned slot)
+ * secondary one, or one added later) must stay with the kernel socket.
+ * Attach and detach both come here, so they always agree on the key. */
+struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, const struct sock_offload *ctx, unsigned slot)
 {
 	struct ring_flow flow = s->flow;
 	if (flow.local_ip == INADDR_ANY)
 		flow.local_ip = ctx->ifs[slot].nif.ip;
 	return flow;
+}
+
+void sock_udp_flow_choose_tuple(struct sock_udp *s)
+{
+	/* VMA_UDP_3T_RULES=0: a connected socket is steered by its 5-tuple,
+	 * so the XDP program sends it only its peer's datagrams (the others
+	 * reach the connected kernel socket, which drops them as Linux does).
+	 * Not when the port's steering is shared (fork, SO_REUSEPORT): a
+	 * 5-tuple has a single owner. Called with no flow attached, so the
+	 * key detach computes is always the one attach used. */
+	bool five = !g_cfg.udp_3t_rules && s->connected && !s->share && s->remote_ip && s->remote_port;
+	s->flow.remote_ip = five ? s->remote_ip : 0;
+	s->flow.remote_port = five ? s->remote_port : 0;
 }
 
 static void sock_udp_flows_detach_locked(struct sock_udp *s);
@@ -193,6 +207,7 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 	socklen_t rl = sizeof(reuseport);
 	if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
 		s->share = true;
+	sock_udp_flow_choose_tuple(s);
 	sock_udp_flows_attach_locked(s);
 	for (unsigned i = 0; i < s->ngroups; i++)
 		sock_udp_group_attach_locked(s, &s->groups[i]);
@@ -781,6 +796,7 @@ void sock_udp_fork_join(struct sock_udp *s)
 		sock_udp_rx_setup_locked(s);
 	} else if (s->fork_dormant && s->ctx == ctx && !ctx->dead) {
 		s->share = true;
+		sock_udp_flow_choose_tuple(s);   /* shared now: back to the 3-tuple */
 		sock_udp_flows_attach_locked(s);
 	}
 	s->fork_dormant = false;

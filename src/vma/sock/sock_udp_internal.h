@@ -122,6 +122,16 @@ struct sock_udp {
 	struct ring_buf_pool *heaps[SOCK_UDP_HEAPS];
 };
 
+/* Sets s->flow's peer for the next attach: the connected peer under
+ * VMA_UDP_3T_RULES=0 (a 5-tuple), none otherwise (a 3-tuple). sock_udp.c */
+void sock_udp_flow_choose_tuple(struct sock_udp *s);
+/* Empty polls a blocking receive makes before sleeping: VMA_RX_POLL once
+ * the socket's flow or a group is steered to the ring, VMA_RX_POLL_INIT
+ * before (sock_udp_io.c). */
+int sock_udp_rx_poll_budget(const struct sock_udp *s);
+/* The key s->flow is steered with on interface slot of ctx. */
+struct ring_flow sock_udp_slot_flow(const struct sock_udp *s, const struct sock_offload *ctx, unsigned slot);
+
 static inline struct sock_udp *sock_udp_of(struct sock_obj *obj)
 {
 	return (struct sock_udp *)obj;

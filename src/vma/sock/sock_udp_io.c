@@ -12,6 +12,7 @@
 #include "config/cfg_rules.h"
 #include "engine/engine.h"
 #include "redirect/redirect_orig.h"
+#include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
 
 #define SOCK_UDP_OS_EMPTY (-2)
@@ -180,6 +181,22 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	return 0;
 }
 
+int sock_udp_rx_poll_budget(const struct sock_udp *s)
+{
+	/* Unlocked reads: a join or bind racing with this call only decides
+	 * whether this one call polls by the old or the new budget. */
+	if (__atomic_load_n(&s->flow_slots, __ATOMIC_RELAXED))
+		return g_cfg.rx_poll;
+	unsigned n = __atomic_load_n(&s->ngroups, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < n && i < SOCK_UDP_MAX_GROUPS; i++)
+		if (__atomic_load_n(&s->groups[i].active, __ATOMIC_RELAXED))
+			return g_cfg.rx_poll;
+	/* Nothing is steered to the ring for this socket yet (not bound to
+	 * an offloaded address, no group joined): polling the ring cannot
+	 * find its data, so VMA_RX_POLL_INIT decides (0: sleep at once). */
+	return g_cfg.rx_poll_init;
+}
+
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
 {
 	sock_udp_fork_check(s);
@@ -190,7 +207,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	sock_udp_migrate_note(s);
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	int ratio = g_cfg.rx_udp_poll_os_ratio;
-	int rx_poll = g_cfg.rx_poll;
+	int rx_poll = sock_udp_rx_poll_budget(s);
 	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	long spins = 0;
 	bool slept = false;
@@ -440,6 +457,9 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	memcpy(tx.dst_mac, rt->mac, 6);
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	struct sock_offload_if *ifc = &ctx->ifs[rt->if_slot];
+	/* VMA_TX_PREFETCH_BYTES: the payload the stack is about to copy. */
+	if (msg->msg_iovlen > 0 && msg->msg_iov)
+		sock_prefetch(msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, g_cfg.tx_prefetch_bytes);
 	int r;
 	for (int attempt = 0;; attempt++) {
 		r = stack_udp_send(ctx->stack, &ifc->nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 
 #include "log/vlog.h"
+#include "ring/ring_domain.h"
 #include "vmad/vmad_client.h"
 
 #define VMAD_CLIENT_TIMEOUT_S 5
@@ -405,6 +406,7 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	req.tx_descs = sizes->tx_frames; /* our TX ring holds every TX frame */
 	req.want_slot = slot ? slot->want_slot : -1;
 	req.span = slot ? slot->span : 1;
+	req.mode = sizes->huge_pages ? VMAD_JOIN_M_HUGE : 0;
 	int err = vmad_client_request(conn, &req, -1, &rep, fds, &nfds);
 	if (!err && rep.status < 0) {
 		err = rep.status;
@@ -427,6 +429,14 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	m->flags = rep.flags;
 	m->memfd = fds[0];
 	m->umem_fd = fds[1];
+	if (sizes->huge_pages && !ring_domain_memfd_is_huge(m->memfd)) {
+		/* Said once per process: every queue falls back the same way. */
+		static bool warned;
+		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+			vlog_warn("VMA_MEM_ALLOC_TYPE=2: the packet frames of %s queue %u are on ordinary pages (no free "
+				  "huge pages when vmad created them, or the queue's frames already existed)",
+				  ifname, queue);
+	}
 	m->xsk_fd = fds[2];
 	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 3)
 		m->flows5_fd = fds[3];

@@ -75,9 +75,13 @@ struct vmad_request {
 	 * the joins that follow for those queues can have it too. 0 or 1:
 	 * this queue only. */
 	uint32_t span;
-	uint32_t mode;              /* FLOW_ADD: enum vmad_flow_mode */
+	uint32_t mode;              /* FLOW_ADD: enum vmad_flow_mode; JOIN: VMAD_JOIN_M_* */
 	struct ring_flow flow;      /* FLOW_ADD / FLOW_DEL */
 };
+
+/* JOIN mode bits: how a domain this JOIN creates is built (an older vmad
+ * ignores them, so no protocol version change). */
+#define VMAD_JOIN_M_HUGE 0x1        /* frames on huge pages when available (VMA_MEM_ALLOC_TYPE=2) */
 
 #define VMAD_JOIN_F_MAPS 0x1        /* the flows5 map fd follows (privileged client) */
 #define VMAD_JOIN_F_NATIVE 0x2      /* the program runs in native (driver) mode */

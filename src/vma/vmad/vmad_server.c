@@ -787,6 +787,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 	struct ring_domain_geometry geo = {
 		.rx_frames = req->rx_frames, .tx_frames = req->tx_frames,
 		.rx_descs = req->rx_descs, .tx_descs = req->tx_descs,
+		.huge_pages = (req->mode & VMAD_JOIN_M_HUGE) != 0,
 	};
 	if (!vmad_pow2_in(geo.rx_frames, 64, 1u << 18) || !vmad_pow2_in(geo.tx_frames, 64, 1u << 18) ||
 	    !vmad_pow2_in(geo.rx_descs, 64, 1u << 16) || !vmad_pow2_in(geo.tx_descs, 64, 1u << 16)) {
