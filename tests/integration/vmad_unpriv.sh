@@ -122,8 +122,11 @@ grep WARN "$TMP/userudp.err" | sed 's/^/   /'
 if [ -n "$ROOT_LAT" ] && [ -n "$USER_LAT" ]; then
 	ratio=$(awk -v u="$USER_LAT" -v r="$ROOT_LAT" 'BEGIN { printf "%.2f", u / r }')
 	echo "   latency nobody / root: $ratio ($USER_LAT / $ROOT_LAT us, same run)"
-	awk -v u="$USER_LAT" -v r="$ROOT_LAT" 'BEGIN { exit !(u <= r * 1.5 + 2) }'
-	check $? "nobody's latency is root's (within 1.5x + 2 us: $ratio)"
+	# One 2 s sockperf run each: on a busy 2-core machine single runs move
+	# by half either way; the offload itself is checked by the counters.
+	# This catches a slower path (a fallback costs 3x or more), not noise.
+	awk -v u="$USER_LAT" -v r="$ROOT_LAT" 'BEGIN { exit !(u <= r * 2 + 5) }'
+	check $? "nobody's latency is root's (within 2x + 5 us: $ratio)"
 fi
 
 server usertcp 17103 nobody --tcp
