@@ -44,6 +44,14 @@ static socklen_t vmad_client_address(struct sockaddr_un *addr)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + sizeof(VMAD_ABSTRACT_NAME) - 1);
 }
 
+/* vmad answers at once; a vmad that hangs must not hang the application. */
+static void vmad_client_set_timeouts(int fd)
+{
+	struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 static int vmad_client_connect(char *why, size_t why_len)
 {
 	struct sockaddr_un addr;
@@ -67,9 +75,7 @@ static int vmad_client_connect(char *why, size_t why_len)
 		close(fd);
 		return -EACCES;
 	}
-	struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	vmad_client_set_timeouts(fd);
 	return fd;
 }
 
@@ -202,12 +208,12 @@ static int vmad_client_spawn(char *why, size_t why_len)
 	return err;
 }
 
-static int vmad_client_request(int conn, const struct vmad_request *req, int send_fd, struct vmad_reply *rep,
-			       int *fds, unsigned *nfds)
+/* Sends req on conn, with send_fd (-1: none) as SCM_RIGHTS. 0 or -errno. */
+static int vmad_client_send(int conn, const struct vmad_request *req, int send_fd)
 {
 	struct iovec iov = { .iov_base = (void *)req, .iov_len = sizeof(*req) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * VMAD_CLIENT_MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -228,14 +234,23 @@ static int vmad_client_request(int conn, const struct vmad_request *req, int sen
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(*req))
 		return n < 0 ? -errno : -EPROTO;
+	return 0;
+}
 
-	iov.iov_base = rep;
-	iov.iov_len = sizeof(*rep);
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof(ctl.buf);
+/* Reads one reply from conn; its descriptors go to fds (*nfds of them),
+ * or are closed when fds is NULL. 0 or -errno (-ETIMEDOUT). */
+static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsigned *nfds)
+{
+	struct iovec iov = { .iov_base = rep, .iov_len = sizeof(*rep) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * VMAD_CLIENT_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n;
+
+	memset(&ctl, 0, sizeof(ctl));
 	do
 		n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
@@ -263,6 +278,13 @@ static int vmad_client_request(int conn, const struct vmad_request *req, int sen
 	if (n != (ssize_t)sizeof(*rep) || (msg.msg_flags & MSG_CTRUNC))
 		return -EPROTO;
 	return 0;
+}
+
+static int vmad_client_request(int conn, const struct vmad_request *req, int send_fd, struct vmad_reply *rep,
+			       int *fds, unsigned *nfds)
+{
+	int err = vmad_client_send(conn, req, send_fd);
+	return err ? err : vmad_client_receive(conn, rep, fds, nfds);
 }
 
 /* The SPAWNER connection of a process that was root when it dropped its
@@ -298,41 +320,21 @@ static int vmad_client_adopt(void)
 	struct vmad_request req;
 	struct vmad_reply rep;
 	int sv[2];
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return -errno;
 	memset(&req, 0, sizeof(req));
 	req.op = VMAD_OP_ADOPT;
 	req.version = VMAD_PROTO_VERSION;
-	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			      .msg_controllen = sizeof(ctl.buf) };
-	memset(&ctl, 0, sizeof(ctl));
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
 	/* vmad's end has SO_PASSCRED: the kernel adds our pid itself. */
-	ssize_t n;
-	do
-		n = sendmsg(vmad_client_spawner, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	int err = n == (ssize_t)sizeof(req) ? 0 : n < 0 ? -errno : -EPROTO;
+	int err = vmad_client_send(vmad_client_spawner, &req, sv[1]);
 	close(sv[1]);
 	if (!err) {
-		struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
-		setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		do
-			n = recv(sv[0], &rep, sizeof(rep), 0);
-		while (n < 0 && errno == EINTR);
-		if (n != (ssize_t)sizeof(rep) || rep.op != VMAD_OP_ADOPT || rep.status != 0)
-			err = n < 0 ? -errno : -ECONNREFUSED;
+		vmad_client_set_timeouts(sv[0]);
+		err = vmad_client_receive(sv[0], &rep, NULL, NULL);
+		/* A refused ADOPT closes the other end: the read ends early. */
+		if (err == -EPROTO || (!err && (rep.op != VMAD_OP_ADOPT || rep.status != 0)))
+			err = -ECONNREFUSED;
 	}
 	if (err) {
 		close(sv[0]);

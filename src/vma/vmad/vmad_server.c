@@ -976,30 +976,43 @@ static void vmad_read_groups(struct vmad_conn *c)
 	fclose(f);
 }
 
+/* A new connection in a free slot (OPEN) for fd, whose peer is cred; or
+ * -1 with fd closed when every slot is taken. Groups are the caller's. */
+static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cred)
+{
+	int ci;
+	for (ci = 0; ci < VMAD_MAX_CONNS && s->conns[ci].state != VMAD_CONN_FREE; ci++)
+		;
+	if (ci == VMAD_MAX_CONNS) {
+		vmad_log(VLOG_WARNING, "refusing a connection: too many members");
+		close(fd);
+		return -1;
+	}
+	struct vmad_conn *c = &s->conns[ci];
+	memset(c, 0, sizeof(*c));
+	c->state = VMAD_CONN_OPEN;
+	c->fd = fd;
+	c->xsk_fd = -1;
+	c->cred = *cred;
+	return ci;
+}
+
 static void vmad_accept(struct vmad_server *s)
 {
 	for (;;) {
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0)
 			return;
-		int ci;
-		for (ci = 0; ci < VMAD_MAX_CONNS && s->conns[ci].state != VMAD_CONN_FREE; ci++)
-			;
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
-		if (ci == VMAD_MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-			vmad_log(VLOG_WARNING, "refusing a connection: %s",
-				 ci == VMAD_MAX_CONNS ? "too many members" : strerror(errno));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+			vmad_log(VLOG_WARNING, "refusing a connection: %s", strerror(errno));
 			close(fd);
 			continue;
 		}
-		struct vmad_conn *c = &s->conns[ci];
-		memset(c, 0, sizeof(*c));
-		c->state = VMAD_CONN_OPEN;
-		c->fd = fd;
-		c->xsk_fd = -1;
-		c->cred = cred;
-		vmad_read_groups(c);
+		int ci = vmad_conn_open(s, fd, &cred);
+		if (ci >= 0)
+			vmad_read_groups(&s->conns[ci]);
 	}
 }
 
@@ -1067,23 +1080,16 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 		close(fd);
 		return;
 	}
-	for (nc = 0; nc < VMAD_MAX_CONNS && s->conns[nc].state != VMAD_CONN_FREE; nc++)
-		;
-	if (nc == VMAD_MAX_CONNS) {
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	/* Who it is: the spawner's identity, the process that sent it. */
+	struct ucred cred = sp->cred;
+	cred.pid = sender->pid;
+	nc = vmad_conn_open(s, fd, &cred);
+	if (nc < 0) {
 		s->refusals++;
-		vmad_log(VLOG_WARNING, "refusing a connection: too many members");
-		close(fd);
 		return;
 	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	struct vmad_conn *c = &s->conns[nc];
-	memset(c, 0, sizeof(*c));
-	c->state = VMAD_CONN_OPEN;
-	c->fd = fd;
-	c->xsk_fd = -1;
-	/* Who it is: the spawner's identity, the process that sent it. */
-	c->cred = sp->cred;
-	c->cred.pid = sender->pid;
 	memcpy(c->gids, sp->gids, sizeof(c->gids));
 	c->ngids = sp->ngids;
 	struct vmad_reply rep = { .status = 0, .op = VMAD_OP_ADOPT };
