@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -402,6 +404,7 @@ static const char *errname(int e)
 	case EBADF: return "EBADF";
 	case ENOPROTOOPT: return "ENOPROTOOPT";
 	case ECONNABORTED: return "ECONNABORTED";
+	case EINTR: return "EINTR";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
 	default: snprintf(other, sizeof(other), "errno %d", e); return other;
 	}
@@ -1356,6 +1359,353 @@ static void test_sendfile(void)
 	close_conn(fd, key);
 }
 
+/* ---- signals: every blocking call, with and without SA_RESTART ----
+ * SIGWINCH has a handler with SA_RESTART, SIGUSR2 one without. A sender
+ * thread (every signal blocked in it) delivers them to the test thread at
+ * set times, or to the process (kill) so that the kernel picks the only
+ * thread that takes them. Linux (signal(7)): a handler without SA_RESTART
+ * makes a blocked call fail with EINTR; with SA_RESTART accept, connect,
+ * recv* and send* go on (not with SO_RCVTIMEO/SO_SNDTIMEO), while
+ * epoll_wait, poll and select always fail with EINTR. "Restart then
+ * interrupt" proves a restart: SIGWINCH at 0.1 s, SIGUSR2 at 0.5 s, the
+ * call must fail only at 0.5 s. A watchdog shuts the socket down 3 s after
+ * the last signal so a call that missed it fails instead of hanging. */
+static volatile sig_atomic_t sig_restart_hits, sig_intr_hits, sig_term_hits;
+
+static void on_sig_restart(int sig)
+{
+	(void)sig;
+	sig_restart_hits++;
+}
+
+static void on_sig_intr(int sig)
+{
+	(void)sig;
+	sig_intr_hits++;
+}
+
+static void on_sig_term(int sig)
+{
+	(void)sig;
+	sig_term_hits++;
+}
+
+struct sig_plan {
+	pthread_t target;
+	int restart_ms, intr_ms, intr_sig;   /* -1: not sent */
+	int to_process;                      /* kill(getpid()) instead of pthread_kill */
+	int watch_fd;                        /* shut down if the call outlives the signals by 3 s */
+	volatile int done;
+	int watchdog_fired;
+};
+
+static void sig_sleep_until(double t)
+{
+	for (double d = t - now_s(); d > 0; d = t - now_s()) {
+		struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void sig_deliver(struct sig_plan *p, int sig)
+{
+	if (p->to_process)
+		kill(getpid(), sig);
+	else
+		pthread_kill(p->target, sig);
+}
+
+static void *sig_sender(void *arg)
+{
+	struct sig_plan *p = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	double t0 = now_s(), last = t0;
+	if (p->restart_ms >= 0) {
+		sig_sleep_until(t0 + p->restart_ms / 1000.0);
+		if (!p->done)
+			sig_deliver(p, SIGWINCH);
+		last = now_s();
+	}
+	if (p->intr_ms >= 0) {
+		sig_sleep_until(t0 + p->intr_ms / 1000.0);
+		if (!p->done)
+			sig_deliver(p, p->intr_sig);
+		last = now_s();
+	}
+	while (!p->done && now_s() < last + 3)
+		usleep(10000);
+	if (!p->done && p->watch_fd >= 0) {
+		p->watchdog_fired = 1;
+		shutdown(p->watch_fd, SHUT_RDWR);
+	}
+	return NULL;
+}
+
+enum sig_want {
+	SIG_WANT_EINTR_EARLY,   /* -1/EINTR at the first signal (0.1 s) */
+	SIG_WANT_EINTR_LATE,    /* -1/EINTR at the second (0.5 s): restarted after the first */
+};
+
+struct sig_call {
+	int kind;   /* what to call, below */
+	int fd;
+	const struct sockaddr_in *to;
+};
+enum { SC_CONNECT, SC_ACCEPT, SC_RECV, SC_RECVMSG, SC_RECVMMSG, SC_READ, SC_SEND, SC_WRITEV, SC_EPOLL, SC_POLL,
+       SC_SELECT };
+
+static long sig_do_call(const struct sig_call *c)
+{
+	static unsigned char big[65536];
+	char b[64];
+	struct iovec iov = { .iov_base = big, .iov_len = sizeof(big) };
+	switch (c->kind) {
+	case SC_CONNECT: return connect(c->fd, (const struct sockaddr *)c->to, sizeof(*c->to));
+	case SC_ACCEPT: return accept(c->fd, NULL, NULL);
+	case SC_RECV: return recv(c->fd, b, sizeof(b), 0);
+	case SC_READ: return read(c->fd, b, sizeof(b));
+	case SC_RECVMSG: {
+		struct iovec v = { .iov_base = b, .iov_len = sizeof(b) };
+		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+		return recvmsg(c->fd, &m, 0);
+	}
+	case SC_RECVMMSG: {
+		struct iovec v = { .iov_base = b, .iov_len = sizeof(b) };
+		struct mmsghdr mm = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
+		return recvmmsg(c->fd, &mm, 1, 0, NULL);
+	}
+	case SC_SEND: return send(c->fd, big, sizeof(big), MSG_NOSIGNAL);
+	case SC_WRITEV: return writev(c->fd, &iov, 1);
+	case SC_EPOLL: {
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->fd }, out;
+		epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+		int n = epoll_wait(ep, &out, 1, 4000);
+		int e = errno;
+		close(ep);
+		errno = e;
+		return n;
+	}
+	case SC_POLL: {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+		return poll(&pfd, 1, 4000);
+	}
+	case SC_SELECT: {
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(c->fd, &r);
+		struct timeval tv = { 4, 0 };
+		return select(c->fd + 1, &r, NULL, NULL, &tv);
+	}
+	}
+	return -2;
+}
+
+/* One blocking call under a plan of signals; checks the outcome. A send
+ * interrupted after it queued bytes returns their count (Linux, with or
+ * without SA_RESTART), which counts as interrupted. */
+static void sig_case(const char *name, const struct sig_call *c, int restart_ms, int intr_ms, int intr_sig,
+		     int to_process, enum sig_want want)
+{
+	sig_restart_hits = sig_intr_hits = sig_term_hits = 0;
+	struct sig_plan plan = { .target = pthread_self(), .restart_ms = restart_ms, .intr_ms = intr_ms,
+				 .intr_sig = intr_sig, .to_process = to_process, .watch_fd = c->fd };
+	pthread_t th;
+	if (pthread_create(&th, NULL, sig_sender, &plan) != 0) {
+		result(0, name, "pthread_create failed");
+		return;
+	}
+	double t0 = now_s();
+	errno = 0;
+	long rc = sig_do_call(c);
+	int err = errno;
+	double dt = now_s() - t0;
+	plan.done = 1;
+	pthread_join(th, NULL);
+	int partial = (c->kind == SC_SEND || c->kind == SC_WRITEV) && rc > 0 && rc < 65536;
+	int failed_eintr = (rc == -1 && err == EINTR) || partial;
+	double lo = want == SIG_WANT_EINTR_EARLY ? 0.08 : 0.45, hi = want == SIG_WANT_EINTR_EARLY ? 0.45 : 1.5;
+	int hits = sig_restart_hits + sig_intr_hits + sig_term_hits;
+	int want_hits = (restart_ms >= 0) + (intr_ms >= 0);
+	if (partial) {
+		/* Bytes moved before the first signal: Linux returns their
+		 * count then, SA_RESTART or not. */
+		lo = 0.08;
+		want_hits = 1;
+	}
+	result(failed_eintr && dt >= lo && dt < hi && hits == want_hits && !plan.watchdog_fired, name,
+	       "expected -1/EINTR after %.1f-%.1f s with %d handler run(s), got %ld/%s after %.3f s, %d handler "
+	       "run(s)%s",
+	       lo, hi, want_hits, rc, rc == -1 ? errname(err) : "-", dt, hits,
+	       plan.watchdog_fired ? " (the call only returned when the watchdog shut the socket down)" : "");
+}
+
+static void sig_install(int sig, void (*fn)(int), int flags)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+/* Every blocking call on one blocking socket c: plain interrupt, restart
+ * then interrupt (restartable calls), SA_RESTART still interrupting
+ * (epoll/poll/select, and a call with a timeout set), and a signal sent to
+ * the process. */
+static void sig_calls_on(const char *what, struct sig_call c, int restartable)
+{
+	char name[160];
+	snprintf(name, sizeof(name), "%s: a handler without SA_RESTART interrupts it", what);
+	sig_case(name, &c, -1, 100, SIGUSR2, 0, SIG_WANT_EINTR_EARLY);
+	if (restartable) {
+		snprintf(name, sizeof(name), "%s: an SA_RESTART handler restarts it (EINTR only at the next signal)",
+			 what);
+		sig_case(name, &c, 100, 500, SIGUSR2, 0, SIG_WANT_EINTR_LATE);
+	} else {
+		snprintf(name, sizeof(name), "%s: never restarted, even by an SA_RESTART handler", what);
+		sig_case(name, &c, -1, 100, SIGWINCH, 0, SIG_WANT_EINTR_EARLY);
+	}
+	snprintf(name, sizeof(name), "%s: a signal sent to the process interrupts it", what);
+	sig_case(name, &c, -1, 100, SIGUSR2, 1, SIG_WANT_EINTR_EARLY);
+}
+
+static void test_signals(void)
+{
+	sig_install(SIGWINCH, on_sig_restart, SA_RESTART);
+	sig_install(SIGUSR2, on_sig_intr, 0);
+	char what[96];
+	if (is_client()) {
+		/* connect: SYNs to 9501 are dropped, so it stays blocked. */
+		struct sockaddr_in silent = sin_of(peer_ip, SILENT_PORT);
+		for (int k = 0; k < 3; k++) {
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+			struct sig_call c = { SC_CONNECT, fd, &silent };
+			const char *names[] = { "connect: a handler without SA_RESTART interrupts it",
+						"connect: an SA_RESTART handler restarts it (EINTR only at the next signal)",
+						"connect: a signal sent to the process interrupts it" };
+			if (k == 0)
+				sig_case(names[k], &c, -1, 100, SIGUSR2, 0, SIG_WANT_EINTR_EARLY);
+			else if (k == 1)
+				sig_case(names[k], &c, 100, 500, SIGUSR2, 0, SIG_WANT_EINTR_LATE);
+			else
+				sig_case(names[k], &c, -1, 100, SIGUSR2, 1, SIG_WANT_EINTR_EARLY);
+			if (k == 0) {
+				/* The handshake goes on after EINTR (a blocking
+				 * connect would wait for it again). */
+				fcntl(fd, F_SETFL, O_NONBLOCK);
+				EXPECT_ERR("connect again after EINTR: in progress",
+					   connect(fd, (struct sockaddr *)&silent, sizeof(silent)), EALREADY);
+			}
+			close(fd);
+		}
+	} else {
+		struct sig_call c = { SC_ACCEPT, test_listen_fd, NULL };
+		sig_calls_on("accept", c, 1);
+		set_rcvtimeo(test_listen_fd, 3000);
+		sig_case("accept with SO_RCVTIMEO: an SA_RESTART handler interrupts it", &c, -1, 100, SIGWINCH, 0,
+			 SIG_WANT_EINTR_EARLY);
+		set_rcvtimeo(test_listen_fd, 0);
+	}
+
+	/* A connection in our role that the peer neither writes to nor reads. */
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	static const struct { int kind; const char *name; int restartable; } rx[] = {
+		{ SC_RECV, "recv", 1 },	      { SC_READ, "read", 1 }, { SC_RECVMSG, "recvmsg", 1 },
+		{ SC_EPOLL, "epoll_wait", 0 }, { SC_POLL, "poll", 0 }, { SC_SELECT, "select", 0 },
+	};
+	for (size_t i = 0; i < sizeof(rx) / sizeof(rx[0]); i++) {
+		snprintf(what, sizeof(what), "%s on a quiet connection", rx[i].name);
+		sig_calls_on(what, (struct sig_call){ rx[i].kind, fd, NULL }, rx[i].restartable);
+	}
+	set_rcvtimeo(fd, 3000);
+	sig_case("recv with SO_RCVTIMEO: an SA_RESTART handler interrupts it", &(struct sig_call){ SC_RECV, fd, NULL },
+		 -1, 100, SIGWINCH, 0, SIG_WANT_EINTR_EARLY);
+	set_rcvtimeo(fd, 0);
+	/* send: the peer does not read; our buffer is full first. */
+	int sb = 32768;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	size_t filled = fill_until_eagain(fd);
+	for (int i = 0; i < 20 && wait_events(fd, POLLOUT, 300); i++)
+		filled += fill_until_eagain(fd);
+	sig_calls_on("send on a full buffer", (struct sig_call){ SC_SEND, fd, NULL }, 1);
+	filled += fill_until_eagain(fd);
+	sig_calls_on("writev on a full buffer", (struct sig_call){ SC_WRITEV, fd, NULL }, 1);
+	filled += fill_until_eagain(fd);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	sig_case("send with SO_SNDTIMEO: an SA_RESTART handler interrupts it", &(struct sig_call){ SC_SEND, fd, NULL },
+		 -1, 100, SIGWINCH, 0, SIG_WANT_EINTR_EARLY);
+	close_conn(fd, key);
+
+	/* UDP: a socket on our address that nobody sends to. */
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in ua = sin_of(local_ip, is_client() ? 9701 : 9702);
+	if (bind(u, (struct sockaddr *)&ua, sizeof(ua)) != 0) {
+		result(0, "bind a UDP socket", "%s", errname(errno));
+	} else {
+		sig_calls_on("UDP recv", (struct sig_call){ SC_RECV, u, NULL }, 1);
+		sig_calls_on("UDP recvmmsg", (struct sig_call){ SC_RECVMMSG, u, NULL }, 1);
+		sig_calls_on("epoll_wait on a UDP socket", (struct sig_call){ SC_EPOLL, u, NULL }, 0);
+	}
+	close(u);
+
+	/* The server of the report: an epoll loop that served one request and
+	 * then waits with no timeout must see its flag at the first SIGTERM. */
+	if (!is_client()) {
+		int k2, c = open_conn(&k2);
+		if (c < 0)
+			return;
+		sig_install(SIGTERM, on_sig_term, 0);
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c }, out[4];
+		epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+		ev.data.fd = test_listen_fd;
+		epoll_ctl(ep, EPOLL_CTL_ADD, test_listen_fd, &ev);
+		ASK("SEND %d 100", k2);
+		int served = 0, loops = 0;
+		double t_sig = 0;
+		struct sig_plan plan = { .target = pthread_self(), .restart_ms = -1, .intr_ms = -1, .watch_fd = -1 };
+		pthread_t th;
+		int started = 0;
+		while (!sig_term_hits && loops++ < 50) {
+			int n = epoll_wait(ep, out, 4, 2500);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n == 0)
+				break;   /* a lost SIGTERM: Linux would have woken us */
+			char b[256];
+			ssize_t r = recv(c, b, sizeof(b), MSG_DONTWAIT);
+			if (r > 0 && (served += (int)r) >= 100 && !started) {
+				send(c, b, 1, MSG_NOSIGNAL);
+				plan.intr_ms = 100;
+				plan.intr_sig = SIGTERM;
+				plan.to_process = 1;
+				t_sig = now_s() + 0.1;
+				started = pthread_create(&th, NULL, sig_sender, &plan) == 0;
+			}
+		}
+		double dt = now_s() - t_sig;
+		plan.done = 1;
+		if (started)
+			pthread_join(th, NULL);
+		result(served == 100 && sig_term_hits == 1 && dt < 0.5, "epoll server leaves its loop at the first SIGTERM",
+		       "served %d bytes, %d SIGTERM(s) seen, loop left %.3f s after the signal", served,
+		       (int)sig_term_hits, dt);
+		sig_install(SIGTERM, SIG_DFL, 0);
+		close(ep);
+		close_conn(c, k2);
+	}
+	sig_install(SIGWINCH, SIG_DFL, 0);
+	sig_install(SIGUSR2, SIG_DFL, 0);
+	(void)filled;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1395,7 +1745,7 @@ int main(int argc, char **argv)
 		{ "data", test_data, 1 },	       { "sockopts", test_sockopts, 1 },
 		{ "shutdown", test_shutdown, 1 },      { "resets", test_resets, 1 },
 		{ "fullpipe", test_full_pipe, 1 },     { "keepalive", test_keepalive, 1 },
-		{ "sendfile", test_sendfile, 1 },
+		{ "sendfile", test_sendfile, 1 },      { "signals", test_signals, 1 },
 	};
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		if (only && strcmp(only, sections[i].name))

@@ -6,12 +6,18 @@
 #   kernel test vs kernel peer   (the reference: proves the expectations),
 #   libvma test vs kernel peer   (our sockets in both roles against Linux),
 #   kernel test vs libvma peer   (our sockets as the peer: RST, FIN, MSS seen by Linux),
-#   libvma test vs libvma peer.
+#   libvma test vs libvma peer,
+#   libvma test busy-polling (VMA_RX_POLL=-1 VMA_SELECT_POLL=-1) vs kernel
+#   peer, signals section only: a handler that runs while we poll in user
+#   space must interrupt or restart the call as Linux does,
+#   libvma test at VMA_TRACELEVEL=DEBUG, data section only ("exit"): when it
+#   exits every ring must close with every buffer back (no frame leaked by
+#   a connection), and no warning or error is printed.
 # Every check prints PASS/FAIL with expected and actual values; a summary of
 # each run and the total count close the output.
 # TCP_SEM_RUNS limits the runs (e.g. "kernel libvma"); TCP_SEM_ONLY runs one
 # section of the program (connect accept data sockopts shutdown resets
-# fullpipe keepalive sendfile); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
+# fullpipe keepalive sendfile signals); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
 # before the library in LD_PRELOAD.
 set -u
 ARG=${1:-$(dirname "$0")/../..}
@@ -24,7 +30,7 @@ LIB=$(readlink -f "$LIB")
 PROG=$BUILD/tests/integration/tcp_semantics
 if [ ! -x "$PROG" ]; then   # not built by `make check` yet: build it here
 	PROG=$(mktemp /tmp/tcp_semantics.XXXXXX)
-	cc -std=gnu11 -O2 -o "$PROG" "$HERE/tcp_semantics.c" || { echo "SKIP: cannot build the helper"; exit 77; }
+	cc -std=gnu11 -O2 -o "$PROG" "$HERE/tcp_semantics.c" -lpthread || { echo "SKIP: cannot build the helper"; exit 77; }
 fi
 export TB_PREFIX=tsem
 bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null || { echo "SKIP: testbed"; exit 77; }
@@ -51,17 +57,17 @@ $A nft -f - <<-EOF || { echo "SKIP: nft rule in the peer namespace"; exit 77; }
 	}
 EOF
 VMA="env LD_PRELOAD=${TCP_SEM_PRELOAD:+$TCP_SEM_PRELOAD:}$LIB VMA_TRACELEVEL=2"   # ld.so takes ":"
-RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both}
+RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both spin exit}
 fail=0 total=0 failed=0
 tcp_in_segs() { $1 awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
 
-run() {  # $1 label, $2 peer prefix, $3 test prefix
+run() {  # $1 label, $2 peer prefix, $3 test prefix [, $4 section]
 	local a0 b0 a1 b1
 	a0=$(tcp_in_segs "$A"); b0=$(tcp_in_segs "$B")
 	$A $2 timeout 100 "$PROG" peer >"$TMP/peer.log" 2>&1 &
 	peer=$!
 	for _ in $(seq 50); do grep -q "peer ready" "$TMP/peer.log" && break; sleep 0.1; done
-	$B $3 timeout 90 "$PROG" test 198.18.0.1 198.18.0.2 ${TCP_SEM_ONLY:-} >"$TMP/test.log" 2>&1
+	$B $3 timeout 90 "$PROG" test 198.18.0.1 198.18.0.2 ${4:-${TCP_SEM_ONLY:-}} >"$TMP/test.log" 2>&1
 	local rc=$?
 	sleep 0.2
 	kill "$peer" 2>/dev/null; wait "$peer" 2>/dev/null; peer=
@@ -95,6 +101,21 @@ offloaded() {  # $1 label, $2 prefix of that side, $3 its kernel TcpInSegs delta
 		failed=$((failed + 1)); fail=1
 	fi
 }
+clean_exit() {
+	run "libvma test exits cleanly, kernel peer" "" "$VMA VMA_TRACELEVEL=DEBUG" data
+	local closed held noise
+	closed=$(grep -c "closed, every buffer back" "$TMP/test.log")
+	held=$(grep -c "buffers are still held" "$TMP/test.log")
+	noise=$(grep -v "^Pid: [0-9]* Tid: [0-9]* VMA WARNING: [*]" "$TMP/test.log" | grep -cE "VMA (WARNING|ERROR|PANIC)")
+	total=$((total + 1))
+	if [ "$closed" -ge 1 ] && [ "$held" = 0 ] && [ "$noise" = 0 ]; then
+		echo "PASS: exit of an offloaded TCP client and server: $closed ring(s) closed with every buffer back, no warning"
+	else
+		echo "FAIL: exit: expected every ring closed with every buffer back and no warning; got $closed clean close(s), $held with buffers held, $noise warning/error line(s)"
+		grep -E "still held|VMA (WARNING|ERROR)" "$TMP/test.log" | grep -v "WARNING: [*]" | head -5 | sed 's/^/  /'
+		failed=$((failed + 1)); fail=1
+	fi
+}
 # A kernel run moves ~1100 (test) and ~2400 (peer) segments through the namespaces.
 OFFLOAD_MAX_SEGS=200
 for r in $RUNS; do
@@ -103,6 +124,9 @@ for r in $RUNS; do
 	libvma) run "libvma test, kernel peer" "" "$VMA" ;;
 	vmapeer) run "kernel test, libvma peer" "$VMA" "" ;;
 	both) run "libvma test, libvma peer" "$VMA" "$VMA" ;;
+	spin) [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = signals ] &&
+		run "libvma test busy-polling, kernel peer" "" "$VMA VMA_RX_POLL=-1 VMA_SELECT_POLL=-1" signals ;;
+	exit) [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = data ] && clean_exit ;;
 	esac
 done
 echo "tcp_semantics: $total checks, $failed failed"

@@ -11,6 +11,7 @@
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 
 #define IOMUX_POLL_STACK_FDS 64
 #define IOMUX_POLL_WAIT_FDS 32
@@ -169,6 +170,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 	static unsigned int skip_os_count, os_ratio_count; /* approximate across threads */
 	struct pollfd stack[IOMUX_POLL_STACK_FDS];
 	int n, offl;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	for (unsigned int pass = 0;; pass++) {
 		n = poll_pass(fds, nfds, false, true, &offl);
 		int skip = g_cfg.select_skip_os, ratio = g_cfg.select_poll_os_ratio;
@@ -193,6 +195,12 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int64_t now = iomux_now_ns();
 		if (now >= deadline)
 			goto out;
+		/* A handler ran while we polled in user space: poll and select
+		 * are never restarted (signal(7)). */
+		if (redirect_signal_interrupts(&sigmark, false)) {
+			n = -1;
+			goto out;
+		}
 		if (slept == 0 && iomux_spinning(start, now))
 			continue;
 

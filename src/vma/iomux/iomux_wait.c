@@ -7,6 +7,7 @@
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 
 #define IOMUX_WAIT_FDS_PER_SOCK 8
 #define IOMUX_WAIT_FDS_MAX 64
@@ -215,6 +216,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_lock(&ep->lock);
 	ep->gen++;
 	iomux_unlock(&ep->lock);
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 
 	for (unsigned int pass = 0;; pass++) {
 		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;
@@ -247,6 +249,8 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			int64_t now = iomux_now_ns();
 			if (now >= deadline)
 				return wait_done(ep, 0, start, slept);
+			if (redirect_signal_interrupts(&sigmark, false))
+				return wait_done(ep, -1, start, slept);
 			if (iomux_spinning(start, now))
 				continue;
 		}
@@ -270,6 +274,10 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		int64_t now = iomux_now_ns();
 		if (now >= deadline)
 			return wait_done(ep, 0, start, slept);
+		/* A handler ran while we polled in user space: Linux never
+		 * restarts epoll_wait, SA_RESTART or not. */
+		if (redirect_signal_interrupts(&sigmark, false))
+			return wait_done(ep, -1, start, slept);
 		if (slept == 0 && iomux_spinning(start, now))
 			continue;
 		if (!rings_arm(ep))

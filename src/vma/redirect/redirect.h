@@ -58,7 +58,6 @@ static inline void redirect_fd_fresh(int fd)
  * for the debug log. Never fails the application's call. */
 void redirect_track_socket(int fd, int domain, int type, int protocol, const char *how);
 
-/* SIGINT handling (VMA_HANDLE_SIGINTR), redirect_signal.c. */
-void redirect_signal_init(void);
+#include "redirect/redirect_signal.h"
 
 #endif

@@ -7,6 +7,12 @@
  * - the application has a handler: it runs (the process may survive), with
  *   libvma's cleanup first only for SIGINT/SIGTERM under VMA_HANDLE_SIGINTR=1;
  * - SIG_IGN is given to the kernel as is.
+ * Every other catchable signal gets our handler in front of the
+ * application's while it has one (SIG_DFL and SIG_IGN go to the kernel as
+ * they are). Our handler counts, per thread, the handlers it runs and those
+ * without SA_RESTART: a blocking call that busy-polls in user space never
+ * sees the EINTR the kernel would give it, so it looks at these counts
+ * (redirect_signal_interrupts) to fail or restart as Linux would.
  * What the application installs is kept here and reported back by
  * sigaction(sig, NULL, &old), so it never sees our handler. */
 #undef _FORTIFY_SOURCE
@@ -17,54 +23,100 @@
 #include "redirect/redirect.h"
 #include "vma_main.h"
 
-/* The asynchronous signals that end a process by default (the ones raised
- * by faults, SIGSEGV and friends, are left alone: nothing safe can run). */
-static const int redirect_managed_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
-						SIGUSR2 };
-#define REDIRECT_MANAGED_COUNT (sizeof(redirect_managed_signals) / sizeof(redirect_managed_signals[0]))
+/* The asynchronous signals that end a process by default: libvma's
+ * handler stays installed for them whatever the application asks. */
+static const int redirect_terminating_signals[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
+						    SIGUSR2 };
 
-/* The application's disposition per managed signal, and whether ours is in
- * force. Read by the handler; written with the signal blocked in the
- * writing thread. */
-static struct sigaction redirect_app_action[REDIRECT_MANAGED_COUNT];
-static bool redirect_sig_managed;
+enum redirect_sig_kind {
+	REDIRECT_SIG_NOT_OURS,     /* given to the kernel as is */
+	REDIRECT_SIG_TERMINATING,  /* ours always (cleanup before the default action) */
+	REDIRECT_SIG_COUNTED,      /* ours in front of an application handler only */
+};
 
-static int redirect_managed_slot(int sig)
+static enum redirect_sig_kind redirect_sig_kind(int sig)
 {
-	for (size_t i = 0; i < REDIRECT_MANAGED_COUNT; i++)
-		if (redirect_managed_signals[i] == sig)
-			return (int)i;
-	return -1;
+	for (size_t i = 0; i < sizeof(redirect_terminating_signals) / sizeof(redirect_terminating_signals[0]); i++)
+		if (redirect_terminating_signals[i] == sig)
+			return REDIRECT_SIG_TERMINATING;
+	/* Left alone: the uncatchable ones, the synchronous faults (a handler
+	 * there is a crash handler, it must see the fault as raised), and
+	 * glibc's own real-time signals below SIGRTMIN. */
+	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
+	    sig == SIGFPE || sig == SIGILL || sig == SIGTRAP || sig == SIGSYS || (sig >= 32 && sig < SIGRTMIN))
+		return REDIRECT_SIG_NOT_OURS;
+	return REDIRECT_SIG_COUNTED;
+}
+
+/* The application's disposition per signal, valid for the signals of
+ * redirect_sig_kind() once the table is ready. Read by the handler;
+ * written with the signal blocked in the writing thread. */
+static struct sigaction redirect_app_action[NSIG];
+static bool redirect_sig_table_ready;
+static bool redirect_sig_terminating_ours;
+
+__thread struct redirect_sig_mark redirect_sig_count __attribute__((tls_model("initial-exec")));
+
+static bool redirect_sig_is_handler(const struct sigaction *a)
+{
+	if (a->sa_flags & SA_SIGINFO)
+		return a->sa_sigaction != NULL;
+	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+bool redirect_signal_interrupts_slow(struct redirect_sig_mark *mark, bool restartable)
+{
+	struct redirect_sig_mark now = redirect_signal_mark();
+	if (!restartable || now.interrupting != mark->interrupting) {
+		errno = EINTR;
+		return true;
+	}
+	*mark = now;
+	return false;
 }
 
 static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 {
 	int saved = errno;
-	int slot = redirect_managed_slot(sig);
-	if (slot < 0)
+	if (sig <= 0 || sig >= NSIG)
 		return;
-	struct sigaction app = redirect_app_action[slot];
+	enum redirect_sig_kind kind = redirect_sig_kind(sig);
+	struct sigaction app = redirect_app_action[sig];
+	if (redirect_sig_is_handler(&app)) {
+		/* Counted before the handler runs: it may longjmp away. */
+		redirect_sig_count.caught++;
+		if (!(app.sa_flags & SA_RESTART))
+			redirect_sig_count.interrupting++;
+	}
+	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	bool dies = !(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_DFL;
-	if (dies || (g_cfg.handle_sigintr && (sig == SIGINT || sig == SIGTERM))) {
+	if (kind == REDIRECT_SIG_TERMINATING && (dies || (g_cfg.handle_sigintr && (sig == SIGINT || sig == SIGTERM)))) {
 		vlog_debug("signal %d: running libvma's cleanup, then the application's action", sig);
 		vma_run_sigint_cleanup();
 	}
 	if (app.sa_flags & SA_RESETHAND) {
-		redirect_app_action[slot].sa_handler = SIG_DFL;
-		redirect_app_action[slot].sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+		/* One-shot handler: the kernel kept ours (we never pass it
+		 * SA_RESETHAND), so the reset is done here. */
+		redirect_app_action[sig].sa_handler = SIG_DFL;
+		redirect_app_action[sig].sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+		if (kind == REDIRECT_SIG_COUNTED && orig) {
+			struct sigaction dfl;
+			memset(&dfl, 0, sizeof(dfl));
+			dfl.sa_handler = SIG_DFL;
+			orig(sig, &dfl, NULL);
+		}
 	}
 	errno = saved;
 	if (app.sa_flags & SA_SIGINFO) {
 		app.sa_sigaction(sig, info, context);
 	} else if (app.sa_handler == SIG_DFL) {
-		/* The default action of every managed signal ends the
-		 * process: restore it and re-raise; the signal stays pending until we
-		 * return (it is blocked during its handler), then ends the
-		 * process with the status the plain signal would give. */
+		/* Only a terminating signal gets here: its default action ends
+		 * the process. Restore it and re-raise; the signal stays pending
+		 * until we return (it is blocked during its handler), then ends
+		 * the process with the status the plain signal would give. */
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof(dfl));
 		dfl.sa_handler = SIG_DFL;
-		__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 		if (orig)
 			orig(sig, &dfl, NULL);
 		raise(sig);
@@ -73,28 +125,27 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 	}
 }
 
-/* Puts the kernel's disposition of a managed signal in line with the
- * application's:
- * SIG_IGN is given to the kernel as is (a ^C must then do nothing, not
- * tear libvma down); anything else gets our handler with the
- * application's mask and flags, so blocking and SA_RESTART behave as asked. */
-static int redirect_sig_apply(int slot)
+/* Puts the kernel's disposition of a signal in line with the
+ * application's: SIG_IGN, and SIG_DFL of a counted signal, are given to the
+ * kernel as is (a ^C must then do nothing, not tear libvma down); anything
+ * else gets our handler with the application's mask and flags, so blocking
+ * and SA_RESTART behave as asked. */
+static int redirect_sig_apply(int sig)
 {
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	if (!orig)
 		return redirect_enosys();
-	int sig = redirect_managed_signals[slot];
-	const struct sigaction *app = &redirect_app_action[slot];
-	if (!(app->sa_flags & SA_SIGINFO) && app->sa_handler == SIG_IGN)
+	const struct sigaction *app = &redirect_app_action[sig];
+	bool app_default = !(app->sa_flags & SA_SIGINFO) && app->sa_handler == SIG_DFL;
+	if (!redirect_sig_is_handler(app) && !(app_default && redirect_sig_kind(sig) == REDIRECT_SIG_TERMINATING))
 		return orig(sig, app, NULL);
 	struct sigaction ours = *app;
 	ours.sa_sigaction = redirect_sig_handler;
 	ours.sa_flags = (app->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
 	/* Behind a default action the process ends anyway: restartable, so a
 	 * blocking call never sees EINTR from a signal the application does
-	 * not handle (and the "every handler restarts" test of our blocking
-	 * paths stays true). */
-	if (!(app->sa_flags & SA_SIGINFO) && app->sa_handler == SIG_DFL)
+	 * not handle. */
+	if (app_default)
 		ours.sa_flags |= SA_RESTART;
 	return orig(sig, &ours, NULL);
 }
@@ -105,38 +156,51 @@ void redirect_signal_init(void)
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	if (!orig)
 		return;
-	for (size_t i = 0; i < REDIRECT_MANAGED_COUNT; i++) {
-		int sig = redirect_managed_signals[i];
-		if (orig(sig, NULL, &redirect_app_action[i]) != 0 || redirect_sig_apply((int)i) != 0) {
+	for (int sig = 1; sig < NSIG; sig++)
+		if (redirect_sig_kind(sig) != REDIRECT_SIG_NOT_OURS && orig(sig, NULL, &redirect_app_action[sig]) != 0)
+			memset(&redirect_app_action[sig], 0, sizeof(redirect_app_action[sig]));
+	const size_t nterm = sizeof(redirect_terminating_signals) / sizeof(redirect_terminating_signals[0]);
+	bool terminating_ok = true;
+	for (size_t i = 0; i < nterm && terminating_ok; i++) {
+		int sig = redirect_terminating_signals[i];
+		if (redirect_sig_apply(sig) != 0) {
 			vlog_warn("cannot install libvma's handler of signal %d (%s): a signal that kills the "
 				  "process will not close offloaded TCP connections toward their peers", sig,
 				  strerror(errno));
 			/* All or nothing: put back what was installed already. */
 			for (size_t j = 0; j < i; j++)
-				orig(redirect_managed_signals[j], &redirect_app_action[j], NULL);
-			return;
+				orig(redirect_terminating_signals[j], &redirect_app_action[redirect_terminating_signals[j]],
+				     NULL);
+			terminating_ok = false;
 		}
 	}
-	__atomic_store_n(&redirect_sig_managed, true, __ATOMIC_RELEASE);
-	vlog_debug("terminating signals pass through libvma's handler (cleanup before a default action%s)",
+	/* Handlers installed before libvma started (a constructor of the
+	 * application's) get ours in front too. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (redirect_sig_kind(sig) == REDIRECT_SIG_COUNTED && redirect_sig_is_handler(&redirect_app_action[sig]))
+			redirect_sig_apply(sig);
+	__atomic_store_n(&redirect_sig_terminating_ours, terminating_ok, __ATOMIC_RELEASE);
+	__atomic_store_n(&redirect_sig_table_ready, true, __ATOMIC_RELEASE);
+	vlog_debug("application signal handlers run behind libvma's (blocking calls see them)%s%s",
+		   terminating_ok ? "; terminating signals clean up before a default action" : "",
 		   g_cfg.handle_sigintr ? "; SIGINT/SIGTERM always, VMA_HANDLE_SIGINTR=1" : "");
 }
 
 /* Swaps the application's action of a managed signal while ours stays
  * installed. */
-static int redirect_sig_swap(int slot, const struct sigaction *act, struct sigaction *oldact)
+static int redirect_sig_swap(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
 	sigset_t block, saved_mask;
 	sigemptyset(&block);
-	sigaddset(&block, redirect_managed_signals[slot]);
+	sigaddset(&block, sig);
 	pthread_sigmask(SIG_BLOCK, &block, &saved_mask);
-	struct sigaction previous = redirect_app_action[slot];
+	struct sigaction previous = redirect_app_action[sig];
 	int ret = 0;
 	if (act) {
-		redirect_app_action[slot] = *act;
-		ret = redirect_sig_apply(slot);
+		redirect_app_action[sig] = *act;
+		ret = redirect_sig_apply(sig);
 		if (ret != 0)
-			redirect_app_action[slot] = previous;
+			redirect_app_action[sig] = previous;
 	}
 	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
 	if (ret == 0 && oldact)
@@ -144,29 +208,28 @@ static int redirect_sig_swap(int slot, const struct sigaction *act, struct sigac
 	return ret;
 }
 
-/* The slot of sig when libvma manages it, else -1. */
-static int redirect_sig_ours(int sig)
+/* Whether libvma stands in front of sig's handlers. */
+static bool redirect_sig_ours(int sig)
 {
-	int slot = redirect_managed_slot(sig);
-	if (slot < 0 || !vma_init_once() || !__atomic_load_n(&redirect_sig_managed, __ATOMIC_ACQUIRE))
-		return -1;
-	return slot;
+	enum redirect_sig_kind kind = redirect_sig_kind(sig);
+	if (kind == REDIRECT_SIG_NOT_OURS || !vma_init_once() ||
+	    !__atomic_load_n(&redirect_sig_table_ready, __ATOMIC_ACQUIRE))
+		return false;
+	return kind == REDIRECT_SIG_COUNTED || __atomic_load_n(&redirect_sig_terminating_ours, __ATOMIC_ACQUIRE);
 }
 
 REDIRECT_EXPORT int sigaction(int sig, const struct sigaction *__restrict act, struct sigaction *__restrict oldact)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	int slot = redirect_sig_ours(sig);
-	if (slot >= 0)
-		return redirect_sig_swap(slot, act, oldact);
+	if (redirect_sig_ours(sig))
+		return redirect_sig_swap(sig, act, oldact);
 	REDIRECT_PASS(sigaction, sig, act, oldact);
 }
 
 REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 {
 	REDIRECT_ENSURE_ORIGINALS();
-	int slot = redirect_sig_ours(sig);
-	if (slot >= 0) {
+	if (redirect_sig_ours(sig)) {
 		/* glibc's signal() semantics: BSD, restartable, the signal
 		 * blocked while its handler runs. */
 		if (handler == SIG_ERR) {
@@ -179,7 +242,7 @@ REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 		act.sa_flags = SA_RESTART;
 		sigemptyset(&act.sa_mask);
 		sigaddset(&act.sa_mask, sig);
-		if (redirect_sig_swap(slot, &act, &old) != 0)
+		if (redirect_sig_swap(sig, &act, &old) != 0)
 			return SIG_ERR;
 		/* sa_handler and sa_sigaction share storage: this is the old
 		 * handler whichever way it was installed. */

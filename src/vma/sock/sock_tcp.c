@@ -23,6 +23,7 @@
 #include "iomux/iomux.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 #include "sock/sock_tcp_internal.h"
 
 #define SOCK_TYPE_MASK 0xf
@@ -241,6 +242,7 @@ static bool sock_tcp_is_connected(const struct sock_tcp *s)
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
 {
 	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (s->connecting)
@@ -249,6 +251,10 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 		sock_offload_unlock(ctx);
 		if (!connecting)
 			return 0;
+		/* Linux: EINTR leaves the handshake going (a later connect
+		 * says EALREADY); SA_RESTART waits on unless SO_SNDTIMEO. */
+		if (redirect_signal_interrupts(&sigmark, !deadline))
+			return -1;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_is_connected) < 0)
 			return -1;
 	}

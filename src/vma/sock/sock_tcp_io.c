@@ -12,6 +12,7 @@
 
 #include "config/cfg_params.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_tcp_internal.h"
 
@@ -53,6 +54,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = kernel_events };
 	if (s->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+	struct redirect_sig_mark before = redirect_signal_mark();
 	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
@@ -61,6 +63,11 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		eventfd_read(s->wake_fd, &drained);
 	}
 	if (r < 0) {
+		/* A handler we counted: the caller's redirect_signal_interrupts
+		 * decides. One we did not see (installed behind our back): restart
+		 * only if every handler would. */
+		if (saved == EINTR && redirect_signal_caught_since(&before))
+			return 0;
 		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
 		errno = saved;
@@ -155,6 +162,7 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 	size_t copied = 0;
 	long spins = 0;
 	int rx_poll = g_cfg.rx_poll;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
 	for (;;) {
@@ -211,6 +219,11 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 			errno = EAGAIN;
 			return -1;
 		}
+		/* Linux: a handler interrupts a blocked receive (partial data
+		 * of MSG_WAITALL is returned); SA_RESTART restarts it unless
+		 * SO_RCVTIMEO is set. */
+		if (redirect_signal_interrupts(&sigmark, !deadline && !copied))
+			return copied ? (ssize_t)copied : -1;
 		if (rx_poll < 0 || spins++ < rx_poll) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
@@ -350,6 +363,7 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;
 	size_t vi = 0, voff = 0;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (!s->pcb || s->shut_send) {
@@ -415,6 +429,10 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 			errno = EAGAIN;
 			return -1;
 		}
+		/* Linux: interrupted with bytes queued, the count; with none,
+		 * EINTR, or a restart under SA_RESTART without SO_SNDTIMEO. */
+		if (redirect_signal_interrupts(&sigmark, !deadline && !sent))
+			return sent ? (ssize_t)sent : -1;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
 			if (sent)
 				return (ssize_t)sent;

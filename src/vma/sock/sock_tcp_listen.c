@@ -17,6 +17,7 @@
 #include "iomux/iomux.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 
@@ -429,6 +430,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 	if (!ctx)
 		return sock_tcp_accept_kernel(s, addr, len, flags);
 	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (!s->acceptq_head)
@@ -456,6 +458,9 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 			errno = EAGAIN;
 			return -1;
 		}
+		/* Linux restarts accept under SA_RESTART unless SO_RCVTIMEO. */
+		if (redirect_signal_interrupts(&sigmark, !deadline))
+			return -1;
 		if (sock_tcp_sleep(s, ctx, deadline, POLLIN, sock_tcp_has_child) < 0)
 			return -1;
 		if (s->released) {

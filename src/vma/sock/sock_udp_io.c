@@ -12,6 +12,7 @@
 #include "config/cfg_rules.h"
 #include "engine/engine.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
 
@@ -115,8 +116,9 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 
 
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
- * Returns 0 after a wake-up or a restartable signal, -1 with EAGAIN
- * (SO_RCVTIMEO) or EINTR. The rings are those of the lane the socket is in
+ * Returns 0 after a wake-up or a signal whose handler libvma counted (the
+ * caller's redirect_signal_interrupts decides), -1 with EAGAIN (SO_RCVTIMEO)
+ * or EINTR from a handler we did not see unless every handler restarts. The rings are those of the lane the socket is in
  * when we arm; a move while we sleep writes our wake eventfd (the deferred
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
 static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
@@ -161,6 +163,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = POLLIN };
 	if (s->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+	struct redirect_sig_mark before = redirect_signal_mark();
 	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
@@ -173,6 +176,9 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 		return -1;
 	}
 	if (r < 0) {
+		/* A handler we counted: the caller decides (see sock_tcp_sleep). */
+		if (saved == EINTR && redirect_signal_caught_since(&before))
+			return 0;
 		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
 		errno = saved;
@@ -210,6 +216,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	int rx_poll = sock_udp_rx_poll_budget(s);
 	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	long spins = 0;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	bool slept = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
@@ -261,6 +268,9 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			errno = EAGAIN;
 			return -1;
 		}
+		/* Linux: EINTR, or a restart under SA_RESTART unless SO_RCVTIMEO. */
+		if (redirect_signal_interrupts(&sigmark, !deadline))
+			return -1;
 		if (rx_poll < 0 || spins++ < rx_poll) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
 				errno = EAGAIN;
