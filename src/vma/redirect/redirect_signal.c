@@ -55,24 +55,11 @@ static struct sigaction redirect_app_action[NSIG];
 static bool redirect_sig_table_ready;
 static bool redirect_sig_terminating_ours;
 
-__thread struct redirect_sig_mark redirect_sig_count __attribute__((tls_model("initial-exec")));
-
 static bool redirect_sig_is_handler(const struct sigaction *a)
 {
 	if (a->sa_flags & SA_SIGINFO)
 		return a->sa_sigaction != NULL;
 	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
-}
-
-bool redirect_signal_interrupts_slow(struct redirect_sig_mark *mark, bool restartable)
-{
-	struct redirect_sig_mark now = redirect_signal_mark();
-	if (!restartable || now.interrupting != mark->interrupting) {
-		errno = EINTR;
-		return true;
-	}
-	*mark = now;
-	return false;
 }
 
 static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
