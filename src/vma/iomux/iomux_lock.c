@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
+#include "redirect/redirect_signal.h"
 
 static inline void iomux_cpu_relax(void)
 {
@@ -20,8 +21,11 @@ void iomux_lock_init(struct iomux_lock *l)
 	pthread_mutex_init(&l->mutex, NULL);
 }
 
+/* Like a lane lock, an epoll set's lock holds back the application's
+ * signal handlers in this thread until the unlock (redirect_signal.h). */
 void iomux_lock(struct iomux_lock *l)
 {
+	redirect_signal_defer_begin();
 	switch (g_cfg.thread_mode) {
 	case 0:
 		return;
@@ -46,13 +50,14 @@ void iomux_unlock(struct iomux_lock *l)
 {
 	switch (g_cfg.thread_mode) {
 	case 0:
-		return;
+		break;
 	case 2:
 		pthread_mutex_unlock(&l->mutex);
-		return;
+		break;
 	default:
 		__atomic_store_n(&l->spin, 0, __ATOMIC_RELEASE);
 	}
+	redirect_signal_defer_end();
 }
 
 #define IOMUX_WATCH_STRIPES 64

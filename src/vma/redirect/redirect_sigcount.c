@@ -3,9 +3,38 @@
  * of sock/ and iomux/ read. In the core library, so those modules and their
  * unit tests link without the interposed symbols (where nothing counts, the
  * counts stay 0 and no call is ever interrupted by them). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "redirect/redirect_signal.h"
 
-__thread struct redirect_sig_mark redirect_sig_count __attribute__((tls_model("initial-exec")));
+__thread struct redirect_sig_thread redirect_sig_tls __attribute__((tls_model("initial-exec")));
+
+void redirect_signal_run_deferred(void)
+{
+	/* One instruction: a handler that interrupts us sets its bit either
+	 * before (taken here) or after (seen by its own depth-0 check, as
+	 * depth is 0 now, so it runs at once and never sets it). */
+	uint64_t pending = __atomic_exchange_n(&redirect_sig_tls.deferred, 0, __ATOMIC_RELAXED);
+	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	for (int sig = 1; sig <= 64 && pending; sig++) {
+		uint64_t bit = (uint64_t)1 << (sig - 1);
+		if (!(pending & bit))
+			continue;
+		pending &= ~bit;
+		/* Sent to this thread again: the kernel runs it before this
+		 * syscall returns, now that no lock of ours is held. */
+		if (redirect_sig_tls.info_sig == sig) {
+			siginfo_t info = redirect_sig_tls.info;
+			redirect_sig_tls.info_sig = 0;
+			if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &info) == 0)
+				continue;
+		}
+		syscall(SYS_tgkill, pid, tid, sig);
+	}
+}
 
 bool redirect_signal_interrupts_slow(struct redirect_sig_mark *mark, bool restartable)
 {

@@ -70,10 +70,21 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 	enum redirect_sig_kind kind = redirect_sig_kind(sig);
 	struct sigaction app = redirect_app_action[sig];
 	if (redirect_sig_is_handler(&app)) {
+		if (redirect_sig_tls.defer_depth && sig <= 64) {
+			/* This thread holds a lock of ours: the handler runs
+			 * at the outermost unlock (redirect_signal_defer_end). */
+			if (!redirect_sig_tls.info_sig && info) {
+				redirect_sig_tls.info = *info;
+				redirect_sig_tls.info_sig = sig;
+			}
+			__atomic_or_fetch(&redirect_sig_tls.deferred, (uint64_t)1 << (sig - 1), __ATOMIC_RELAXED);
+			errno = saved;
+			return;
+		}
 		/* Counted before the handler runs: it may longjmp away. */
-		redirect_sig_count.caught++;
+		redirect_sig_tls.count.caught++;
 		if (!(app.sa_flags & SA_RESTART))
-			redirect_sig_count.interrupting++;
+			redirect_sig_tls.count.interrupting++;
 	}
 	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
 	bool dies = !(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_DFL;

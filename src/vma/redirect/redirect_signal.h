@@ -4,7 +4,9 @@
 #define VMA_REDIRECT_REDIRECT_SIGNAL_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* libvma puts its own handler in front of every handler the application
  * installs, so that (1) a signal that kills the process first closes the
@@ -19,17 +21,51 @@ struct redirect_sig_mark {
 	unsigned caught;
 	unsigned interrupting;
 };
-extern __thread struct redirect_sig_mark redirect_sig_count __attribute__((tls_model("initial-exec")));
+
+/* Per thread; initial-exec so the handler reads it without a call, and
+ * small so a dlopen()ed libvma still fits glibc's static TLS surplus. */
+struct redirect_sig_thread {
+	struct redirect_sig_mark count;
+	/* Locks of ours this thread holds (a lane, an epoll set): an
+	 * application handler that ran now and called send() or close() on an
+	 * offloaded fd would wait for a lock its own thread holds. Handlers
+	 * that arrive meanwhile are held back and delivered again by the
+	 * outermost unlock, as the kernel holds signals back in its critical
+	 * sections. */
+	unsigned defer_depth;
+	uint64_t deferred;    /* bit sig-1: a handler waits for defer_depth 0 */
+	int info_sig;         /* the first held-back signal's siginfo is kept */
+	siginfo_t info;
+};
+extern __thread struct redirect_sig_thread redirect_sig_tls __attribute__((tls_model("initial-exec")));
 
 static inline struct redirect_sig_mark redirect_signal_mark(void)
 {
-	return *(volatile struct redirect_sig_mark *)&redirect_sig_count;
+	return *(volatile struct redirect_sig_mark *)&redirect_sig_tls.count;
+}
+
+/* Delivers the held-back signals again (redirect_sigcount.c). */
+void redirect_signal_run_deferred(void);
+
+/* Around every lock of ours (no call, two TLS accesses). */
+static inline void redirect_signal_defer_begin(void)
+{
+	redirect_sig_tls.defer_depth++;
+	__asm__ __volatile__("" ::: "memory");
+}
+
+static inline void redirect_signal_defer_end(void)
+{
+	__asm__ __volatile__("" ::: "memory");
+	if (--redirect_sig_tls.defer_depth == 0 &&
+	    __builtin_expect(*(volatile uint64_t *)&redirect_sig_tls.deferred != 0, 0))
+		redirect_signal_run_deferred();
 }
 
 /* Whether a handler ran in this thread since mark was taken. */
 static inline bool redirect_signal_caught_since(const struct redirect_sig_mark *mark)
 {
-	return ((volatile struct redirect_sig_mark *)&redirect_sig_count)->caught != mark->caught;
+	return ((volatile struct redirect_sig_mark *)&redirect_sig_tls.count)->caught != mark->caught;
 }
 
 /* What a blocking call does when a handler ran in its thread since *mark,

@@ -30,6 +30,7 @@
 #include "ring/ring.h"
 #include "stack/stack.h"
 #include "stack/tcp.h"
+#include "redirect/redirect_signal.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
 /* Lanes of one process: each holds a ring (an XSK, a vmad member slot) on
@@ -185,15 +186,22 @@ uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot);
 #define SOCK_OFFLOAD_LOCK_YIELD 3
 #define SOCK_OFFLOAD_LOCK_SPINS 64
 
+/* Every lock of a lane holds back the application's signal handlers in
+ * this thread until the unlock (redirect_signal.h): a handler that sends
+ * or closes on an offloaded fd would otherwise wait for this very lock. */
 static inline bool sock_offload_trylock(struct sock_offload *ctx)
 {
-	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX)
-		return pthread_mutex_trylock(&ctx->mutex) == 0;
-	return pthread_spin_trylock(&ctx->lock) == 0;
+	redirect_signal_defer_begin();
+	bool got = ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX ? pthread_mutex_trylock(&ctx->mutex) == 0
+							       : pthread_spin_trylock(&ctx->lock) == 0;
+	if (!got)
+		redirect_signal_defer_end();
+	return got;
 }
 
 static inline void sock_offload_lock(struct sock_offload *ctx)
 {
+	redirect_signal_defer_begin();
 	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX) {
 		pthread_mutex_lock(&ctx->mutex);
 	} else if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_YIELD) {
@@ -220,6 +228,7 @@ static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 		pthread_mutex_unlock(&ctx->mutex);
 	else
 		pthread_spin_unlock(&ctx->lock);
+	redirect_signal_defer_end();
 }
 
 /* (Re)initialises the lock of the kind VMA_THREAD_MODE names. */
