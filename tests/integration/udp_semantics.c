@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -604,6 +605,67 @@ static void test_multicast(const char *peer_ip)
 	close(member);
 }
 
+/* Threads that go to sleep on a fresh socket at the same moment: the
+ * socket gets one wake eventfd, not one per racing sleeper with all but one
+ * leaked. Counted as the eventfds this process holds around each race
+ * (sockets stay open: a closed one's eventfd goes when it is retired). */
+struct first_sleep {
+	int fd;
+	pthread_barrier_t *gate;
+};
+
+static void *first_sleep_reader(void *arg)
+{
+	struct first_sleep *f = arg;
+	char b[16];
+	pthread_barrier_wait(f->gate);
+	recv(f->fd, b, sizeof(b), 0);   /* SO_RCVTIMEO: EAGAIN */
+	return NULL;
+}
+
+static int count_eventfds(void)
+{
+	int n = 0;
+	char path[64], target[64];
+	for (int fd = 0; fd < 512; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t k = readlink(path, target, sizeof(target) - 1);
+		if (k <= 0)
+			continue;
+		target[k] = 0;
+		n += strcmp(target, "anon_inode:[eventfd]") == 0;
+	}
+	return n;
+}
+
+static void test_first_sleepers(void)
+{
+	enum { SOCKETS = 40, THREADS = 4 };
+	int fds[SOCKETS], worst = 0, slept = 0;
+	pthread_barrier_t gate;
+	for (int i = 0; i < SOCKETS; i++) {
+		int before = count_eventfds();
+		int fd = fds[i] = udp_bound(local_ip, 0, 0);
+		struct timeval tv = { 0, 200000 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		pthread_barrier_init(&gate, NULL, THREADS);
+		pthread_t th[THREADS];
+		struct first_sleep f = { fd, &gate };
+		for (int t = 0; t < THREADS; t++)
+			pthread_create(&th[t], NULL, first_sleep_reader, &f);
+		for (int t = 0; t < THREADS; t++)
+			pthread_join(th[t], NULL);
+		pthread_barrier_destroy(&gate);
+		int grew = count_eventfds() - before;
+		worst = grew > worst ? grew : worst;
+		slept += grew > 0;
+	}
+	for (int i = 0; i < SOCKETS; i++)
+		close(fds[i]);
+	CHECK(worst <= 1, "%d sockets, %d first sleepers at once on each: at most one wake eventfd per socket "
+	      "(most a socket gained: %d; sockets that gained one: %d)", SOCKETS, THREADS, worst, slept);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -624,6 +686,7 @@ int main(int argc, char **argv)
 	test_connect();
 	test_send_errors();
 	test_blocking();
+	test_first_sleepers();
 	test_multicast(argv[2]);
 	close(ctl_fd);
 	printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);

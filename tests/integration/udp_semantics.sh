@@ -21,7 +21,7 @@ LIB=$(readlink -f "$LIB")
 PROG=$BUILD/tests/integration/udp_semantics
 if [ ! -x "$PROG" ]; then   # not built by `make check` yet: build it here
 	PROG=$(mktemp /tmp/udp_semantics.XXXXXX)
-	cc -std=gnu11 -O2 -o "$PROG" "$HERE/udp_semantics.c" || { echo "SKIP: cannot build the helper"; exit 77; }
+	cc -std=gnu11 -O2 -o "$PROG" "$HERE/udp_semantics.c" -lpthread || { echo "SKIP: cannot build the helper"; exit 77; }
 fi
 command -v ethtool >/dev/null || { echo "SKIP: needs ethtool (veth checksum offload)"; exit 77; }
 export TB_PREFIX=vmasem

@@ -80,6 +80,21 @@ void sock_offload_lock_init(struct sock_offload *ctx)
 
 static void sock_offload_unlock_raw(struct sock_offload *ctx);
 
+int sock_offload_wake_fd_get(int *slot)
+{
+	int fd = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (fd >= 0)
+		return fd;
+	int fresh = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fresh < 0)
+		return -1;
+	int expected = -1;
+	if (__atomic_compare_exchange_n(slot, &expected, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return fresh;
+	REDIRECT_ORIG_FN(close)(fresh);
+	return expected;
+}
+
 struct sock_offload_candidate {
 	int ifindex;
 	char name[NET_IFNAME_LEN];

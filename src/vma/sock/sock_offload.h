@@ -231,6 +231,11 @@ static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 	redirect_signal_defer_end();
 }
 
+/* The socket's wake eventfd in *slot, created by the first sleeper: two
+ * threads that go to sleep at once agree on one (the loser closes its
+ * own). -1 when eventfd fails (the sleeper then relies on its capped
+ * sleep). */
+int sock_offload_wake_fd_get(int *slot);
 /* (Re)initialises the lock of the kind VMA_THREAD_MODE names. */
 void sock_offload_lock_init(struct sock_offload *ctx);
 /* Drops the lock, then runs what delivery callbacks deferred. */

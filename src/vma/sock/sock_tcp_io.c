@@ -23,8 +23,7 @@
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
 		   bool (*ready)(const struct sock_tcp *s))
 {
-	if (s->wake_fd < 0)
-		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	sock_offload_wake_fd_get(&s->wake_fd);
 	/* Capped: timers run on the internal thread and wake us through the
 	 * eventfd, but a missed edge must never hang the application. */
 	int timeout = SOCK_TCP_SLEEP_CAP_MS;

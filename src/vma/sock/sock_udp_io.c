@@ -123,8 +123,7 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
 static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 {
-	if (s->wake_fd < 0)
-		s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	sock_offload_wake_fd_get(&s->wake_fd);
 	int timeout = -1;
 	if (deadline_ms) {
 		uint64_t now = engine_now_ms();
