@@ -327,6 +327,24 @@ START_TEST(netif_used_for_tx_and_mss)
 }
 END_TEST
 
+/* VMA_MTU above the interface's MTU (which the ring's frame size bounds)
+ * must not raise the MSS past what one frame carries. */
+START_TEST(mss_bounded_by_the_nif_whatever_vma_mtu)
+{
+	sa.mtu = 9000;
+	th_init(w, &sa, &sb, 8);
+	make_nif2(0);
+	struct tcp_pcb *p = client(4000);
+	tcp_set_netif(p, &nif2);
+	connect_to(p, 80);
+	struct th_tcp t = captured(0);
+	ck_assert_uint_eq(t.flags, 0x02);
+	ck_assert_int_eq(opt_value(&t, 2), 960);   /* nif MTU 1000 - 40, not 9000 - 40 */
+	th_capture_clear(w);
+	sa.mtu = 0;
+}
+END_TEST
+
 START_TEST(child_answers_on_the_nif_of_its_syn)
 {
 	th_init(w, &sa, &sb, 9);
@@ -453,6 +471,7 @@ static Suite *suite(void)
 	tcase_add_test(t, keepalive_params_per_pcb_and_inherited);
 	tcase_add_test(t, keepalive_params_change_running_timer);
 	tcase_add_test(t, netif_used_for_tx_and_mss);
+	tcase_add_test(t, mss_bounded_by_the_nif_whatever_vma_mtu);
 	tcase_add_test(t, child_answers_on_the_nif_of_its_syn);
 	tcase_add_test(t, rst_reply_leaves_on_arrival_nif);
 	tcase_add_test(t, sndbuf_grows_midstream);

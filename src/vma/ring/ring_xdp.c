@@ -663,6 +663,11 @@ struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const stru
 					      .flows5_fd = -1 };
 	ring_sizes_compute(cfg, RING_XDP_FRAME_SIZE, &r->sizes);
 	ring_read_link(&r->base);
+	/* A frame longer than a UMEM frame holds is left to the kernel by the
+	 * steering program: our stack must never send or ask for one (the TCP
+	 * MSS and UDP fragments follow this MTU, whatever VMA_MTU says). */
+	if (!r->base.mtu || r->base.mtu > RING_XDP_MAX_RX_FRAME - 14)
+		r->base.mtu = RING_XDP_MAX_RX_FRAME - 14;
 
 	why[0] = '\0';
 	err = vmad_client_join(ifname, queue, &r->sizes, &join_slot, &r->member, why, sizeof(why));

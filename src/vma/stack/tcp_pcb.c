@@ -46,7 +46,11 @@ const char *tcp_state_name(enum tcp_state s)
 uint32_t tcp_local_mss(const struct tcp_pcb *pcb)
 {
 	const struct tcp_ctx *ctx = pcb->ctx;
-	uint32_t mtu = ctx->set.mtu ? ctx->set.mtu : pcb->nif->mtu;
+	/* VMA_MTU may lower the interface's MTU, never raise it: the ring's
+	 * frames bound the interface's (ring_xdp.c). */
+	uint32_t mtu = pcb->nif && pcb->nif->mtu ? pcb->nif->mtu : ctx->set.mtu;
+	if (ctx->set.mtu && ctx->set.mtu < mtu)
+		mtu = ctx->set.mtu;
 	uint32_t mss = ctx->set.mss ? ctx->set.mss : (mtu > 40 ? mtu - 40 : 536);
 	/* Leave room for 40 option bytes in a frame of our own MTU. */
 	if (mtu > 80 && mss > mtu - 40)
