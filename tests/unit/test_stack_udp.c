@@ -292,6 +292,33 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* IPv4 IDs count per destination: traffic to one peer does not move the
+ * IDs another peer sees (a global counter lets a peer count our traffic). */
+START_TEST(test_ip_id_per_destination)
+{
+	uint8_t p[8] = { 0 };
+	uint32_t other = htonl(0xc6120063);   /* 198.18.0.99 */
+	uint16_t ids_b[8];
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(send_payload(p, sizeof(p), 1111, 2222, nif_b.ip, nif_b.mac, nif_a.ip), 8);
+		for (int k = 0; k < 3; k++)
+			ck_assert_int_eq(send_payload(p, sizeof(p), 1111, 2222, other, nif_b.mac, nif_a.ip), 8);
+	}
+	int n = 0;
+	for (int i = 0; i < nwire; i++) {
+		const uint8_t *ip = wire[i]->data + 14;
+		uint32_t dst;
+		memcpy(&dst, ip + 16, 4);
+		if (dst == nif_b.ip)
+			ids_b[n++] = (uint16_t)(ip[4] << 8 | ip[5]);
+	}
+	ck_assert_int_eq(n, 8);
+	for (int i = 1; i < 8; i++)
+		ck_assert_uint_eq((uint16_t)(ids_b[i] - ids_b[i - 1]), 1);
+	drain_wire();
+}
+END_TEST
+
 START_TEST(test_iovec_and_checksum_options)
 {
 	struct stack_settings s = settings;
@@ -854,6 +881,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_round_trip, 0, 6);
 	tcase_add_test(tc, test_iovec_and_checksum_options);
+	tcase_add_test(tc, test_ip_id_per_destination);
 	tcase_add_test(tc, test_tx_errors);
 	tcase_add_test(tc, test_truncated_every_length);
 	tcase_add_test(tc, test_bad_ip_headers);

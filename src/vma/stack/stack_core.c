@@ -1,4 +1,6 @@
 /* Life cycle of a stack, its settings, timers and buffer-chain helpers. */
+#include <sys/random.h>
+#include <time.h>
 #include "stack/stack_internal.h"
 #include "stack/tcp.h"
 #include "stack/tcp_priv.h"
@@ -29,6 +31,25 @@ static uint32_t round_pow2(uint32_t v)
 	return p;
 }
 
+static uint64_t stack_seed_clock(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto)
+{
+	/* Two rounds of multiply-xorshift over the keyed tuple. */
+	uint32_t h = (src ^ st->ip_id_key[0]) * 0x9e3779b1u;
+	h ^= (dst ^ st->ip_id_key[1]) + (h >> 15);
+	h *= 0x85ebca6bu;
+	h ^= proto + (h >> 13);
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return st->ip_ids[h & (STACK_IP_ID_BUCKETS - 1)]++;
+}
+
 struct stack *stack_create(const struct stack_settings *settings)
 {
 	struct stack *st = calloc(1, sizeof(*st));
@@ -42,7 +63,18 @@ struct stack *stack_create(const struct stack_settings *settings)
 	st->bind_table = calloc(buckets, sizeof(*st->bind_table));
 	st->conn_table = calloc(buckets, sizeof(*st->conn_table));
 	st->port_table = calloc(buckets, sizeof(*st->port_table));
-	st->next_ip_id = 1;
+	if (getrandom(st->ip_ids, sizeof(st->ip_ids), GRND_NONBLOCK) != (ssize_t)sizeof(st->ip_ids) ||
+	    getrandom(st->ip_id_key, sizeof(st->ip_id_key), GRND_NONBLOCK) != (ssize_t)sizeof(st->ip_id_key)) {
+		/* No entropy yet (early boot): a clock-seeded start still
+		 * keeps destinations' counters apart. */
+		uint64_t seed = (uint64_t)(uintptr_t)st ^ stack_seed_clock();
+		for (unsigned i = 0; i < STACK_IP_ID_BUCKETS; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			st->ip_ids[i] = (uint16_t)(seed >> 48);
+		}
+		st->ip_id_key[0] = (uint32_t)seed;
+		st->ip_id_key[1] = (uint32_t)(seed >> 32);
+	}
 	if (!st->bind_table || !st->conn_table || !st->port_table || stack_reass_init(st) != 0) {
 		stack_destroy(st);
 		return NULL;

@@ -36,6 +36,7 @@ struct stack_udp_pcb {
 	struct stack_mc_group *groups;
 };
 
+#define STACK_IP_ID_BUCKETS 2048
 struct stack_reass;                     /* stack_ip4_reass.c */
 struct tcp_ctx;                         /* tcp_pcb.c */
 
@@ -43,7 +44,12 @@ struct stack {
 	struct stack_settings set;
 	struct stack_counters cnt;
 	uint64_t now_ms;
-	uint16_t next_ip_id;
+	/* IPv4 IDs: one counter per bucket of a keyed hash of (source,
+	 * destination, protocol), each from a random start, so a peer learns
+	 * nothing of our traffic to others from the IDs it sees (a single
+	 * counter is the idle-scan side channel). */
+	uint32_t ip_id_key[2];
+	uint16_t ip_ids[STACK_IP_ID_BUCKETS];
 	uint32_t hash_mask;
 	struct stack_udp_pcb **bind_table;  /* key: local ip, local port */
 	struct stack_udp_pcb **conn_table;  /* key: local port, remote ip, remote port */
@@ -57,6 +63,8 @@ struct stack {
  * a chain when reassembled) to the UDP layer, which takes the reference. */
 void stack_udp_input(struct stack *st, struct ring_buf *pkt, const struct stack_ip4_info *ip);
 void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt);
+/* The IPv4 ID of the next packet from src to dst (network order). */
+uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto);
 
 int stack_reass_init(struct stack *st);
 void stack_reass_fini(struct stack *st);

@@ -129,9 +129,9 @@ int stack_udp_send(struct stack *st, const struct stack_netif *nif,
 		last = b;
 	}
 
-	uint16_t id = st->next_ip_id++;
 	uint8_t ttl = tx->ttl ? tx->ttl : st->set.default_ttl;
 	uint32_t src_ip = tx->src_ip ? tx->src_ip : nif->ip;
+	uint16_t id = stack_ip4_next_id(st, src_ip, tx->dst_ip, IP4_PROTO_UDP);
 	struct iov_cursor cur = { .iov = iov, .left = iovcnt, .off = 0 };
 	uint64_t data_sum = 0;
 	uint32_t offset = 0;

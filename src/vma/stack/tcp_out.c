@@ -60,7 +60,7 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 	ip[0] = 0x45;
 	ip[1] = 0;
 	put16(ip + 2, (uint16_t)(STACK_IP4_HLEN + thlen + data_len));
-	put16(ip + 4, ctx->st->next_ip_id++);
+	put16(ip + 4, stack_ip4_next_id(ctx->st, e->src_ip, e->dst_ip, IP4_PROTO_TCP));
 	put16(ip + 6, IP4_DF);
 	ip[8] = ctx->st->set.default_ttl ? ctx->st->set.default_ttl : 64;
 	ip[9] = IP4_PROTO_TCP;
