@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "vma_main.h"
+#include "redirect/redirect_signal.h"
 #include "config/cfg_params.h"
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
@@ -236,6 +237,7 @@ void vma_after_fork_child(void)
 	vma_in_init = false;
 	/* First: the rings, flows and XDP program are the parent's. */
 	sock_offload_after_fork_child();
+	redirect_signal_after_fork_child();
 	engine_after_fork_child();
 	__atomic_store_n(&vma_engine_started, 0, __ATOMIC_RELEASE);
 	stats_after_fork_child();

@@ -47,6 +47,15 @@ static inline struct redirect_sig_mark redirect_signal_mark(void)
 /* Delivers the held-back signals again (redirect_sigcount.c). */
 void redirect_signal_run_deferred(void);
 
+/* In a forked child: the locks the fork handlers took are made anew, not
+ * unlocked, and signals held back were the parent's. */
+static inline void redirect_signal_after_fork_child(void)
+{
+	redirect_sig_tls.defer_depth = 0;
+	redirect_sig_tls.deferred = 0;
+	redirect_sig_tls.info_sig = 0;
+}
+
 /* Around every lock of ours (no call, two TLS accesses). */
 static inline void redirect_signal_defer_begin(void)
 {
