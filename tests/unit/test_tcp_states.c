@@ -504,37 +504,148 @@ START_TEST(syn_rate_limited_per_second)
 }
 END_TEST
 
-/* Backlog full: the SYN is dropped silently (as Linux), the client's SYN
- * retransmission gets in once a slot is free. */
-START_TEST(backlog_full_drops_syn_client_retries)
+/* SYN queue full (a phantom half-open child fills backlog 1): the next SYN
+ * is answered with a SYN cookie and the client connects at once, with no
+ * state kept until its ACK; the connection works both ways. */
+START_TEST(syn_queue_full_answered_with_cookie)
 {
 	th_init(w, &sa, &sb, 7);
 	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
 	tcp_set_callbacks(l, &th_callbacks, &w->side[1]);
 	ck_assert_int_eq(tcp_bind(l, 0, htons(SRV)), 0);
 	ck_assert_int_eq(tcp_listen(l, 1), 0);
-	/* a half-open connection from a phantom peer fills the backlog */
 	w->capture = true;
 	inject(PEER_ISN, 0, 0x02, NULL, 0);
 	ck_assert_uint_eq(only_reply().flags, 0x12);
 	th_capture_clear(w);
 	w->capture = false;
+	unsigned before = pcbs();
 	struct tcp_pcb *client = th_connect(w, 0, 4000, SRV);
 	th_run(w, 5);
 	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
-	ck_assert_uint_eq(c->rx_backlog_full, 1);
-	ck_assert(!w->side[0].connected);
-	ck_assert_int_eq(tcp_pcb_state(client), TCP_SYN_SENT);
-	/* the phantom goes away (its RST); the client's retransmitted SYN succeeds */
-	inject(PEER_ISN + 1, 0, 0x04, NULL, 0);
-	ck_assert_uint_eq(pcbs(), 1);
-	th_run(w, 1100);
+	ck_assert_uint_eq(c->tx_syncookies, 1);
+	ck_assert_uint_eq(c->rx_syncookies_ok, 1);
 	ck_assert(w->side[0].connected && w->side[1].connected);
+	ck_assert_uint_eq(pcbs(), before + 1);   /* the child, made from the ACK */
 	struct tcp_pcb_info in;
 	tcp_pcb_get_info(client, &in);
-	ck_assert_uint_eq(in.retransmits, 1);
-	ck_assert_uint_eq(c->rx_backlog_full, 1);
+	ck_assert_uint_eq(in.retransmits, 0);
+	/* data both ways over the cookie connection */
+	w->side[0].tx_goal = 200000;
+	w->side[1].tx_goal = 100000;
+	th_pump(&w->side[0]);
+	th_pump(&w->side[1]);
+	th_run(w, 2000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 200000);
+	ck_assert_uint_eq(w->side[0].rx_bytes, 100000);
+	ck_assert_uint_eq(w->side[0].rx_bad + w->side[1].rx_bad, 0);
 	ck_assert_int_eq(w->side[0].err, 0);
+	tcp_close(l);
+}
+END_TEST
+
+/* A SYN flood against a small backlog keeps no state beyond the backlog,
+ * and ACKs with forged, tampered or stale cookies are refused with a
+ * reset and make nothing. */
+START_TEST(syn_flood_keeps_no_state)
+{
+	th_init(w, &sa, &sb, 7);
+	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
+	tcp_set_callbacks(l, &th_callbacks, &w->side[1]);
+	ck_assert_int_eq(tcp_bind(l, 0, htons(SRV)), 0);
+	ck_assert_int_eq(tcp_listen(l, 4), 0);
+	w->capture = true;
+	for (uint16_t i = 0; i < 200; i++)
+		th_inject(w, 1, htons((uint16_t)(PEER + i)), htons(SRV), 1000u * i, 0, 0x02, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 200);              /* every SYN answered */
+	ck_assert_uint_eq(pcbs(), 1 + 4);                  /* the listener and the backlog's children */
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	ck_assert_uint_eq(c->tx_syncookies, 196);
+	/* the last SYN-ACK's cookie, echoed correctly, makes a connection */
+	struct th_tcp t;
+	ck_assert(th_parse(w->captured[199], &t));
+	ck_assert_uint_eq(t.flags, 0x12);
+	uint32_t cookie = t.seq;
+	th_capture_clear(w);
+	/* forged: wrong cookie, wrong peer ISN, another port */
+	th_inject(w, 1, htons(PEER + 199), htons(SRV), 1000u * 199 + 1, cookie + 2, 0x10, 65535, NULL, 0, NULL, 0);
+	th_inject(w, 1, htons(PEER + 199), htons(SRV), 1000u * 199 + 5, cookie + 1, 0x10, 65535, NULL, 0, NULL, 0);
+	th_inject(w, 1, htons(PEER + 300), htons(SRV), 1000u * 199 + 1, cookie + 1, 0x10, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(c->rx_syncookies_bad, 3);
+	ck_assert_uint_eq(w->ncaptured, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert(th_parse(w->captured[i], &t));
+		ck_assert_uint_eq(t.flags & 0x04, 0x04);    /* RST */
+	}
+	ck_assert_uint_eq(pcbs(), 1 + 4);
+	th_capture_clear(w);
+	th_inject(w, 1, htons(PEER + 199), htons(SRV), 1000u * 199 + 1, cookie + 1, 0x10, 65535, NULL, 0, "hi", 2);
+	ck_assert_uint_eq(c->rx_syncookies_ok, 1);
+	ck_assert_uint_eq(pcbs(), 1 + 5);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 2);         /* the ACK's data went to the child */
+	th_capture_clear(w);
+	/* two cookie periods (128 s) later the same echo is stale */
+	th_inject(w, 1, htons(PEER + 198), htons(SRV), 1000u * 198, 0, 0x02, 65535, NULL, 0, NULL, 0);
+	ck_assert(th_parse(w->captured[0], &t));
+	uint32_t old = t.seq;
+	th_capture_clear(w);
+	w->drop_all = true;                                 /* the half-open children's retransmissions go nowhere */
+	th_run(w, 129000);
+	w->drop_all = false;
+	th_capture_clear(w);
+	th_inject(w, 1, htons(PEER + 198), htons(SRV), 1000u * 198 + 1, old + 1, 0x10, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(c->rx_syncookies_bad, 4);
+	th_capture_clear(w);
+	tcp_close(l);
+}
+END_TEST
+
+/* The accept queue holds backlog + 1 established children (Linux): past
+ * that a SYN and a handshake-ending ACK are dropped, and the client's
+ * retransmission gets in once the application accepted one. */
+static unsigned accepted_calls;
+static int count_accept(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child)
+{
+	(void)arg;
+	(void)listener;
+	accepted_calls++;
+	tcp_set_callbacks(child, &th_callbacks, &w->side[1]);
+	return 0;
+}
+
+START_TEST(accept_queue_bounded)
+{
+	th_init(w, &sa, &sb, 7);
+	static const struct tcp_callbacks lcb = { .accept = count_accept };
+	accepted_calls = 0;
+	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
+	tcp_set_callbacks(l, &lcb, &w->side[1]);
+	ck_assert_int_eq(tcp_bind(l, 0, htons(SRV)), 0);
+	ck_assert_int_eq(tcp_listen(l, 2), 0);
+	struct tcp_pcb *cl[6];
+	for (int i = 0; i < 6; i++) {   /* one at a time: the SYN queue never overflows */
+		cl[i] = th_connect(w, 0, (uint16_t)(4000 + i), SRV);
+		th_run(w, 10);
+	}
+	ck_assert_uint_eq(accepted_calls, 3);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	ck_assert_uint_ge(c->rx_accept_queue_full, 3);
+	unsigned synsent = 0;
+	for (int i = 0; i < 6; i++)
+		synsent += tcp_pcb_state(cl[i]) == TCP_SYN_SENT;
+	ck_assert_uint_eq(synsent, 3);                      /* their SYNs dropped */
+	/* the application accepts one: a retransmitted SYN gets in (1 s RTO) */
+	tcp_listen_accepted(l);
+	th_run(w, 1500);
+	ck_assert_uint_eq(accepted_calls, 4);
+	tcp_listen_accepted(l);
+	tcp_listen_accepted(l);
+	tcp_listen_accepted(l);
+	th_run(w, 8000);
+	ck_assert_uint_eq(accepted_calls, 6);
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(tcp_pcb_state(cl[i]), TCP_ESTABLISHED);
+	tcp_close(l);
 }
 END_TEST
 
@@ -561,7 +672,9 @@ static Suite *suite(void)
 	tcase_add_test(k, keepalive_silent_peer_times_out);
 	tcase_add_test(k, keepalive_answered_keeps_connection);
 	tcase_add_test(k, syn_rate_limited_per_second);
-	tcase_add_test(k, backlog_full_drops_syn_client_retries);
+	tcase_add_test(k, syn_queue_full_answered_with_cookie);
+	tcase_add_test(k, syn_flood_keeps_no_state);
+	tcase_add_test(k, accept_queue_bounded);
 	suite_add_tcase(s, k);
 	return s;
 }

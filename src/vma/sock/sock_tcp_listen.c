@@ -146,7 +146,9 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
 	if (!ctx || !ctx->tcp)
 		return 0;
-	s->backlog = backlog <= 0 ? 1 : backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
+	/* As Linux: a negative backlog or one above somaxconn is somaxconn;
+	 * 0 stays 0 (every SYN gets a cookie, one connection may wait). */
+	s->backlog = backlog < 0 || backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
 	/* SO_REUSEPORT listeners of other processes may share the port. */
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
@@ -443,6 +445,8 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 				s->acceptq_tail = NULL;
 			c->next_child = NULL;
 			__atomic_sub_fetch(&s->acceptq_len, 1, __ATOMIC_RELEASE);
+			if (s->pcb)   /* room in the engine's accept queue (backlog) */
+				tcp_listen_accepted(s->pcb);
 		}
 		sock_offload_unlock(ctx);
 		if (c)

@@ -56,6 +56,13 @@ struct tcp_counters {
 	uint64_t rx_handed_off;        /* segments of connections handed to the kernel: dropped, not reset */
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
+	/* Listen overflow (Linux's ListenOverflows): SYNs and handshake-ending
+	 * ACKs dropped while the accept queue was full. */
+	uint64_t rx_accept_queue_full;
+	/* SYN cookies (Linux's SyncookiesSent/Recv/Failed): SYN-ACKs answered
+	 * statelessly while the SYN queue was full; ACKs that carried a valid
+	 * cookie and became connections; ACKs to a listener with a bad one. */
+	uint64_t tx_syncookies, rx_syncookies_ok, rx_syncookies_bad;
 	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
 	uint64_t tx_lost_rexmits;      /* resent holes found lost again in recovery (resent before the RTO) */
 	uint64_t tx_tail_probes;       /* tail loss probes sent (RFC 8985 section 7) */
@@ -148,8 +155,13 @@ struct tcp_pcb *tcp_pcb_new(struct tcp_ctx *ctx);
 void tcp_set_callbacks(struct tcp_pcb *pcb, const struct tcp_callbacks *cb, void *arg);
 /* port must be non-zero; -EADDRINUSE if another pcb has ip:port bound. */
 int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port);
-/* Bound pcb only. Children count against backlog until accepted. */
+/* Bound pcb only. As Linux: at most backlog children wait half-open (SYN
+ * queue; beyond it SYNs are answered with SYN cookies), at most backlog + 1
+ * established children wait to be accepted (accept queue; beyond it SYNs
+ * and handshake-ending ACKs are dropped, the peer retries). */
 int tcp_listen(struct tcp_pcb *pcb, unsigned backlog);
+/* The application took one established child of listener lis (accept). */
+void tcp_listen_accepted(struct tcp_pcb *lis);
 /* Bound pcb (the socket layer picks the port); local_ip replaces a bound
  * INADDR_ANY; dst_mac is the next hop. Sends the SYN. */
 int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_ip,

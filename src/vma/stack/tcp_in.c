@@ -62,6 +62,85 @@ static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_of
 	tcp_cc_init(pcb);
 }
 
+/* Linux's sk_acceptq_is_full: backlog + 1 may wait. */
+static bool accept_queue_full(const struct tcp_pcb *lis)
+{
+	return lis->accept_queued > lis->backlog;
+}
+
+/* The window of a cookie SYN-ACK (unscaled: the option is not offered). */
+static uint16_t cookie_window(const struct tcp_pcb *lis)
+{
+	return (uint16_t)tcp_min32(lis->rcv_buf ? lis->rcv_buf : 65535, 65535);
+}
+
+static void established(struct tcp_pcb *pcb);
+static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg);
+
+/* An ACK to a listener that may end a handshake we answered with a cookie.
+ * True when it was one (a connection made, or dropped because the accept
+ * queue is full); false to answer it with a reset. */
+static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
+		       const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+{
+	struct tcp_ctx *ctx = lis->ctx;
+	uint32_t mss;
+	if (!tcp_syncookie_check(ctx, ip->dst, dport, ip->src, sport, seg->seq - 1, seg->ack - 1, &mss)) {
+		ctx->cnt.rx_syncookies_bad++;
+		return false;
+	}
+	if (accept_queue_full(lis)) {
+		ctx->cnt.rx_accept_queue_full++;
+		return true;   /* dropped: the peer's retransmission finds room later */
+	}
+	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
+	if (!c)
+		return true;
+	ctx->cnt.rx_syncookies_ok++;
+	ctx->cnt.passive_opens++;
+	c->local_ip = ip->dst;
+	c->local_port = dport;
+	c->remote_ip = ip->src;
+	c->remote_port = sport;
+	c->bound = true;
+	memcpy(c->dst_mac, src_mac, 6);
+	/* What the cookie SYN-ACK offered: MSS only, no scaling, SACK or
+	 * timestamps (the SYN's other options are forgotten). */
+	c->peer_mss = mss;
+	c->adv_mss = mss;
+	c->mss = mss;
+	c->ws_ok = false;
+	c->snd_wscale = c->rcv_wscale = 0;
+	c->sack_ok = false;
+	c->ts_ok = false;
+	c->irs = seg->seq - 1;
+	c->rcv_nxt = seg->seq;
+	c->rcv_adv = c->rcv_nxt + cookie_window(lis);
+	c->iss = seg->ack - 1;
+	c->snd_una = c->snd_sml = c->snd_nxt = c->snd_max = seg->ack;
+	c->sbuf_seq = seg->ack;
+	c->snd_wnd = seg->wnd;
+	c->max_snd_wnd = c->snd_wnd;
+	c->snd_wl1 = seg->seq;
+	c->snd_wl2 = seg->ack;
+	tcp_cc_init(c);
+	tcp_pcb_hash_conn(c);
+	established(c);
+	int rc = lis->cb.accept ? lis->cb.accept(lis->cb_arg, lis, c) : -ECONNREFUSED;
+	if (callback_killed(c))
+		return true;
+	if (rc < 0) {
+		tcp_send_rst(c);
+		tcp_pcb_release(c);
+		return true;
+	}
+	lis->accept_queued++;
+	process_data(c, seg);
+	if (!c->dead)
+		tcp_output(c);
+	return true;
+}
+
 /* isn: NULL, or the ISN to use (a tuple reopened from TIME_WAIT). */
 static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
 			 const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
@@ -72,11 +151,19 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	if (seg->flags & TCP_RST)
 		return;
 	if (seg->flags & TCP_ACK) {
+		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, seg, nif, ip, src_mac, sport, dport))
+			return;
 		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
 		return;
 	}
 	if (!(seg->flags & TCP_SYN))
 		return;
+	if (accept_queue_full(lis)) {
+		/* Linux drops the SYN too: the peer's retransmission comes
+		 * back when the application has accepted. */
+		ctx->cnt.rx_accept_queue_full++;
+		return;
+	}
 	if (ctx->set.max_syn_rate) {
 		if (ctx->now_ms - lis->syn_window_start_ms >= 1000 || !lis->syn_window_start_ms) {
 			lis->syn_window_start_ms = ctx->now_ms ? ctx->now_ms : 1;
@@ -89,7 +176,15 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 		lis->syn_in_window++;
 	}
 	if (lis->pending_children >= lis->backlog) {
+		/* SYN queue full (a flood, or a slow handshake mix): answer
+		 * without keeping state; the ACK's cookie makes the connection. */
 		ctx->cnt.rx_backlog_full++;
+		uint32_t peer_mss = seg->opt.has_mss && seg->opt.mss ? seg->opt.mss : 536;
+		struct tcp_pcb probe = { .ctx = ctx, .nif = nif, .mss_clamp = lis->mss_clamp };
+		uint32_t mss = tcp_min32(peer_mss, tcp_local_mss(&probe));
+		uint32_t cookie = tcp_syncookie_make(ctx, ip->dst, dport, ip->src, sport, seg->seq, mss);
+		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1, mss,
+				       cookie_window(lis));
 		return;
 	}
 	/* The child inherits the listener's settings; it answers on the
@@ -107,6 +202,10 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	memcpy(c->dst_mac, src_mac, 6);
 	c->parent = lis;
 	lis->pending_children++;
+	/* Linux's tcp_synack_retries: a half-open child lives about a minute,
+	 * not the two of an active open. */
+	if (c->syn_retries > TCP_SYNACK_RETRIES)
+		c->syn_retries = TCP_SYNACK_RETRIES;
 	tcp_pcb_hash_conn(c);
 	negotiate(c, seg, false);
 	c->iss = isn ? *isn : tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
@@ -546,6 +645,13 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 			tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
 			return;
 		}
+		if (pcb->parent && accept_queue_full(pcb->parent)) {
+			/* Linux drops the handshake's last ACK: the child stays
+			 * half-open, our SYN-ACK retransmission draws the ACK
+			 * again once the application accepted. */
+			ctx->cnt.rx_accept_queue_full++;
+			return;
+		}
 		if (!pcb->ts_ok && pcb->rtt_timing && !pcb->backoff)
 			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
 		pcb->rtt_timing = false;
@@ -570,6 +676,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 				tcp_pcb_release(pcb);
 				return;
 			}
+			lis->accept_queued++;
 		} else if (pcb->cb.connected) {
 			pcb->cb.connected(pcb->cb_arg, pcb);
 			if (callback_killed(pcb))

@@ -118,7 +118,7 @@ static uint64_t siphash_2_4(const uint64_t key[2], uint64_t m0, uint64_t m1_tail
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+static void tcp_isn_key_ensure(struct tcp_ctx *ctx)
 {
 	if (!ctx->isn_key[0] && !ctx->isn_key[1]) {
 		if (getrandom(ctx->isn_key, sizeof(ctx->isn_key), GRND_NONBLOCK) != sizeof(ctx->isn_key)) {
@@ -126,6 +126,53 @@ uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip
 			ctx->isn_key[1] = 0xbf58476d1ce4e5b9ull ^ ctx->now_ms;
 		}
 	}
+}
+
+/* SYN cookie layout (our own): bits 31..27 a 64-second period counter,
+ * 26..24 an index into tcp_cookie_mss, 23..0 a keyed hash of the tuple, the
+ * peer's ISN, the period and the index. A cookie is good for the period it
+ * was made in and the next (64 to 128 s). The hash domain (13 in the top
+ * byte) keeps cookies apart from ISNs made with the same key. */
+static const uint16_t tcp_cookie_mss[8] = { 216, 536, 1200, 1360, 1440, 1460, 3760, 8960 };
+#define TCP_COOKIE_PERIOD_MS 64000u
+
+static uint32_t tcp_cookie_hash(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+				uint32_t peer_isn, uint32_t period, uint32_t mss_index)
+{
+	tcp_isn_key_ensure(ctx);
+	uint64_t m0 = (uint64_t)lip << 32 | rip;
+	uint64_t m1 = ((uint64_t)lport << 16 | rport) | (uint64_t)peer_isn << 32;
+	uint64_t k[2] = { ctx->isn_key[0] ^ (13ull << 56 | (uint64_t)period << 8 | mss_index), ctx->isn_key[1] };
+	return (uint32_t)siphash_2_4(k, m0, m1) & 0xffffffu;
+}
+
+uint32_t tcp_syncookie_make(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+			    uint32_t peer_isn, uint32_t peer_mss)
+{
+	uint32_t period = (uint32_t)(ctx->now_ms / TCP_COOKIE_PERIOD_MS) & 31u;
+	uint32_t idx = 0;
+	for (uint32_t i = 0; i < 8; i++)
+		if (tcp_cookie_mss[i] <= peer_mss)
+			idx = i;
+	return period << 27 | idx << 24 | tcp_cookie_hash(ctx, lip, lport, rip, rport, peer_isn, period, idx);
+}
+
+bool tcp_syncookie_check(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+			 uint32_t peer_isn, uint32_t cookie, uint32_t *mss)
+{
+	uint32_t now = (uint32_t)(ctx->now_ms / TCP_COOKIE_PERIOD_MS) & 31u;
+	uint32_t period = cookie >> 27, idx = (cookie >> 24) & 7u;
+	if (((now - period) & 31u) > 1)
+		return false;
+	if ((cookie & 0xffffffu) != tcp_cookie_hash(ctx, lip, lport, rip, rport, peer_isn, period, idx))
+		return false;
+	*mss = tcp_cookie_mss[idx];
+	return true;
+}
+
+uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+{
+	tcp_isn_key_ensure(ctx);
 	uint64_t m0 = (uint64_t)lip << 32 | rip;
 	uint64_t m1 = ((uint64_t)lport << 16 | rport) | (12ull << 56);
 	uint32_t f = (uint32_t)siphash_2_4(ctx->isn_key, m0, m1);

@@ -261,6 +261,33 @@ void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
 	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0);
 }
 
+void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
+			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
+			    uint32_t mss, uint16_t wnd)
+{
+	struct tcp_emit e;
+
+	if (!src_mac)
+		return;
+	e.src_ip = ip->dst;
+	e.dst_ip = ip->src;
+	e.src_port = dport;
+	e.dst_port = sport;
+	e.dst_mac = src_mac;
+	e.seq = iss;
+	e.ack = ack;
+	e.flags = TCP_SYN | TCP_ACK;
+	/* No window scale, SACK or timestamps: nothing would remember that
+	 * we offered them. */
+	e.wnd = wnd;
+	e.opts[0] = 2;
+	e.opts[1] = 4;
+	put16(e.opts + 2, (uint16_t)mss);
+	e.optlen = 4;
+	ctx->cnt.tx_syncookies++;
+	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0);
+}
+
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
 {
 	if (!n)

@@ -383,8 +383,16 @@ int tcp_listen(struct tcp_pcb *pcb, unsigned backlog)
 	if (!pcb->bound || (pcb->state != TCP_CLOSED && pcb->state != TCP_LISTEN))
 		return -EINVAL;
 	pcb->state = TCP_LISTEN;
-	pcb->backlog = backlog ? backlog : 1;
+	/* 0 as Linux: every SYN is answered with a cookie, one connection
+	 * may wait to be accepted. */
+	pcb->backlog = backlog;
 	return 0;
+}
+
+void tcp_listen_accepted(struct tcp_pcb *lis)
+{
+	if (lis && lis->accept_queued)
+		lis->accept_queued--;
 }
 
 int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_ip,

@@ -10,6 +10,8 @@
 #define TCP_SACK_MAX_BLOCKS 4u   /* we generate at most 3 (with timestamps) */
 #define TCP_SCOREBOARD_MAX 32u
 #define TCP_MAX_WSCALE    14u
+/* SYN-ACK retransmissions of a half-open child (Linux tcp_synack_retries). */
+#define TCP_SYNACK_RETRIES 5u
 
 #define TCP_FIN 0x01
 #define TCP_SYN 0x02
@@ -65,6 +67,7 @@ struct tcp_pcb {
 	uint8_t hashed;                  /* TCP_HASH_NONE / _CONN / _PORT */
 	struct tcp_pcb *parent;          /* listener of a child not yet accepted */
 	unsigned backlog, pending_children;
+	unsigned accept_queued;          /* established children not yet accepted */
 	uint64_t syn_window_start_ms;
 	uint32_t syn_in_window;
 
@@ -212,6 +215,17 @@ bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain);
 /* tcp_opt.c */
 bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
 uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+/* SYN cookies (tcp_opt.c): our ISN for a SYN answered without state, and
+ * the check of the ACK that ends such a handshake (cookie = its ack - 1,
+ * peer_isn = its seq - 1): true with the MSS the cookie carries. */
+uint32_t tcp_syncookie_make(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+			    uint32_t peer_isn, uint32_t peer_mss);
+bool tcp_syncookie_check(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+			 uint32_t peer_isn, uint32_t cookie, uint32_t *mss);
+/* A SYN-ACK that keeps no state: MSS option only, an unscaled window. */
+void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
+			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
+			    uint32_t mss, uint16_t wnd);
 
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
