@@ -14,14 +14,19 @@
 #define REDIRECT_EXPORT __attribute__((visibility("default")))
 
 /* The hot-path shape of every fd call: resolve-if-needed (one predictable
- * branch), one table load, then the object's op or the original. No lock,
- * no allocation. A missing original yields -1/ENOSYS. */
+ * branch), one table load, then the object's op (pinned for the call:
+ * close() in another thread cannot free it under us) or the original. No
+ * lock, no allocation. A missing original yields -1/ENOSYS. */
 #define REDIRECT_FD_CALL(name, fd, ...) \
 	do { \
 		REDIRECT_ENSURE_ORIGINALS(); \
 		struct sock_obj *obj_ = sock_fd_get(fd); \
-		if (obj_ && obj_->ops->name) \
-			return obj_->ops->name(obj_, __VA_ARGS__); \
+		if (obj_ && obj_->ops->name) { \
+			sock_obj_pin(obj_); \
+			__auto_type ret_ = obj_->ops->name(obj_, __VA_ARGS__); \
+			sock_obj_unpin(obj_); \
+			return ret_; \
+		} \
 		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \

@@ -114,7 +114,9 @@ static int redirect_fcntl_common(int fd, int cmd, void *arg, bool is_64)
 	struct sock_obj *obj = sock_fd_get(fd);
 	int ret;
 	if (obj && obj->ops->fcntl && cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) {
+		sock_obj_pin(obj);
 		ret = obj->ops->fcntl(obj, cmd, arg);
+		sock_obj_unpin(obj);
 	} else if (is_64) {
 		__typeof__(redirect_orig.fcntl64) orig = REDIRECT_ORIG_FN(fcntl64);
 		ret = orig ? orig(fd, cmd, arg) : redirect_enosys();

@@ -86,7 +86,10 @@ REDIRECT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t bufl
 	if (obj && obj->ops->read) {
 		if (nbytes > buflen)
 			__chk_fail();
-		return obj->ops->read(obj, buf, nbytes);
+		sock_obj_pin(obj);
+		ssize_t ret = obj->ops->read(obj, buf, nbytes);
+		sock_obj_unpin(obj);
+		return ret;
 	}
 	REDIRECT_PASS(__read_chk, fd, buf, nbytes, buflen);
 }
@@ -98,7 +101,10 @@ REDIRECT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, i
 	if (obj && obj->ops->recv) {
 		if (n > buflen)
 			__chk_fail();
-		return obj->ops->recv(obj, buf, n, flags);
+		sock_obj_pin(obj);
+		ssize_t ret = obj->ops->recv(obj, buf, n, flags);
+		sock_obj_unpin(obj);
+		return ret;
 	}
 	REDIRECT_PASS(__recv_chk, fd, buf, n, buflen, flags);
 }
@@ -111,7 +117,10 @@ REDIRECT_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, s
 	if (obj && obj->ops->recvfrom) {
 		if (n > buflen)
 			__chk_fail();
-		return obj->ops->recvfrom(obj, buf, n, flags, addr.__sockaddr__, addr_len);
+		sock_obj_pin(obj);
+		ssize_t ret = obj->ops->recvfrom(obj, buf, n, flags, addr.__sockaddr__, addr_len);
+		sock_obj_unpin(obj);
+		return ret;
 	}
 	REDIRECT_PASS(__recvfrom_chk, fd, buf, n, buflen, flags, addr, addr_len);
 }

@@ -95,6 +95,8 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	REDIRECT_ENSURE_ORIGINALS();
 	struct sock_obj *listener = sock_fd_get(fd);
 	int newfd;
+	if (listener)
+		sock_obj_pin(listener);   /* a blocking accept may outlast close() */
 	if (listener && listener->ops->accept4) {
 		newfd = listener->ops->accept4(listener, addr, len, flags);
 	} else if (is_accept4) {
@@ -104,15 +106,19 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 		__typeof__(redirect_orig.accept) orig = REDIRECT_ORIG_FN(accept);
 		newfd = orig ? orig(fd, addr, len) : redirect_enosys();
 	}
-	if (newfd < 0)
-		return newfd;
-	if (listener && listener->ops->accept4 && (listener->ops->flags & SOCK_OPS_F_ACCEPT_TRACKS))
-		return newfd;   /* the op tracked the new fd itself */
-	if (ready && listener)
-		redirect_track_socket(newfd, listener->domain, listener->type, listener->protocol,
-				      is_accept4 ? "accept4" : "accept");
-	else
-		redirect_fd_fresh(newfd);
+	if (newfd >= 0 && !(listener && listener->ops->accept4 && (listener->ops->flags & SOCK_OPS_F_ACCEPT_TRACKS))) {
+		/* (else the op tracked the new fd itself) */
+		if (ready && listener)
+			redirect_track_socket(newfd, listener->domain, listener->type, listener->protocol,
+					      is_accept4 ? "accept4" : "accept");
+		else
+			redirect_fd_fresh(newfd);
+	}
+	if (listener) {
+		int saved = errno;
+		sock_obj_unpin(listener);
+		errno = saved;
+	}
 	return newfd;
 }
 

@@ -103,16 +103,42 @@ struct sock_obj {
 	/* epoll sets holding this fd, owned by iomux/ (iomux_notify walks it
 	 * when the socket's readiness rises). NULL when none. */
 	struct iomux_watch *watchers;
+	/* Calls in progress on this object (sock_obj_pin), and
+	 * SOCK_OBJ_EVICTED once its graveyard slot was needed: whichever of
+	 * the eviction and the last unpin comes second destroys it. Zero when
+	 * made (objects are zero-filled). */
+	unsigned pins;
 	int fd;
 	int domain;     /* AF_INET, AF_INET6 */
 	int type;       /* SOCK_STREAM, SOCK_DGRAM (without SOCK_NONBLOCK/CLOEXEC) */
 	int protocol;
 };
 
+#define SOCK_OBJ_EVICTED 0x80000000u
+
+/* Destroys an object whose last pin went after its eviction. */
+void sock_obj_destroy_unpinned(struct sock_obj *obj);
+
+/* Every interposed call pins the object it works on for its whole length
+ * (a blocking recv may outlast close() and any number of retirements): one
+ * atomic add and one atomic subtract, no lock. The load of the pointer and
+ * the pin are covered by the graveyard's grace (SOCK_OBJ_GRAVE_SLOTS
+ * retirements). */
+static inline void sock_obj_pin(struct sock_obj *obj)
+{
+	__atomic_add_fetch(&obj->pins, 1, __ATOMIC_ACQUIRE);
+}
+
+static inline void sock_obj_unpin(struct sock_obj *obj)
+{
+	if (__builtin_expect(__atomic_sub_fetch(&obj->pins, 1, __ATOMIC_ACQ_REL) == SOCK_OBJ_EVICTED, 0))
+		sock_obj_destroy_unpinned(obj);
+}
+
 /* Hands an object that left the fd table to the graveyard: release() runs
- * now, destroy() only after SOCK_OBJ_GRAVE_SLOTS later retirements, so a
- * thread that loaded the pointer just before the entry was cleared can still
- * read it (see docs/architecture.md, "Interposition"). NULL is ignored. */
+ * now; destroy() after SOCK_OBJ_GRAVE_SLOTS later retirements if no call
+ * still pins it, else when the last such call returns (see
+ * docs/architecture.md, "Interposition"). NULL is ignored. */
 void sock_obj_retire(struct sock_obj *obj);
 
 /* Destroys every retired object now. Only when no other thread can hold one
