@@ -62,6 +62,8 @@ struct tcp_counters {
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* demux cost: pcb lookups and hash-chain entries they examined */
 	uint64_t lookups, lookup_steps;
+	/* out-of-order queue cost: buffers visited by insertion and SACK block building */
+	uint64_t ooo_walk_steps;
 	/* RFC 4022-style connection counters (Linux /proc/net/snmp Tcp:) */
 	uint64_t active_opens, passive_opens, attempt_fails, estab_resets, curr_estab;
 	uint64_t rx_payload_bytes, tx_payload_bytes;   /* new bytes (no retransmits/duplicates) */

@@ -107,6 +107,8 @@ struct tcp_pcb {
 	/* receive side */
 	uint32_t irs, rcv_nxt, rcv_adv, rcv_buf, rcv_unread;
 	struct ring_buf *ooo;            /* sorted by scratch[0] (seq), via link */
+	struct ring_buf *ooo_tail;       /* last of ooo (highest start), NULL when empty */
+	uint32_t ooo_max_end;            /* highest end of a queued buffer (when ooo) */
 	uint32_t ooo_count, ooo_mem;
 	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
 	/* D-SACK (RFC 2883) for a duplicate just received; it rides on the
@@ -242,7 +244,10 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
 void tcp_ooo_free(struct tcp_pcb *pcb);
 void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
 void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
-unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, struct tcp_range *out, unsigned max);
+/* The SACK blocks to send (at most max); dsack: the D-SACK block going
+ * first in the same option, or NULL. */
+unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, const struct tcp_range *dsack,
+			     struct tcp_range *out, unsigned max);
 
 /* tcp_cc.c */
 void tcp_cc_init(struct tcp_pcb *pcb);
