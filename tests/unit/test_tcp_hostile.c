@@ -1,9 +1,13 @@
 /* The TCP engine against a hostile peer (issue 12):
- * SACK blocks for many out-of-order patterns equal a reference computed
- * here from the bytes received (RFC 2018 order, RFC 2883 D-SACK first, as
- * many blocks as fit with and without timestamps), and building them costs
- * one pass over the out-of-order queue (it was cubic in its length).
- * The test plays side 1's peer by hand. */
+ * - SACK blocks for many out-of-order patterns equal a reference computed
+ *   here from the bytes received (RFC 2018 order, RFC 2883 D-SACK first, as
+ *   many blocks as fit with and without timestamps), and building them costs
+ *   one pass over the out-of-order queue (it was cubic in its length);
+ * - challenge ACKs and ACKs for unacceptable segments are held to one per
+ *   pcb per interval, challenge ACKs also to a per-process budget that is
+ *   random each second (RFC 5961 section 7, CVE-2016-5696), while ACKs a
+ *   legitimate sender needs (retransmitted data, out-of-order data) are not.
+ * The test plays side 1's peer by hand unless a case says otherwise. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -339,6 +343,248 @@ START_TEST(sack_cost_linear_in_queue_length)
 }
 END_TEST
 
+/* ---- challenge ACKs and ACKs for unacceptable segments ---- */
+
+enum flood_kind {
+	FLOOD_RST_IN_WINDOW,    /* RFC 5961 3.2 challenge */
+	FLOOD_SYN_IN_WINDOW,    /* RFC 5961 4.2 challenge */
+	FLOOD_SYN_OUT_OF_WINDOW,
+	FLOOD_ACK_OUT_OF_WINDOW, /* RFC 9293 3.10.7.4 duplicate ACK */
+	FLOOD_ACK_UNSENT,       /* RFC 5961 5.2 */
+	FLOOD_ACK_TOO_OLD,      /* RFC 5961 5.2 */
+	FLOOD_PAWS,             /* RFC 7323 5.3 */
+	FLOOD_KINDS
+};
+
+static void flood_one(enum flood_kind k)
+{
+	switch (k) {
+	case FLOOD_RST_IN_WINDOW: inject(peer_nxt + 1000, 0, 0x04, NULL, 0); break;
+	case FLOOD_SYN_IN_WINDOW: inject(peer_nxt + 10, 0, 0x02, NULL, 0); break;
+	case FLOOD_SYN_OUT_OF_WINDOW: inject(peer_nxt - 0x40000000u, 0, 0x02, NULL, 0); break;
+	case FLOOD_ACK_OUT_OF_WINDOW: inject(peer_nxt + 0x40000000u, srv_iss + 1, 0x10, NULL, 0); break;
+	case FLOOD_ACK_UNSENT: inject(peer_nxt, srv_iss + 100000, 0x10, NULL, 0); break;
+	case FLOOD_ACK_TOO_OLD: inject(peer_nxt, srv_iss + 1 - 0x20000000u, 0x10, NULL, 0); break;
+	case FLOOD_PAWS: inject_ts(peer_nxt, srv_iss + 1, 0x10, PEER_TSVAL - 1, NULL, 0); break;
+	default: ck_abort();
+	}
+}
+
+/* 10 segments a millisecond for 2 s on one connection: one ACK per 500 ms
+ * (the first at once), the rest counted as held; the connection is fine. */
+START_TEST(flood_gets_one_ack_per_interval)
+{
+	enum flood_kind k = (enum flood_kind)_i;
+	peer_ts = k == FLOOD_PAWS;
+	if (peer_ts)
+		sb.timestamps = TCP_TS_ON;
+	handshake(7000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint64_t sent_at[16];
+	unsigned sent = 0, total = 0;
+	uint64_t start = w->now;
+	while (w->now < start + 2000) {
+		for (int i = 0; i < 10; i++, total++)
+			flood_one(k);
+		for (unsigned f = 0; f < w->ncaptured; f++) {
+			struct th_tcp t;
+			ck_assert(th_parse(w->captured[f], &t));
+			ck_assert_uint_eq(t.flags, 0x10);
+			ck_assert_uint_eq(t.ack, peer_nxt);
+			ck_assert_uint_lt(sent, 16);
+			sent_at[sent++] = w->now;
+		}
+		th_capture_clear(w);
+		th_run(w, 1);
+	}
+	ck_assert_uint_eq(sent, 4);
+	ck_assert_uint_eq(sent_at[0], start);
+	for (unsigned i = 1; i < sent; i++)
+		ck_assert_uint_ge(sent_at[i] - sent_at[i - 1], 500);
+	bool challenge = k != FLOOD_ACK_OUT_OF_WINDOW && k != FLOOD_PAWS;
+	if (challenge) {
+		ck_assert_uint_eq(c->tx_challenge_acks, sent);
+		ck_assert_uint_eq(c->tx_challenge_acks_limited, total - sent);
+		ck_assert_uint_eq(c->tx_invalid_acks_limited, 0);
+	} else {
+		ck_assert_uint_eq(c->tx_challenge_acks, 0);
+		ck_assert_uint_eq(c->tx_invalid_acks_limited, total - sent);
+	}
+	ck_assert_uint_eq(c->tx_challenge_acks_over_budget, 0);
+	/* the connection is untouched: in-order data is taken and ACKed */
+	ck_assert_int_eq(tcp_pcb_state(w->side[1].pcb), TCP_ESTABLISHED);
+	ck_assert_int_eq(w->side[1].err, 0);
+	uint8_t d[100];
+	for (unsigned i = 0; i < sizeof(d); i++)
+		d[i] = th_pattern(i);
+	inject(peer_nxt, srv_iss + 1, 0x18, d, sizeof(d));
+	th_run(w, 50);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 100);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	ck_assert_uint_eq(last_reply().ack, peer_nxt + 100);
+}
+END_TEST
+
+/* With the per-pcb interval off, a flood of in-window RSTs meets the
+ * process budget: between 500 and 1499 challenge ACKs each second, a
+ * different number from one second to the next; the budget is the
+ * process's, so another ctx (another lane) gets nothing once it is spent. */
+START_TEST(challenge_budget_random_per_second)
+{
+	sa.invalid_ack_interval_ms = sb.invalid_ack_interval_ms = 0;
+	handshake(7000);
+	/* side 0 also holds a connection (its own ctx), from the same peer */
+	th_listen(&w->side[0], SRV);
+	th_inject(w, 0, htons(PEER), htons(SRV), 500, 0, 0x02, 65535, NULL, 0, NULL, 0);
+	struct th_tcp t = last_reply();
+	ck_assert_uint_eq(t.flags, 0x12);
+	uint32_t iss0 = t.seq;
+	th_inject(w, 0, htons(PEER), htons(SRV), 501, iss0 + 1, 0x10, 65535, NULL, 0, NULL, 0);
+	ck_assert(w->side[0].connected);
+	th_capture_clear(w);
+
+	/* a second of the test clock nothing else used */
+	w->now += 86400000u - w->now % 1000u - 1;
+	th_step(w);
+	ck_assert_uint_eq(w->now % 1000u, 0);
+	const struct tcp_counters *c1 = tcp_ctx_counters(w->side[1].tcp);
+	const struct tcp_counters *c0 = tcp_ctx_counters(w->side[0].tcp);
+	enum { SECONDS = 6, PER_SECOND = 1600 };
+	uint64_t got[SECONDS];
+	uint64_t prev = c1->tx_challenge_acks;
+	for (int s = 0; s < SECONDS; s++) {
+		uint64_t second_start = w->now;
+		for (int i = 0; i < PER_SECOND; i++) {
+			inject(peer_nxt + 1000, 0, 0x04, NULL, 0);
+			if (w->ncaptured > 200)
+				th_capture_clear(w);
+		}
+		got[s] = c1->tx_challenge_acks - prev;
+		prev = c1->tx_challenge_acks;
+		ck_assert_msg(got[s] >= 500 && got[s] < 1500, "second %d: %llu challenge ACKs", s,
+			      (unsigned long long)got[s]);
+		/* spent: side 0's ctx gets none this second either */
+		th_capture_clear(w);
+		uint64_t over0 = c0->tx_challenge_acks_over_budget;
+		th_inject(w, 0, htons(PEER), htons(SRV), 501 + 1000, 0, 0x04, 65535, NULL, 0, NULL, 0);
+		ck_assert_uint_eq(w->ncaptured, 0);
+		ck_assert_uint_eq(c0->tx_challenge_acks_over_budget, over0 + 1);
+		th_run(w, second_start + 1000 - w->now);
+	}
+	bool all_same = true;
+	for (int s = 1; s < SECONDS; s++)
+		all_same &= got[s] == got[0];
+	ck_assert_msg(!all_same, "the same budget (%llu) every second", (unsigned long long)got[0]);
+	ck_assert_uint_eq(c1->tx_challenge_acks_over_budget + c1->tx_challenge_acks,
+			  (uint64_t)SECONDS * PER_SECOND);
+	ck_assert_uint_eq(c1->tx_challenge_acks_limited, 0);
+	ck_assert_uint_eq(c0->tx_challenge_acks, 0);
+	/* a new second: challenge ACKs again, on both ctxs */
+	th_capture_clear(w);
+	inject(peer_nxt + 1000, 0, 0x04, NULL, 0);
+	th_inject(w, 0, htons(PEER), htons(SRV), 501 + 1000, 0, 0x04, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 2);
+	ck_assert_uint_eq(c0->tx_challenge_acks, 1);
+}
+END_TEST
+
+/* While the interval holds back answers to a flood, what a real sender needs
+ * still gets its ACK at once: retransmitted data (with its D-SACK), a
+ * retransmitted FIN, and out-of-order data (duplicate ACKs with SACK). */
+START_TEST(legitimate_acks_not_held)
+{
+	handshake(20000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint8_t d[300];
+	for (unsigned i = 0; i < sizeof(d); i++)
+		d[i] = th_pattern(i);
+	inject(peer_nxt, srv_iss + 1, 0x18, d, 100);
+	peer_nxt += 100;
+	th_run(w, 50);
+	th_capture_clear(w);
+	for (int i = 0; i < 50; i++)
+		flood_one(FLOOD_ACK_OUT_OF_WINDOW);
+	ck_assert_uint_eq(w->ncaptured, 1);
+	ck_assert_uint_eq(c->tx_invalid_acks_limited, 49);
+	/* the same millisecond: a retransmission of the 100 bytes, five times */
+	for (int i = 0; i < 5; i++) {
+		th_capture_clear(w);
+		inject(peer_nxt - 100, srv_iss + 1, 0x18, d, 100);
+		ck_assert_uint_eq(w->ncaptured, 1);
+		struct th_tcp t = last_reply();
+		ck_assert_uint_eq(t.ack, peer_nxt);
+		uint32_t blk[8][2];
+		ck_assert_uint_eq(sack_blocks(&t, peer_nxt - 100, blk), 1);   /* D-SACK */
+		ck_assert_uint_eq(blk[0][0], 0);
+		ck_assert_uint_eq(blk[0][1], 100);
+	}
+	/* out-of-order data: a duplicate ACK with SACK for each segment */
+	for (int i = 0; i < 5; i++) {
+		th_capture_clear(w);
+		inject(peer_nxt + 100 + 20 * (uint32_t)i, srv_iss + 1, 0x10, d + 200 + 20 * i, 20);
+		ck_assert_uint_eq(w->ncaptured, 1);
+		struct th_tcp t = last_reply();
+		ck_assert_uint_eq(t.ack, peer_nxt);
+		uint32_t blk[8][2];
+		ck_assert_uint_eq(sack_blocks(&t, peer_nxt, blk), 1);
+		ck_assert_uint_eq(blk[0][0], 100);
+		ck_assert_uint_eq(blk[0][1], 120 + 20 * (uint32_t)i);
+	}
+	ck_assert_uint_eq(c->tx_invalid_acks_limited, 49);
+	/* the hole, then the peer's FIN; the FIN retransmitted (our ACK lost)
+	 * right after more flooding: answered */
+	inject(peer_nxt, srv_iss + 1, 0x10, d + 100, 100);
+	peer_nxt += 200;
+	inject(peer_nxt, srv_iss + 1, 0x11, NULL, 0);
+	ck_assert(w->side[1].fin);
+	for (int i = 0; i < 10; i++)
+		flood_one(FLOOD_ACK_OUT_OF_WINDOW);
+	th_capture_clear(w);
+	inject(peer_nxt, srv_iss + 1, 0x11, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 1);
+	ck_assert_uint_eq(last_reply().ack, peer_nxt + 1);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 300);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+}
+END_TEST
+
+/* End to end: the receiver's interval is kept engaged by a spoofed flood of
+ * out-of-window ACKs during a transfer that loses a segment; its duplicate
+ * ACKs still trigger fast retransmit (with and without SACK), no RTO. */
+static bool got_all(struct th_wire *x)
+{
+	return x->side[1].rx_bytes == x->side[0].tx_goal;
+}
+
+START_TEST(fast_retransmit_during_flood)
+{
+	sa.sack = sb.sack = _i == 0;
+	th_init(w, &sa, &sb, 5);
+	th_listen(&w->side[1], SRV);
+	th_connect(w, 0, 4000, SRV);
+	th_run(w, 20);
+	ck_assert(w->side[0].connected && w->side[1].connected);
+	w->drop_nth_data[0][0] = 20;
+	w->side[0].tx_goal = 200000;
+	const struct tcp_counters *c1 = tcp_ctx_counters(w->side[1].tcp);
+	bool done = false;
+	for (int ms = 0; ms < 150 && !done; ms++) {
+		struct tcp_pcb_info in;
+		tcp_pcb_get_info(w->side[1].pcb, &in);
+		th_inject(w, 1, htons(4000), htons(SRV), in.rcv_nxt + 0x40000000u, 0, 0x10, 65535, NULL, 0,
+			  NULL, 0);
+		th_step(w);
+		done = got_all(w);
+	}
+	ck_assert_msg(done, "%llu of 200000 bytes in 150 ms", (unsigned long long)w->side[1].rx_bytes);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	const struct tcp_counters *c0 = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_ge(c0->tx_fast_retransmits, 1);
+	ck_assert_uint_eq(c0->tx_rto_expiries, 0);
+	ck_assert_uint_gt(c1->tx_invalid_acks_limited, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_hostile");
@@ -348,6 +594,14 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, sack_blocks_match_reference, 0, 2);
 	tcase_add_test(t, sack_cost_linear_in_queue_length);
 	suite_add_tcase(s, t);
+	TCase *a = tcase_create("acks");
+	tcase_add_checked_fixture(a, setup, teardown);
+	tcase_set_timeout(a, 60);
+	tcase_add_loop_test(a, flood_gets_one_ack_per_interval, 0, FLOOD_KINDS);
+	tcase_add_test(a, challenge_budget_random_per_second);
+	tcase_add_test(a, legitimate_acks_not_held);
+	tcase_add_loop_test(a, fast_retransmit_during_flood, 0, 2);
+	suite_add_tcase(s, a);
 	return s;
 }
 

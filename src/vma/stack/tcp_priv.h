@@ -116,6 +116,10 @@ struct tcp_pcb {
 	struct tcp_range dsack;
 	bool dsack_pending;
 	bool ack_now, ack_delayed;
+	/* when the last challenge ACK or ACK for an invalid segment left
+	 * (invalid_ack_interval_ms); valid when invalid_acked */
+	uint64_t invalid_ack_ms;
+	bool invalid_acked;
 	/* Interactive (request/response) mode, as Linux's "pingpong": set when
 	 * our data carried a delayed ACK, cleared when the delack timer had to
 	 * send one. Outside it, the app reading a pushed segment ACKs at once. */
@@ -163,8 +167,6 @@ struct tcp_ctx {
 	struct tcp_hash conns;           /* synchronized/SYN pcbs by 4-tuple */
 	struct tcp_hash ports;           /* bound, unconnected pcbs (listeners) by local port */
 	unsigned depth;                  /* >0 inside input/timers: frees are deferred */
-	uint64_t challenge_window_ms;
-	uint32_t challenge_in_window;
 	uint64_t isn_key[2];
 	uint64_t hash_key[2];            /* demux hash key, fixed at create */
 	/* rx batch (tcp_rx_batch_begin/end) */
@@ -214,6 +216,8 @@ bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain);
 /* tcp_opt.c */
 bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
 uint32_t tcp_isn(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+/* SipHash-2-4 of 16 bytes under key: for values a peer must not predict. */
+uint64_t tcp_keyed_hash(const uint64_t key[2], uint64_t m0, uint64_t m1);
 
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
