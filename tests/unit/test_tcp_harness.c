@@ -7,8 +7,9 @@
 
 #include "stack/stack_csum.h"
 
-#define POOL_BUFS 4096
 #define BUF_SIZE  2048
+
+unsigned th_pool_bufs = 4096;
 
 static uint64_t rnd(struct th_wire *w)
 {
@@ -98,7 +99,7 @@ void th_init(struct th_wire *w, const struct tcp_settings *a, const struct tcp_s
 		struct stack_settings ss;
 		stack_settings_default(&ss);
 		s->index = i;
-		s->pool = ring_buf_pool_create(i ? "b" : "a", POOL_BUFS, BUF_SIZE);
+		s->pool = ring_buf_pool_create(i ? "b" : "a", th_pool_bufs, BUF_SIZE);
 		ck_assert_ptr_nonnull(s->pool);
 		s->st = stack_create(&ss);
 		ck_assert_ptr_nonnull(s->st);

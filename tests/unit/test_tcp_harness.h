@@ -53,6 +53,9 @@ struct th_wire {
 	unsigned ncaptured;
 };
 
+/* Buffers in each side's pool (2 KiB each), read by th_init; default 4096. */
+extern unsigned th_pool_bufs;
+
 void th_init(struct th_wire *w, const struct tcp_settings *a, const struct tcp_settings *b, uint64_t seed);
 void th_fini(struct th_wire *w);   /* asserts no buffer leaks */
 void th_step(struct th_wire *w);   /* deliver due frames, +1 ms, timers */

@@ -185,14 +185,24 @@ START_TEST(rst_validation_rfc5961)
 	th_capture_clear(w);
 	inject(7001 + 10000000, 0, 0x04, NULL, 0);
 	ck_assert_uint_eq(w->ncaptured, 0);
-	/* SYN in ESTABLISHED: challenge ACK */
+	/* SYN in ESTABLISHED: challenge ACK, but not twice within the pcb's
+	 * interval (invalid_ack_interval_ms, 500 ms) */
+	inject(9999, 0, 0x02, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	ck_assert_uint_eq(c->tx_challenge_acks, 1);
+	ck_assert_uint_eq(c->tx_challenge_acks_limited, 1);
+	th_run(w, 500);
+	th_capture_clear(w);
 	inject(9999, 0, 0x02, NULL, 0);
 	ck_assert_uint_eq(c->tx_challenge_acks, 2);
+	ck_assert_uint_eq(w->ncaptured, 1);
 	ck_assert_int_eq(tcp_pcb_state(w->side[1].pcb), TCP_ESTABLISHED);
-	/* ACK of data never sent: ACK back, dropped */
+	/* ACK of data never sent: ACK back (a challenge, RFC 5961 5.2), dropped */
+	th_run(w, 500);
 	th_capture_clear(w);
 	inject(7001, srv_iss + 5000, 0x10, NULL, 0);
 	ck_assert_uint_eq(w->ncaptured, 1);
+	ck_assert_uint_eq(c->tx_challenge_acks, 3);
 	/* exact RST resets */
 	inject(7001, 0, 0x04, NULL, 0);
 	ck_assert_int_eq(w->side[1].err, ECONNRESET);

@@ -45,7 +45,14 @@ struct tcp_settings {
 	uint32_t syn_retries;
 	uint32_t time_wait_ms;         /* 2 MSL */
 	uint32_t keepalive_idle_ms, keepalive_intvl_ms, keepalive_probes;
-	uint32_t challenge_ack_per_sec; /* RFC 5961 section 7 limit */
+	/* RFC 5961 section 7: challenge ACKs per second for the whole process
+	 * (every ctx), drawn anew each second at random in [base/2, base*3/2)
+	 * so an off-path peer cannot count it (CVE-2016-5696); 0 = no budget */
+	uint32_t challenge_ack_per_sec;
+	/* Per pcb: at most one challenge ACK or ACK for an invalid segment
+	 * (out of window without data, SYN, PAWS) per interval, as Linux's
+	 * tcp_invalid_ratelimit; 0 = off */
+	uint32_t invalid_ack_interval_ms;
 	uint32_t none_cwnd_segments;   /* cwnd of the "none" algorithm, in segments */
 	uint32_t gro_streams_max;      /* VMA_GRO_STREAMS_MAX: pcbs coalescing in one rx batch; 0 = off */
 	uint64_t isn_secret[2];        /* RFC 6528 key; all zero = random at create */
@@ -67,8 +74,14 @@ struct tcp_counters {
 	uint64_t tx_lost_rexmits;      /* resent holes found lost again in recovery (resent before the RTO) */
 	uint64_t tx_tail_probes;       /* tail loss probes sent (RFC 8985 section 7) */
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
+	/* ACKs not sent to a hostile (or looping) peer: challenge ACKs held by the
+	 * pcb's interval or by the process's budget for this second; ACKs for
+	 * invalid segments (out of window, PAWS, repeated SYN) held by the interval */
+	uint64_t tx_challenge_acks_limited, tx_challenge_acks_over_budget, tx_invalid_acks_limited;
 	/* demux cost: pcb lookups and hash-chain entries they examined */
 	uint64_t lookups, lookup_steps;
+	/* out-of-order queue cost: buffers visited by insertion and SACK block building */
+	uint64_t ooo_walk_steps;
 	/* RFC 4022-style connection counters (Linux /proc/net/snmp Tcp:) */
 	uint64_t active_opens, passive_opens, attempt_fails, estab_resets, curr_estab;
 	uint64_t rx_payload_bytes, tx_payload_bytes;   /* new bytes (no retransmits/duplicates) */

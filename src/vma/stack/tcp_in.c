@@ -17,19 +17,95 @@ static bool callback_killed(struct tcp_pcb *pcb)
 	return pcb->dead;
 }
 
-/* RFC 5961 section 7: challenge ACKs are rate limited per context. */
+/* ---- ACKs for segments we reject (RFC 9293 3.10.7.4, RFC 5961) ----
+ * A peer, or an off-path attacker who guessed a 4-tuple, can make us answer
+ * segments we refuse. Two limits, as Linux:
+ * - per pcb, one such ACK per invalid_ack_interval_ms (500 ms, Linux's
+ *   tcp_invalid_ratelimit), shared by challenge ACKs and ACKs for
+ *   unacceptable segments: it breaks ACK loops and caps what one
+ *   connection can draw;
+ * - challenge ACKs (RFC 5961 3.2, 4.2, 5.2) also spend a process-wide budget
+ *   per second (RFC 5961 section 7) whose size is drawn at random in
+ *   [base/2, base*3/2) each second: with a fixed count, an attacker
+ *   exhausting it from its own connection learns whether its spoofed
+ *   segments drew challenges on someone else's (CVE-2016-5696).
+ * An unacceptable segment carrying data or a FIN (and no SYN) is always
+ * answered: it may be a retransmission whose sender needs our ACK (and
+ * D-SACK) now, and data cannot loop. Duplicate ACKs for in-window
+ * out-of-order data never come here. */
+
+static bool invalid_ack_held(const struct tcp_pcb *pcb)
+{
+	uint32_t interval = pcb->ctx->set.invalid_ack_interval_ms;
+	return interval && pcb->invalid_acked && pcb->ctx->now_ms - pcb->invalid_ack_ms < interval;
+}
+
+static void invalid_ack_mark(struct tcp_pcb *pcb)
+{
+	pcb->invalid_acked = true;
+	pcb->invalid_ack_ms = pcb->ctx->now_ms;
+}
+
+/* (second + 1) << 32 | challenge ACKs left in that second. One for the
+ * process: every ctx (one per lane, each on its own thread) draws on it. */
+static uint64_t challenge_budget;
+
+static bool challenge_budget_take(struct tcp_ctx *ctx)
+{
+	uint32_t base = ctx->set.challenge_ack_per_sec;
+	if (!base)
+		return true;
+	uint32_t sec = (uint32_t)(ctx->now_ms / 1000u) + 1u;
+	uint64_t cur = __atomic_load_n(&challenge_budget, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t next;
+		uint32_t cur_sec = (uint32_t)(cur >> 32);
+		/* a lane whose clock lags a little spends the newer second's budget
+		 * rather than starting its own second again */
+		if (!cur_sec || (int32_t)(sec - cur_sec) > 0) {
+			/* a new second: a budget the peer cannot predict, this ACK taken */
+			uint32_t half = (base + 1) / 2;
+			uint64_t r = tcp_keyed_hash(ctx->hash_key, sec, (uint64_t)(uintptr_t)ctx);
+			uint32_t n = half + (uint32_t)(r % base);
+			next = (uint64_t)sec << 32 | (n - 1);
+		} else if (!(uint32_t)cur) {
+			return false;
+		} else {
+			next = cur - 1;
+		}
+		if (__atomic_compare_exchange_n(&challenge_budget, &cur, next, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return true;
+	}
+}
+
 static void challenge_ack(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
-	if (ctx->now_ms - ctx->challenge_window_ms >= 1000) {
-		ctx->challenge_window_ms = ctx->now_ms;
-		ctx->challenge_in_window = 0;
-	}
-	if (ctx->set.challenge_ack_per_sec && ctx->challenge_in_window >= ctx->set.challenge_ack_per_sec)
+	if (invalid_ack_held(pcb)) {
+		ctx->cnt.tx_challenge_acks_limited++;
 		return;
-	ctx->challenge_in_window++;
+	}
+	if (!challenge_budget_take(ctx)) {
+		ctx->cnt.tx_challenge_acks_over_budget++;
+		return;
+	}
+	invalid_ack_mark(pcb);
 	ctx->cnt.tx_challenge_acks++;
 	tcp_send_ack(pcb);
+}
+
+/* Whether an unacceptable segment gets its ACK (or repeated SYN-ACK) now. */
+static bool invalid_ack_allowed(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	if ((seg->len || (seg->flags & TCP_FIN)) && !(seg->flags & TCP_SYN))
+		return true;
+	if (invalid_ack_held(pcb)) {
+		pcb->ctx->cnt.tx_invalid_acks_limited++;
+		return false;
+	}
+	invalid_ack_mark(pcb);
+	return true;
 }
 
 static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_offered)
@@ -334,7 +410,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	struct tcp_ctx *ctx = pcb->ctx;
 
 	if (SEQ_GT(seg->ack, pcb->snd_max)) {
-		tcp_send_ack(pcb);
+		challenge_ack(pcb);   /* RFC 5961 5.2: discarded, an ACK sent back */
 		return false;
 	}
 	if (SEQ_LT(seg->ack, pcb->snd_una - pcb->max_snd_wnd)) {
@@ -571,7 +647,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 
 	if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs) {
 		if (!(seg->flags & TCP_ACK) || rst) {
-			if (!rst)
+			if (!rst && invalid_ack_allowed(pcb, seg))
 				tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);   /* SYN retransmitted */
 			return;
 		}
@@ -583,7 +659,8 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 	/* PAWS (RFC 7323 5.3) */
 	if (pcb->ts_ok && seg->opt.has_ts && !rst && SEQ_LT(seg->opt.ts_val, pcb->ts_recent)) {
 		ctx->cnt.rx_paws_rejected++;
-		tcp_send_ack(pcb);
+		if (invalid_ack_allowed(pcb, seg))
+			tcp_send_ack(pcb);
 		return;
 	}
 	if (!seq_acceptable(pcb, seg->seq, seg_space)) {
@@ -596,10 +673,14 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		if (!rst) {
 			if (pcb->state == TCP_TIME_WAIT && (seg->flags & TCP_FIN))
 				tcp_enter_time_wait(pcb);
-			if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs)
-				tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);   /* SYN retransmitted */
-			else
+			if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs) {
+				if (invalid_ack_allowed(pcb, seg))
+					tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);   /* SYN retransmitted */
+			} else if (seg->flags & TCP_SYN) {
+				challenge_ack(pcb);   /* RFC 5961 4.2: whatever its sequence number */
+			} else if (invalid_ack_allowed(pcb, seg)) {
 				tcp_send_ack(pcb);
+			}
 		}
 		return;
 	}

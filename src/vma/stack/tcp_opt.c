@@ -118,6 +118,11 @@ static uint64_t siphash_2_4(const uint64_t key[2], uint64_t m0, uint64_t m1_tail
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+uint64_t tcp_keyed_hash(const uint64_t key[2], uint64_t m0, uint64_t m1)
+{
+	return siphash_2_4(key, m0, m1);
+}
+
 static void tcp_isn_key_ensure(struct tcp_ctx *ctx)
 {
 	if (!ctx->isn_key[0] && !ctx->isn_key[1]) {

@@ -152,7 +152,7 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 			r[nb++] = pcb->dsack;
 			pcb->dsack_pending = false;
 		}
-		nb += tcp_rcv_sack_blocks(pcb, r + nb, max - nb);
+		nb += tcp_rcv_sack_blocks(pcb, dsack ? &pcb->dsack : NULL, r + nb, max - nb);
 		if (nb) {
 			o[n++] = 1; o[n++] = 1; o[n++] = 5; o[n++] = (uint8_t)(2 + 8 * nb);
 			for (unsigned i = 0; i < nb; i++) {

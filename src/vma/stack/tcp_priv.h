@@ -110,6 +110,8 @@ struct tcp_pcb {
 	/* receive side */
 	uint32_t irs, rcv_nxt, rcv_adv, rcv_buf, rcv_unread;
 	struct ring_buf *ooo;            /* sorted by scratch[0] (seq), via link */
+	struct ring_buf *ooo_tail;       /* last of ooo (highest start), NULL when empty */
+	uint32_t ooo_max_end;            /* highest end of a queued buffer (when ooo) */
 	uint32_t ooo_count, ooo_mem;
 	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
 	/* D-SACK (RFC 2883) for a duplicate just received; it rides on the
@@ -117,6 +119,10 @@ struct tcp_pcb {
 	struct tcp_range dsack;
 	bool dsack_pending;
 	bool ack_now, ack_delayed;
+	/* when the last challenge ACK or ACK for an invalid segment left
+	 * (invalid_ack_interval_ms); valid when invalid_acked */
+	uint64_t invalid_ack_ms;
+	bool invalid_acked;
 	/* Interactive (request/response) mode, as Linux's "pingpong": set when
 	 * our data carried a delayed ACK, cleared when the delack timer had to
 	 * send one. Outside it, the app reading a pushed segment ACKs at once. */
@@ -164,8 +170,6 @@ struct tcp_ctx {
 	struct tcp_hash conns;           /* synchronized/SYN pcbs by 4-tuple */
 	struct tcp_hash ports;           /* bound, unconnected pcbs (listeners) by local port */
 	unsigned depth;                  /* >0 inside input/timers: frees are deferred */
-	uint64_t challenge_window_ms;
-	uint32_t challenge_in_window;
 	uint64_t isn_key[2];
 	uint64_t hash_key[2];            /* demux hash key, fixed at create */
 	/* rx batch (tcp_rx_batch_begin/end) */
@@ -226,6 +230,8 @@ bool tcp_syncookie_check(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint
 void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
 			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
 			    uint32_t mss, uint16_t wnd);
+/* SipHash-2-4 of 16 bytes under key: for values a peer must not predict. */
+uint64_t tcp_keyed_hash(const uint64_t key[2], uint64_t m0, uint64_t m1);
 
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
@@ -256,7 +262,10 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
 void tcp_ooo_free(struct tcp_pcb *pcb);
 void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
 void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
-unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, struct tcp_range *out, unsigned max);
+/* The SACK blocks to send (at most max); dsack: the D-SACK block going
+ * first in the same option, or NULL. */
+unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, const struct tcp_range *dsack,
+			     struct tcp_range *out, unsigned max);
 
 /* tcp_cc.c */
 void tcp_cc_init(struct tcp_pcb *pcb);

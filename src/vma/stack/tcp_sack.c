@@ -111,30 +111,66 @@ bool tcp_sack_is_sacked(const struct tcp_pcb *pcb, uint32_t seq, uint32_t *run_e
 	return false;
 }
 
-/* ---- receiver: out-of-order queue (single buffers, seq in scratch[0]) ---- */
+/* ---- receiver: out-of-order queue (single buffers, seq in scratch[0]) ----
+ *
+ * The queue is a list sorted by starting sequence number; buffers may
+ * overlap. A "run" is a maximal set of queued buffers that touch or overlap:
+ * what one SACK block reports. Nothing here walks the queue more than once
+ * per call (a peer spraying tiny segments past a hole made the old block
+ * builder cubic in the queue length, on every ACK). The common arrival, a
+ * segment above everything queued (in-order data past a hole), costs O(1):
+ * ooo_tail and ooo_max_end answer it without a walk. */
 
 #define OOO_SEQ(b) ((b)->scratch[0])
+#define OOO_END(b) (OOO_SEQ(b) + (b)->len)
 
-/* Takes the reference on success; false means the caller still owns buf. */
+/* Takes the reference on success; false means the caller still owns buf
+ * (a duplicate: every byte is queued already, reported as a D-SACK; or
+ * over the memory bound). */
 bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 {
 	uint32_t end = seq + buf->len;
 	struct ring_buf **pp = &pcb->ooo;
+	uint32_t steps = 0;
+	/* How far the queued buffers starting below seq reach: with cover, the
+	 * highest end among them (they all start below seq, so [seq, that end)
+	 * is covered when it is above seq). */
+	bool cover = false;
+	uint32_t reach = seq;
 
-	while (*pp && SEQ_LT(OOO_SEQ(*pp), seq))
-		pp = &(*pp)->link;
-	/* Covered entirely by one neighbour: a duplicate. */
-	for (struct ring_buf *b = pcb->ooo; b; b = b->link)
-		if (SEQ_LEQ(OOO_SEQ(b), seq) && SEQ_GEQ(OOO_SEQ(b) + b->len, end)) {
-			tcp_rcv_dsack_note(pcb, seq, end);
-			return false;
+	if (pcb->ooo && SEQ_GT(seq, OOO_SEQ(pcb->ooo_tail))) {
+		/* above every queued start: append, no walk */
+		pp = &pcb->ooo_tail->link;
+		cover = true;
+		reach = pcb->ooo_max_end;
+	} else {
+		while (*pp && SEQ_LT(OOO_SEQ(*pp), seq)) {
+			if (!cover || SEQ_GT(OOO_END(*pp), reach))
+				reach = OOO_END(*pp);
+			cover = true;
+			pp = &(*pp)->link;
+			steps++;
 		}
+	}
+	/* Every byte already queued (by one buffer or several touching ones):
+	 * a duplicate, reported to the sender (RFC 2883). */
+	uint32_t upto = cover && SEQ_GT(reach, seq) ? reach : seq;
+	for (const struct ring_buf *q = *pp; q && SEQ_LT(upto, end) && SEQ_LEQ(OOO_SEQ(q), upto); q = q->link) {
+		if (SEQ_GT(OOO_END(q), upto))
+			upto = OOO_END(q);
+		steps++;
+	}
+	pcb->ctx->cnt.ooo_walk_steps += steps;
+	if (SEQ_GEQ(upto, end)) {
+		tcp_rcv_dsack_note(pcb, seq, end);
+		return false;
+	}
 	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes) {
 		pcb->ctx->cnt.rx_ooo_dropped++;
 		return false;
 	}
 	/* Drop queued segments the new one covers entirely. */
-	while (*pp && SEQ_LEQ(OOO_SEQ(*pp) + (*pp)->len, end) && SEQ_GEQ(OOO_SEQ(*pp), seq)) {
+	while (*pp && SEQ_LEQ(OOO_END(*pp), end) && SEQ_GEQ(OOO_SEQ(*pp), seq)) {
 		struct ring_buf *gone = *pp;
 		*pp = gone->link;
 		gone->link = NULL;
@@ -145,6 +181,13 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 	OOO_SEQ(buf) = seq;
 	buf->link = *pp;
 	*pp = buf;
+	if (!buf->link)
+		pcb->ooo_tail = buf;
+	/* Ends below rcv_nxt left with the buffers tcp_ooo_take_ready took, and
+	 * every buffer still queued starts above rcv_nxt: the maximum stays
+	 * the maximum of what is queued. */
+	if (pcb->ooo_count == 0 || SEQ_GT(end, pcb->ooo_max_end))
+		pcb->ooo_max_end = end;
 	pcb->ooo_mem += buf->size;
 	pcb->ooo_count++;
 	return true;
@@ -174,6 +217,8 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb)
 		*tail = b;
 		tail = &b->next;
 	}
+	if (!pcb->ooo)
+		pcb->ooo_tail = NULL;
 	if (head)
 		stack_buf_chain_fix_tot_len(head);
 	return head;
@@ -187,6 +232,7 @@ void tcp_ooo_free(struct tcp_pcb *pcb)
 		b->link = NULL;
 		ring_buf_free(b);
 	}
+	pcb->ooo_tail = NULL;
 	pcb->ooo_mem = 0;
 	pcb->ooo_count = 0;
 }
@@ -210,67 +256,66 @@ void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end)
 	pcb->dsack_pending = true;
 }
 
-/* The contiguous queued run that contains [s, e). */
-static bool ooo_run_around(const struct tcp_pcb *pcb, uint32_t s, struct tcp_range *run)
+static void sack_put(struct tcp_range *out, unsigned *n, struct tcp_range run)
 {
-	bool found = false;
-	for (const struct ring_buf *b = pcb->ooo; b; b = b->link) {
-		uint32_t bs = OOO_SEQ(b), be = bs + b->len;
-		if (!found) {
-			if (SEQ_LEQ(bs, s) && SEQ_GT(be, s)) {
-				found = true;
-				run->start = bs;
-				run->end = be;
-			}
-			continue;
-		}
-		if (SEQ_GT(bs, run->end))
-			break;
-		if (SEQ_GT(be, run->end))
-			run->end = be;
-	}
-	if (!found)
-		return false;
-	/* extend left over earlier buffers that touch it */
-	for (bool grew = true; grew;) {
-		grew = false;
-		for (const struct ring_buf *b = pcb->ooo; b; b = b->link) {
-			uint32_t bs = OOO_SEQ(b), be = bs + b->len;
-			if (SEQ_LT(bs, run->start) && SEQ_GEQ(be, run->start)) {
-				run->start = bs;
-				grew = true;
-			}
-		}
-	}
-	return true;
+	for (unsigned k = 0; k < *n; k++)
+		if (out[k].start == run.start)
+			return;
+	out[(*n)++] = run;
 }
 
-unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, struct tcp_range *out, unsigned max)
+/* RFC 2018 section 4: the run holding the segment that arrived last comes
+ * first, then those of the two before it (most recent first), then other
+ * runs, lowest first, while blocks fit. After a D-SACK (RFC 2883 section 4)
+ * the run holding the duplicate, if queued, comes first. One pass over the
+ * queue: each run is built as the sorted buffers are met, and kept if it
+ * holds one of those segments or is among the lowest runs. */
+unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, const struct tcp_range *dsack,
+			     struct tcp_range *out, unsigned max)
 {
-	unsigned n = 0;
+	enum { NWANT = 4 };
+	uint32_t want_seq[NWANT];
+	struct tcp_range want_run[NWANT];
+	bool want[NWANT], found[NWANT] = { false };
+	unsigned wanted = 0;
+	/* lowest runs: max of them are enough even if every wanted run is among them */
+	struct tcp_range low[TCP_SACK_MAX_BLOCKS + NWANT];
+	unsigned nlow = 0, nlow_max, n = 0;
+	uint32_t steps = 0;
 
-	for (unsigned i = 0; i < 3 && n < max; i++) {
-		struct tcp_range run;
-		if (pcb->sack_recent[i].start == pcb->sack_recent[i].end)
-			continue;
-		if (!ooo_run_around(pcb, pcb->sack_recent[i].start, &run))
-			continue;
-		bool dup = false;
-		for (unsigned k = 0; k < n; k++)
-			dup |= out[k].start == run.start;
-		if (!dup)
-			out[n++] = run;
+	if (max > TCP_SACK_MAX_BLOCKS)
+		max = TCP_SACK_MAX_BLOCKS;
+	nlow_max = max + NWANT;
+	want[0] = dsack && SEQ_LT(dsack->start, dsack->end);
+	want_seq[0] = dsack ? dsack->start : 0;
+	for (unsigned i = 1; i < NWANT; i++) {
+		want[i] = pcb->sack_recent[i - 1].start != pcb->sack_recent[i - 1].end;
+		want_seq[i] = pcb->sack_recent[i - 1].start;
 	}
-	/* Fill the rest with other runs, lowest first. */
-	for (const struct ring_buf *b = pcb->ooo; b && n < max; b = b->link) {
-		struct tcp_range run;
-		if (!ooo_run_around(pcb, OOO_SEQ(b), &run))
-			continue;
-		bool dup = false;
-		for (unsigned k = 0; k < n; k++)
-			dup |= out[k].start == run.start;
-		if (!dup)
-			out[n++] = run;
+	for (unsigned i = 0; i < NWANT; i++)
+		wanted += want[i];
+	const struct ring_buf *b = pcb->ooo;
+	while (b && (wanted || nlow < nlow_max)) {
+		struct tcp_range run = { OOO_SEQ(b), OOO_END(b) };
+		for (b = b->link, steps++; b && SEQ_LEQ(OOO_SEQ(b), run.end); b = b->link, steps++)
+			if (SEQ_GT(OOO_END(b), run.end))
+				run.end = OOO_END(b);
+		for (unsigned i = 0; i < NWANT; i++) {
+			if (want[i] && !found[i] && SEQ_LEQ(run.start, want_seq[i]) &&
+			    SEQ_LT(want_seq[i], run.end)) {
+				want_run[i] = run;
+				found[i] = true;
+				wanted--;
+			}
+		}
+		if (nlow < nlow_max)
+			low[nlow++] = run;
 	}
+	pcb->ctx->cnt.ooo_walk_steps += steps;
+	for (unsigned i = 0; i < NWANT && n < max; i++)
+		if (found[i])
+			sack_put(out, &n, want_run[i]);
+	for (unsigned i = 0; i < nlow && n < max; i++)
+		sack_put(out, &n, low[i]);
 	return n;
 }
