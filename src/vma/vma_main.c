@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "vma_main.h"
+#include "config/cfg_env.h"
 #include "config/cfg_params.h"
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
@@ -100,11 +101,6 @@ static void vma_stats_unlink(void *arg)
 }
 
 
-static const char *vma_getenv(const char *name)
-{
-	return getenv(name);
-}
-
 /* The name libvma.conf's application-id globs match: the name the program
  * was started as, else the basename of /proc/self/exe. */
 static const char *vma_program_name(char *buf, size_t size)
@@ -143,7 +139,9 @@ static void vma_init(void)
 {
 	vma_in_init = true;
 	redirect_resolve_originals();
-	cfg_params_load(&g_cfg, vma_getenv);
+	/* secure_getenv: a set-user-ID, set-group-ID or file-capability program
+	 * ignores VMA_* (cfg_env.h); cfg_env_warn_ignored says so below. */
+	cfg_params_load(&g_cfg, cfg_env_get);
 
 	struct vlog_settings log = {
 		.level = g_cfg.tracelevel,
@@ -153,6 +151,7 @@ static void vma_init(void)
 	};
 	vlog_configure(&log);
 	cfg_params_print_banner(&g_cfg);
+	cfg_env_warn_ignored(g_cfg.config_file);
 	vlog_warn_if_high_level();
 
 	char missing[512];
