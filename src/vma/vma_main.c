@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "vma_main.h"
 #include "redirect/redirect_signal.h"
+#include "config/cfg_env.h"
 #include "config/cfg_params.h"
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
@@ -48,13 +49,7 @@ static void vma_dump_one_fd(int fd, int log_level)
 		return;
 	}
 	vlog_print(log_level, "fd %d: %s socket (domain %d, type %d)", fd, obj->ops->kind, obj->domain, obj->type);
-	const struct stats_header *h = stats_block();
-	if (!h)
-		return;
-	const struct stats_socket *slots = (const struct stats_socket *)((const char *)h + h->socket_off);
-	for (uint32_t i = 0; i < h->socket_slots; i++)
-		if (__atomic_load_n(&slots[i].in_use, __ATOMIC_ACQUIRE) && slots[i].fd == fd)
-			stats_socket_dump(&slots[i], log_level);
+	stats_socket_dump_fd(fd, log_level);
 }
 
 /* vma_stats -S fd [level]; fd 0 = every tracked fd. */
@@ -95,39 +90,17 @@ static void vma_open_stats(void)
 	stats_open(&settings);
 }
 
-/* "<VMA_STATS_SHMEM_DIR>/vmastat." taken at start; the pid is appended
- * when the file goes, so a fork child removes its own. */
-static char vma_stats_prefix[PATH_MAX];
-
 /* Exit hook, async-signal-safe: a signal that ends the process (SIGINT or
  * SIGTERM with VMA_HANDLE_SIGINTR=1, whose application handler may _exit)
  * must not leave the statistics file behind; stats_close later finds it
- * gone, which is harmless. */
+ * gone, which is harmless. Only a file this process created goes: never a
+ * parent's, never a name it refused (another user's, a symbolic link). */
 static void vma_stats_unlink(void *arg)
 {
 	(void)arg;
-	if (!vma_stats_prefix[0] || !stats_block())
-		return;
-	char path[PATH_MAX + 16];
-	size_t len = 0;
-	while (vma_stats_prefix[len] && len < PATH_MAX) {
-		path[len] = vma_stats_prefix[len];
-		len++;
-	}
-	char digits[16];
-	int n = 0;
-	for (unsigned long pid = (unsigned long)getpid(); n == 0 || pid; pid /= 10)
-		digits[n++] = (char)('0' + pid % 10);
-	while (n)
-		path[len++] = digits[--n];
-	path[len] = '\0';
-	unlink(path);
+	stats_unlink_own_file();
 }
 
-static const char *vma_getenv(const char *name)
-{
-	return getenv(name);
-}
 
 /* The name libvma.conf's application-id globs match: the name the program
  * was started as, else the basename of /proc/self/exe. */
@@ -167,7 +140,9 @@ static void vma_init(void)
 {
 	vma_in_init = true;
 	redirect_resolve_originals();
-	cfg_params_load(&g_cfg, vma_getenv);
+	/* secure_getenv: a set-user-ID, set-group-ID or file-capability program
+	 * ignores VMA_* (cfg_env.h); cfg_env_warn_ignored says so below. */
+	cfg_params_load(&g_cfg, cfg_env_get);
 
 	struct vlog_settings log = {
 		.level = g_cfg.tracelevel,
@@ -177,6 +152,7 @@ static void vma_init(void)
 	};
 	vlog_configure(&log);
 	cfg_params_print_banner(&g_cfg);
+	cfg_env_warn_ignored(g_cfg.config_file);
 	vlog_warn_if_high_level();
 
 	char missing[512];
@@ -195,10 +171,6 @@ static void vma_init(void)
 		vlog_debug("fd table: %u entries", sock_fd_table_size());
 
 	vma_open_stats();
-	if (g_cfg.stats_shmem_dir[0] &&
-	    (size_t)snprintf(vma_stats_prefix, sizeof(vma_stats_prefix), "%.*s/%s", PATH_MAX - 32,
-			     g_cfg.stats_shmem_dir, STATS_FILE_PREFIX) >= sizeof(vma_stats_prefix))
-		vma_stats_prefix[0] = '\0';
 	engine_exit_hook_add(vma_stats_unlink, NULL, ENGINE_HOOK_SIGNAL_SAFE | ENGINE_HOOK_FORK_SAFE);
 	/* Runs before the default action of a terminating signal (and for
 	 * SIGINT/SIGTERM always with VMA_HANDLE_SIGINTR=1): redirect_signal.c. */

@@ -242,6 +242,280 @@ START_TEST(mc_groups_refcounted)
 }
 END_TEST
 
+/* ---- local trust: the file, VMA_STATS_FILE, the mapping as data ---- */
+
+static int saved_stderr = -1, capture_fd = -1;
+static char captured[8192];
+
+static void capture_begin(void)
+{
+	char tmp[] = "/tmp/stats-ut-log.XXXXXX";
+	capture_fd = mkstemp(tmp);
+	ck_assert_int_ge(capture_fd, 0);
+	unlink(tmp);
+	saved_stderr = dup(2);
+	ck_assert_int_eq(dup2(capture_fd, 2), 2);
+}
+
+static const char *capture_end(void)
+{
+	ck_assert_int_eq(dup2(saved_stderr, 2), 2);
+	close(saved_stderr);
+	ssize_t n = pread(capture_fd, captured, sizeof(captured) - 1, 0);
+	captured[n > 0 ? n : 0] = '\0';
+	close(capture_fd);
+	return captured;
+}
+
+static int count_of(const char *haystack, const char *needle)
+{
+	int n = 0;
+	for (const char *p = haystack; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+static void write_file(const char *file, const char *text, mode_t mode)
+{
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, mode);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static void expect_content(const char *file, const char *text)
+{
+	char buf[256] = { 0 };
+	int fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(read(fd, buf, sizeof(buf) - 1), 0);
+	close(fd);
+	ck_assert_str_eq(buf, text);
+}
+
+/* stats_open on a name someone planted: one warning naming the file and the
+ * reason, -1, no file of ours, counters still work in private memory, and
+ * neither stats_close nor the exit hook touches the planted name. */
+static void expect_planted_refused(const char *why)
+{
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = 2 };
+	capture_begin();
+	int rc = stats_open(&st);
+	capture_end();
+	ck_assert_int_eq(rc, -1);
+	char want[512];
+	snprintf(want, sizeof(want), "VMA WARNING: VMA_STATS_SHMEM_DIR: refusing the statistics file "
+		 "%s: %s. This process's statistics stay private", path, why);
+	ck_assert_msg(strstr(captured, want), "want '%s' in '%s'", want, captured);
+	ck_assert_int_eq(count_of(captured, "WARNING"), 1);
+	ck_assert_str_eq(stats_path(), "");
+	struct stats_socket *s = stats_socket_slot_get(4, STATS_PROTO_UDP);
+	ck_assert(!stats_slot_is_dummy(s));
+	s->c.rx_packets++;
+	stats_unlink_own_file();
+	stats_close();
+	struct stat sb;
+	ck_assert_int_eq(lstat(path, &sb), 0); /* still there */
+}
+
+START_TEST(planted_symlink_refused)
+{
+	make_dir();
+	char target[160];
+	snprintf(target, sizeof(target), "%s/precious", dir);
+	write_file(target, "precious\n", 0600);
+	ck_assert_int_eq(symlink(target, path), 0);
+	expect_planted_refused("it is a symbolic link");
+	expect_content(target, "precious\n");
+	/* a dangling link is not created through either */
+	unlink(path);
+	unlink(target);
+	ck_assert_int_eq(symlink(target, path), 0);
+	expect_planted_refused("it is a symbolic link");
+	ck_assert_int_eq(access(target, F_OK), -1);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(planted_file_of_another_user_refused)
+{
+	if (geteuid() != 0)
+		return; /* needs root to give a file away */
+	make_dir();
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	write_file(path, "planted\n", 0666);
+	ck_assert_int_eq(chown(path, 65534, 65534), 0);
+	expect_planted_refused("it belongs to another user (uid 65534)");
+	expect_content(path, "planted\n");
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(planted_fifo_refused)
+{
+	make_dir();
+	ck_assert_int_eq(mkfifo(path, 0666), 0);
+	expect_planted_refused("it is not a regular file");
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* A regular file of ours under our pid was left by a dead process (pid
+ * reuse) or by this process before exec: replaced, silently, by a new one
+ * that is ours alone whatever the umask. */
+START_TEST(stale_own_file_replaced)
+{
+	make_dir();
+	write_file(path, "stale\n", 0644);
+	struct stat old;
+	ck_assert_int_eq(stat(path, &old), 0);
+	mode_t mask = umask(0);
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = 2 };
+	capture_begin();
+	int rc = stats_open(&st);
+	capture_end();
+	umask(mask);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_str_eq(captured, "");
+	struct stat sb;
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 07777, 0600);
+	ck_assert_uint_eq(sb.st_size, stats_block()->total_size);
+	ck_assert_uint_eq(stats_block()->magic, STATS_MAGIC);
+	stats_close();
+	ck_assert_int_eq(access(path, F_OK), -1);
+	rmdir(dir);
+}
+END_TEST
+
+/* Whatever a writer of the file puts in the header (offsets, counts) or in
+ * a slot's kind, the library writes only where it decided at open. */
+START_TEST(mapping_offsets_and_counts_never_followed)
+{
+	open_block(4, NULL);
+	struct stats_header *h = (struct stats_header *)stats_block();
+	struct stats_header orig = *h;
+	struct stats_iomux *sel = stats_iomux_slot_get(STATS_IOMUX_SELECT, -1);
+	struct stats_socket *before = stats_socket_slot_get(3, STATS_PROTO_UDP);
+	before->c.rx_packets = 5;
+	uint64_t far = 1ULL << 44;
+	h->socket_off = h->ring_off = h->pool_off = h->select_off = h->poll_off = far;
+	h->epoll_off = h->mc_off = far;
+	h->socket_slots = h->ring_slots = h->pool_slots = h->epoll_slots = h->mc_slots = 0xffffffffu;
+	h->total_size = 1;
+	sel->kind = STATS_IOMUX_EPOLL;
+
+	struct stats_socket *s = stats_socket_slot_get(7, STATS_PROTO_TCP);
+	ck_assert_ptr_eq(s, (struct stats_socket *)((char *)h + orig.socket_off) + 1);
+	for (int i = 0; i < 3; i++) /* 4 slots in all; the 5th get is the dummy */
+		ck_assert(!stats_slot_is_dummy(stats_socket_slot_get(10 + i, STATS_PROTO_UDP)) == (i < 2));
+	struct stats_ring *r = stats_ring_slot_get(1, "eth0");
+	ck_assert_ptr_eq(r, (struct stats_ring *)((char *)h + orig.ring_off));
+	struct stats_pool *p = stats_pool_slot_get(1, STATS_POOL_RX);
+	ck_assert_ptr_eq(p, (struct stats_pool *)((char *)h + orig.pool_off));
+	struct stats_iomux *e = stats_iomux_slot_get(STATS_IOMUX_EPOLL, 9);
+	ck_assert_ptr_eq(e, (struct stats_iomux *)((char *)h + orig.epoll_off));
+	ck_assert_ptr_eq(stats_iomux_slot_get(STATS_IOMUX_POLL, -1),
+			 (struct stats_iomux *)((char *)h + orig.poll_off));
+	stats_mc_group_ref(7, 0x010404e0);
+	ck_assert_uint_eq(((struct stats_mc_group *)((char *)h + orig.mc_off))->refs, 1);
+	stats_mc_group_unref(7, 0x010404e0);
+	/* the select slot stays published: its kind field is data */
+	stats_iomux_slot_put(sel);
+	ck_assert_uint_eq(sel->in_use, 1);
+	stats_iomux_slot_put(e);
+	ck_assert_uint_eq(e->in_use, 0);
+	/* -z and -S through the control block */
+	h->control.zero.seq++;
+	h->control.fd_dump.value = 0;
+	h->control.fd_dump.arg = 9; /* out of range: INFO */
+	h->control.fd_dump.seq++;
+	capture_begin();
+	int applied = stats_service_control(NULL);
+	capture_end();
+	ck_assert_int_eq(applied, STATS_APPLIED_ZERO | STATS_APPLIED_FD_DUMP);
+	ck_assert_uint_eq(before->c.rx_packets, 0);
+	ck_assert_ptr_nonnull(strstr(captured, "[fd=3]"));
+	stats_zero_all();
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+static void expect_stats_file_refused(const char *file, const char *why)
+{
+	make_dir();
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = 2, .stats_file = file };
+	capture_begin();
+	int rc = stats_open(&st);
+	capture_end();
+	ck_assert_int_eq(rc, 0);
+	char want[512];
+	snprintf(want, sizeof(want), "VMA WARNING: VMA_STATS_FILE=%s refused: %s; socket records are "
+		 "not written", file, why);
+	ck_assert_msg(strstr(captured, want), "want '%s' in '%s'", want, captured);
+	ck_assert_int_eq(count_of(captured, "WARNING"), 1);
+	struct stats_socket *s = stats_socket_slot_get(10, STATS_PROTO_UDP);
+	s->c.tx_packets = 1;
+	stats_socket_slot_put(s);
+	stats_close();
+	rmdir(dir);
+}
+
+START_TEST(stats_file_symlink_refused)
+{
+	char target[] = "/tmp/stats-ut-target.XXXXXX", link_path[64];
+	int fd = mkstemp(target);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	write_file(target, "mine\n", 0600);
+	snprintf(link_path, sizeof(link_path), "%s.link", target);
+	ck_assert_int_eq(symlink(target, link_path), 0);
+	expect_stats_file_refused(link_path, "it is a symbolic link");
+	expect_content(target, "mine\n");
+	unlink(link_path);
+	unlink(target);
+}
+END_TEST
+
+START_TEST(stats_file_of_another_user_refused)
+{
+	if (geteuid() != 0)
+		return;
+	char file[] = "/tmp/stats-ut-theirs.XXXXXX";
+	int fd = mkstemp(file);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	write_file(file, "theirs\n", 0666);
+	ck_assert_int_eq(chown(file, 65534, 65534), 0);
+	expect_stats_file_refused(file, "it belongs to another user (uid 65534)");
+	expect_content(file, "theirs\n");
+	unlink(file);
+}
+END_TEST
+
+START_TEST(stats_file_created_0600)
+{
+	char file[160];
+	make_dir();
+	snprintf(file, sizeof(file), "%s/records", dir);
+	mode_t mask = umask(0);
+	struct stats_settings st = { .shmem_dir = "", .fd_num = 2, .stats_file = file };
+	ck_assert_int_eq(stats_open(&st), 0);
+	umask(mask);
+	struct stat sb;
+	ck_assert_int_eq(stat(file, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	stats_close();
+	unlink(file);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("stats_block");
@@ -254,6 +528,14 @@ int main(void)
 	tcase_add_test(tc, empty_dir_means_no_file_but_counters_work);
 	tcase_add_test(tc, fork_child_gets_own_file);
 	tcase_add_test(tc, mc_groups_refcounted);
+	tcase_add_test(tc, planted_symlink_refused);
+	tcase_add_test(tc, planted_file_of_another_user_refused);
+	tcase_add_test(tc, planted_fifo_refused);
+	tcase_add_test(tc, stale_own_file_replaced);
+	tcase_add_test(tc, mapping_offsets_and_counts_never_followed);
+	tcase_add_test(tc, stats_file_symlink_refused);
+	tcase_add_test(tc, stats_file_of_another_user_refused);
+	tcase_add_test(tc, stats_file_created_0600);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,6 +1,7 @@
 /* Unit tests of vma_stats' reader and views against real and hostile blocks. */
 #include <check.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,195 @@ START_TEST(filter_parse)
 }
 END_TEST
 
+/* ---- hostile blocks: never a crash, a hang or an escape to the terminal ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* Values that tend to break bounds checks. */
+static uint64_t nasty(uint64_t size)
+{
+	static const uint64_t fixed[] = { 0, 1, 7, 8, 0x7fffffff, 0x80000000u, 0xffffffffu,
+					  0xffffffffffffffffULL, 0x8000000000000000ULL };
+	switch (rnd() % 4) {
+	case 0: return fixed[rnd() % (sizeof(fixed) / sizeof(fixed[0]))];
+	case 1: return size - rnd() % 64;
+	case 2: return (size + rnd() % 64) & ~7ULL;
+	default: return rnd() % (size + 1);
+	}
+}
+
+static void render_all(const struct stats_snapshot *prev, const struct stats_snapshot *s)
+{
+	char *text = NULL;
+	size_t len;
+	FILE *out = open_memstream(&text, &len);
+	for (int view = 1; view <= 3; view++)
+		stats_view_totals(out, s, view, NULL);
+	stats_view_mc_groups(out, s);
+	stats_view_netstat(out, s, NULL);
+	stats_view_deltas(out, prev, s, 1.0, 1, NULL);
+	stats_view_deltas(out, prev, s, 1.0, 3, NULL);
+	fclose(out);
+	free(text);
+}
+
+/* Thousands of blocks with header fields set to hostile values, random
+ * bytes anywhere, or random sizes: each is refused, or loads and renders
+ * in every view (ASan builds check every access). */
+START_TEST(fuzzed_blocks_never_crash)
+{
+	const struct stats_header *live = stats_block();
+	size_t size = live->total_size;
+	unsigned char *img = malloc(size + 64);
+	struct stats_snapshot prev;
+	char why[256];
+	ck_assert_int_eq(stats_reader_load(path, &prev, why, sizeof(why)), STATS_READ_OK);
+	int loaded = 0;
+	/* On tmpfs when there is one: rewriting a file 3000 times on a disk
+	 * mounted with discard takes seconds. */
+	char fuzz[sizeof(bad)] = "/dev/shm/stats-rd-fuzz.XXXXXX";
+	int tmp = mkstemp(fuzz);
+	if (tmp < 0) {
+		snprintf(fuzz, sizeof(fuzz), "%s", bad);
+	} else {
+		close(tmp);
+	}
+	for (int round = 0; round < 3000; round++) {
+		memcpy(img, live, size);
+		size_t len = size;
+		int edits = 1 + (int)(rnd() % 4);
+		for (int e = 0; e < edits; e++) {
+			size_t at = (size_t)(rnd() % offsetof(struct stats_header, process_name)) & ~3u;
+			uint64_t v = nasty(size);
+			if (rnd() % 2 && at % 8 == 0)
+				memcpy(img + at, &v, 8);
+			else
+				memcpy(img + at, &v, 4);
+		}
+		if (rnd() % 8 == 0)
+			for (int k = 0; k < 64; k++)
+				img[rnd() % size] = (unsigned char)rnd();
+		if (rnd() % 16 == 0)
+			for (size_t k = sizeof(struct stats_header); k < size; k++)
+				img[k] = (unsigned char)rnd();
+		if (rnd() % 16 == 0)
+			len = (size_t)(rnd() % (size + 64));
+		if (len > size)
+			memset(img + size, 0xff, len - size);
+		int fd = open(fuzz, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		ck_assert_int_eq(write(fd, img, len), (ssize_t)len);
+		close(fd);
+		struct stats_snapshot s;
+		if (stats_reader_load(fuzz, &s, why, sizeof(why)) == STATS_READ_OK) {
+			loaded++;
+			render_all(&prev, &s);
+			render_all(&s, &prev);
+			stats_snapshot_free(&s);
+		} else {
+			ck_assert_uint_gt(strlen(why), 0);
+		}
+	}
+	/* Some mutations (a counter, a name) still load: the views ran. */
+	ck_assert_int_gt(loaded, 0);
+	unlink(fuzz);
+	stats_snapshot_free(&prev);
+	free(img);
+}
+END_TEST
+
+/* A FIFO planted under a block's name: refused at once, not a hang (Check's
+ * timeout fails the test if it blocks). */
+START_TEST(planted_fifo_never_blocks)
+{
+	char fifo[160];
+	snprintf(fifo, sizeof(fifo), "%s/vmastat.1", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	struct stats_snapshot s;
+	char why[256];
+	ck_assert_int_eq(stats_reader_load(fifo, &s, why, sizeof(why)), STATS_READ_NO_FILE);
+	ck_assert_ptr_nonnull(strstr(why, "not a regular file"));
+	ck_assert_int_eq(stats_reader_request(fifo, STATS_REQ_ZERO, 0, 0, 0), -1);
+	unlink(fifo);
+}
+END_TEST
+
+START_TEST(names_cannot_reach_the_terminal)
+{
+	static const char evil[] = "\033]0;owned\007\033[2J\r\x9b";
+	char name[STATS_NAME_SIZE] = { 0 };
+	memcpy(name, evil, sizeof(evil));
+	size_t size = stats_block()->total_size;
+	ck_assert_int_eq(load_mutated(offsetof(struct stats_header, process_name), name, sizeof(name),
+				      size), STATS_READ_OK);
+	struct stats_snapshot s;
+	char why[128];
+	ck_assert_int_eq(stats_reader_load(bad, &s, why, sizeof(why)), STATS_READ_OK);
+	for (const char *p = s.h->process_name; *p; p++)
+		ck_assert_msg(*p >= 0x20 && *p < 0x7f, "byte 0x%02x kept", (unsigned char)*p);
+	ck_assert_str_eq(s.h->process_name, "?]0;owned??[2J??");
+	char *text = NULL;
+	size_t len;
+	FILE *out = open_memstream(&text, &len);
+	stats_view_netstat(out, &s, NULL);
+	fclose(out);
+	ck_assert_ptr_null(strchr(text, '\033'));
+	free(text);
+	stats_snapshot_free(&s);
+}
+END_TEST
+
+/* Copies the live block to file with mode and owner (owner < 0: ours). */
+static void plant(const char *file, mode_t mode, int owner)
+{
+	const struct stats_header *h = stats_block();
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_eq(write(fd, h, h->total_size), (ssize_t)h->total_size);
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	if (owner >= 0)
+		ck_assert_int_eq(fchown(fd, (uid_t)owner, (gid_t)owner), 0);
+	close(fd);
+}
+
+START_TEST(blocks_libvma_did_not_write_refused)
+{
+	struct stats_snapshot s;
+	char why[256], file[160];
+	/* world-writable: anyone could have written it */
+	plant(bad, 0666, -1);
+	ck_assert_int_ne(stats_reader_load(bad, &s, why, sizeof(why)), STATS_READ_OK);
+	ck_assert_ptr_nonnull(strstr(why, "writable by other users"));
+	/* named after a process the block is not from */
+	snprintf(file, sizeof(file), "%s/vmastat.1", dir);
+	plant(file, 0600, -1);
+	ck_assert_int_ne(stats_reader_load(file, &s, why, sizeof(why)), STATS_READ_OK);
+	ck_assert_ptr_nonnull(strstr(why, "belongs to pid"));
+	ck_assert_int_eq(stats_reader_request(file, STATS_REQ_ZERO, 0, 0, 0), -1);
+	unlink(file);
+	if (geteuid() == 0) {
+		/* another user's file under the name of a process of ours */
+		char other[64];
+		snprintf(other, sizeof(other), "/tmp/stats-rd2.XXXXXX");
+		ck_assert_ptr_nonnull(mkdtemp(other));
+		snprintf(file, sizeof(file), "%s/vmastat.%d", other, (int)getpid());
+		plant(file, 0600, 65534);
+		ck_assert_int_ne(stats_reader_load(file, &s, why, sizeof(why)), STATS_READ_OK);
+		ck_assert_ptr_nonnull(strstr(why, "owned by uid 65534"));
+		unlink(file);
+		rmdir(other);
+	}
+	/* the real one still loads */
+	ck_assert_int_eq(stats_reader_load(path, &s, why, sizeof(why)), STATS_READ_OK);
+	stats_snapshot_free(&s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("stats_reader");
@@ -207,6 +397,11 @@ int main(void)
 	tcase_add_test(tc, views_show_counters);
 	tcase_add_test(tc, deltas_per_second);
 	tcase_add_test(tc, filter_parse);
+	tcase_add_test(tc, fuzzed_blocks_never_crash);
+	tcase_add_test(tc, planted_fifo_never_blocks);
+	tcase_add_test(tc, names_cannot_reach_the_terminal);
+	tcase_add_test(tc, blocks_libvma_did_not_write_refused);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -540,7 +540,7 @@ START_TEST(log_file_with_pid_receives_lines_without_colours)
 	ck_assert_str_eq(err, want_err);
 	struct stat st;
 	ck_assert_int_eq(stat(path, &st), 0);
-	ck_assert_int_eq(st.st_mode & 0777, 0644);
+	ck_assert_int_eq(st.st_mode & 0777, 0600); /* the log is ours alone, whatever the umask */
 	char *text = read_whole_file(path);
 	char want[256];
 	snprintf(want, sizeof(want),
@@ -614,6 +614,91 @@ START_TEST(bad_log_file_warns_and_stays_on_stderr)
 		 getpid(), strerror(ENOENT));
 	ck_assert_str_eq(out, want);
 	free(out);
+}
+END_TEST
+
+/* A name another local user prepared where our log goes: a symbolic link
+ * (to a file of ours they want overwritten or to one they read), a file of
+ * theirs, a FIFO nobody reads. Each is refused with one warning, the lines
+ * go to stderr and the planted target is untouched. */
+static void expect_refused(const char *path, const char *reason)
+{
+	struct capture c;
+	capture_start(&c);
+	struct vlog_settings s = { .level = VLOG_INFO, .details = 0, .colors = 0, .file = path };
+	ck_assert_int_eq(vlog_configure(&s), -1);
+	vlog_info("still here");
+	char *out = capture_stop(&c);
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "VMA WARNING: Refusing log file '%s' (VMA_LOG_FILE=%s): %s; logging to stderr "
+		 "(name a file of your own, in a directory only you can write)\n"
+		 "VMA INFO: still here\n", path, path, reason);
+	ck_assert_str_eq(out, want);
+	free(out);
+	vlog_shutdown();
+}
+
+START_TEST(log_file_symlink_refused)
+{
+	make_test_dir();
+	char target[128], link_path[128];
+	snprintf(target, sizeof(target), "%s/precious", test_dir);
+	snprintf(link_path, sizeof(link_path), "%s/vma.log", test_dir);
+	int fd = open(target, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_eq(write(fd, "keep\n", 5), 5);
+	close(fd);
+	ck_assert_int_eq(symlink(target, link_path), 0);
+	expect_refused(link_path, "it is a symbolic link");
+	/* dangling: not created through the link either */
+	char dangling[128];
+	snprintf(dangling, sizeof(dangling), "%s/nowhere.log", test_dir);
+	ck_assert_int_eq(unlink(link_path), 0);
+	ck_assert_int_eq(symlink(dangling, link_path), 0);
+	expect_refused(link_path, "it is a symbolic link");
+	ck_assert_int_eq(access(dangling, F_OK), -1);
+	char *text = read_whole_file(target);
+	ck_assert_str_eq(text, "keep\n");
+	free(text);
+	remove_test_dir();
+}
+END_TEST
+
+START_TEST(log_file_of_another_user_refused)
+{
+	if (geteuid() != 0)
+		return; /* needs root to give a file away */
+	make_test_dir();
+	char path[128];
+	snprintf(path, sizeof(path), "%s/theirs.log", test_dir);
+	int fd = open(path, O_CREAT | O_WRONLY, 0666);
+	ck_assert_int_eq(write(fd, "theirs\n", 7), 7);
+	ck_assert_int_eq(fchmod(fd, 0666), 0);
+	ck_assert_int_eq(fchown(fd, 65534, 65534), 0);
+	close(fd);
+	expect_refused(path, "it belongs to another user (uid 65534)");
+	char *text = read_whole_file(path);
+	ck_assert_str_eq(text, "theirs\n");
+	free(text);
+	remove_test_dir();
+}
+END_TEST
+
+START_TEST(log_file_fifo_never_blocks)
+{
+	make_test_dir();
+	char path[128];
+	snprintf(path, sizeof(path), "%s/fifo", test_dir);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	struct capture c;
+	capture_start(&c);
+	struct vlog_settings s = { .level = VLOG_INFO, .details = 0, .colors = 0, .file = path };
+	ck_assert_int_eq(vlog_configure(&s), -1); /* no reader: fails at once (ENXIO) */
+	char *out = capture_stop(&c);
+	ck_assert_ptr_nonnull(strstr(out, "Cannot open log file"));
+	free(out);
+	vlog_shutdown();
+	remove_test_dir();
 }
 END_TEST
 
@@ -905,6 +990,9 @@ int main(void)
 	tcase_add_test(tc, log_file_switch_goes_to_the_new_file);
 	tcase_add_test(tc, bad_log_file_warns_and_stays_on_stderr);
 	tcase_add_test(tc, forked_child_logs_its_own_pid_and_file);
+	tcase_add_test(tc, log_file_symlink_refused);
+	tcase_add_test(tc, log_file_of_another_user_refused);
+	tcase_add_test(tc, log_file_fifo_never_blocks);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("sigsegv");

@@ -74,29 +74,70 @@ enum stats_read_result stats_reader_validate(const void *data, size_t size, char
 	return STATS_READ_OK;
 }
 
-enum stats_read_result stats_reader_load(const char *path, struct stats_snapshot *snap, char *why,
-					  size_t why_size)
+/* Terminal control sequences must not travel from a block to the screen of
+ * whoever runs vma_stats: anything but printable ASCII becomes '?'. */
+static void printable(char *text, size_t size)
 {
-	memset(snap, 0, sizeof(*snap));
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return say(STATS_READ_NO_FILE, why, why_size, "%s: %s", path, strerror(errno));
+	text[size - 1] = '\0';
+	for (size_t i = 0; text[i]; i++)
+		if ((unsigned char)text[i] < 0x20 || (unsigned char)text[i] > 0x7e)
+			text[i] = '?';
+}
+
+/* The pid in a "vmastat.<pid>" name, 0 for any other name. */
+static long pid_of_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t plen = strlen(STATS_FILE_PREFIX);
+	if (strncmp(base, STATS_FILE_PREFIX, plen) != 0 || !base[plen])
+		return 0;
+	char *end;
+	errno = 0;
+	long pid = strtol(base + plen, &end, 10);
+	return *end || errno || pid <= 0 ? 0 : pid;
+}
+
+/* Who may have written the block at path: libvma creates it mode 0600, as
+ * the process's user, named after the process's pid. A block that says
+ * otherwise was put there by someone else (any user can create a file in
+ * /tmp) to show made-up numbers, or to make us post requests into it. */
+static enum stats_read_result check_origin(const char *path, const struct stat *st,
+					   const struct stats_header *h, char *why, size_t why_size)
+{
+	if (st->st_mode & 022)
+		return say(STATS_READ_UNTRUSTED, why, why_size, "%s: writable by other users (mode %04o; "
+			   "libvma makes 0600): not a block libvma wrote", path,
+			   (unsigned)(st->st_mode & 07777));
+	long named = pid_of_name(path);
+	if (named && named != h->pid)
+		return say(STATS_READ_UNTRUSTED, why, why_size, "%s: the block says it belongs to pid %d",
+			   path, (int)h->pid);
+	if (st->st_uid == 0 || st->st_uid == geteuid() || !named)
+		return STATS_READ_OK;
+	char proc[32];
+	struct stat ps;
+	snprintf(proc, sizeof(proc), "/proc/%ld", named);
+	if (stat(proc, &ps) != 0 || ps.st_uid != st->st_uid)
+		return say(STATS_READ_UNTRUSTED, why, why_size, "%s: owned by uid %u, but process %ld "
+			   "does not run as that user", path, (unsigned)st->st_uid, named);
+	return STATS_READ_OK;
+}
+
+/* Reads and validates the block open on fd (see stats_reader_load). */
+static enum stats_read_result load_fd(int fd, const char *path, struct stats_snapshot *snap,
+				      char *why, size_t why_size)
+{
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return say(STATS_READ_NO_FILE, why, why_size, "%s: not a regular file", path);
-	}
-	if ((uint64_t)st.st_size > STATS_READER_MAX_SIZE) {
-		close(fd);
+	if ((uint64_t)st.st_size > STATS_READER_MAX_SIZE)
 		return say(STATS_READ_CORRUPT, why, why_size, "%s: %lld bytes is too big for a "
 			   "statistics file", path, (long long)st.st_size);
-	}
 	size_t want = (size_t)st.st_size, got = 0;
 	unsigned char *buf = malloc(want ? want : 1);
-	if (!buf) {
-		close(fd);
+	if (!buf)
 		return say(STATS_READ_NO_FILE, why, why_size, "out of memory");
-	}
 	while (got < want) {
 		ssize_t n = pread(fd, buf + got, want - got, (off_t)got);
 		if (n < 0 && errno == EINTR)
@@ -105,23 +146,41 @@ enum stats_read_result stats_reader_load(const char *path, struct stats_snapshot
 			break; /* shrank under us: validate what we have */
 		got += (size_t)n;
 	}
-	close(fd);
 	enum stats_read_result r = stats_reader_validate(buf, got, why, why_size);
+	if (r == STATS_READ_OK)
+		r = check_origin(path, &st, (const struct stats_header *)buf, why, why_size);
 	if (r != STATS_READ_OK) {
 		free(buf);
 		return r;
 	}
 	struct stats_header *h = (struct stats_header *)buf;
 	/* The writer may be mid-update: never let an unterminated name run off. */
-	h->process_name[sizeof(h->process_name) - 1] = '\0';
-	h->lib_version[sizeof(h->lib_version) - 1] = '\0';
+	printable(h->process_name, sizeof(h->process_name));
+	printable(h->lib_version, sizeof(h->lib_version));
 	struct stats_ring *rings = (struct stats_ring *)(buf + h->ring_off);
 	for (uint32_t i = 0; i < h->ring_slots; i++)
-		rings[i].ifname[sizeof(rings[i].ifname) - 1] = '\0';
+		printable(rings[i].ifname, sizeof(rings[i].ifname));
 	snap->data = buf;
 	snap->size = got;
 	snap->h = h;
 	return STATS_READ_OK;
+}
+
+/* O_NONBLOCK: a FIFO planted under a block's name must not hang the tool
+ * (open of a FIFO waits for the other side); it is then refused as not a
+ * regular file. */
+#define STATS_OPEN_FLAGS (O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+
+enum stats_read_result stats_reader_load(const char *path, struct stats_snapshot *snap, char *why,
+					  size_t why_size)
+{
+	memset(snap, 0, sizeof(*snap));
+	int fd = open(path, O_RDONLY | STATS_OPEN_FLAGS);
+	if (fd < 0)
+		return say(STATS_READ_NO_FILE, why, why_size, "%s: %s", path, strerror(errno));
+	enum stats_read_result r = load_fd(fd, path, snap, why, why_size);
+	close(fd);
+	return r;
 }
 
 void stats_snapshot_free(struct stats_snapshot *snap)
@@ -216,14 +275,16 @@ int stats_reader_request(const char *path, enum stats_request_kind kind, int32_t
 {
 	char why[256];
 	struct stats_snapshot snap;
-	if (stats_reader_load(path, &snap, why, sizeof(why)) != STATS_READ_OK) {
+	/* The file written to is the very one validated: same descriptor. */
+	int fd = open(path, O_RDWR | STATS_OPEN_FLAGS);
+	if (fd < 0)
+		return -1;
+	if (load_fd(fd, path, &snap, why, sizeof(why)) != STATS_READ_OK) {
+		close(fd);
 		errno = EINVAL;
 		return -1;
 	}
 	stats_snapshot_free(&snap);
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -1;
 	off_t off = (off_t)request_offset(kind);
 	struct stats_request r;
 	if (pread(fd, &r, sizeof(r), off) != (ssize_t)sizeof(r)) {

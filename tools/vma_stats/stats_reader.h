@@ -20,6 +20,8 @@ enum stats_read_result {
 	STATS_READ_BAD_MAGIC,   /* not a stats block at all */
 	STATS_READ_BAD_VERSION, /* a layout this tool does not understand */
 	STATS_READ_CORRUPT,     /* counts, sizes or offsets that do not fit */
+	STATS_READ_UNTRUSTED,   /* not written by the process it names: wrong mode,
+				 * owner or pid (planted by another user) */
 };
 
 struct stats_snapshot {
@@ -31,7 +33,12 @@ struct stats_snapshot {
 /* Checks a block image; on failure writes a human reason into why. */
 enum stats_read_result stats_reader_validate(const void *data, size_t size, char *why,
 					      size_t why_size);
-/* Reads and validates path into snap (free with stats_snapshot_free). */
+/* Reads and validates path into snap (free with stats_snapshot_free).
+ * Never blocks on a FIFO, never follows a symbolic link. Besides the layout
+ * checks, the file must look like libvma's own: no group or other write
+ * permission, the pid in its name equal to the header's, owned by root, by
+ * us, or by the user the named process runs as. Strings in the copy are
+ * terminated and hold printable ASCII only (no terminal escapes). */
 enum stats_read_result stats_reader_load(const char *path, struct stats_snapshot *snap, char *why,
 					  size_t why_size);
 void stats_snapshot_free(struct stats_snapshot *snap);

@@ -6,21 +6,28 @@
  * may run in any application thread) simple and safe. A load parses into a
  * private array first and swaps it in under the write lock. */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
 
 #define CFG_PORT_MAX 65535u
-/* How much of a bad line a warning quotes: enough to recognise it, short
- * enough to stay on one terminal line and inside the logger's buffer. */
+/* How much of an add_conf_rule() line a warning quotes (that line is the
+ * application's own text; a file's lines are never quoted). */
 #define CFG_SHOWN_MAX 160
+/* A file with this many bad lines is not a libvma.conf: reading stops. */
+#define CFG_BAD_LINES_MAX 5
+/* Nor is a file bigger than this (libvma.conf files are a few KiB). */
+#define CFG_FILE_MAX (1024 * 1024)
 
 /* One side of a rule: an IPv4 network and a port range, in host order. */
 struct cfg_endpoint_match {
@@ -77,9 +84,12 @@ static bool cfg_role_has_two_sides(cfg_role_t role)
 
 /* ---- parsing ---------------------------------------------------------- */
 
-/* Why a statement was rejected, filled by the parsers, printed by callers. */
+/* Why a statement was rejected, filled by the parsers, printed by callers.
+ * The reason names the field, never its text: the file may not be a
+ * libvma.conf at all (VMA_CONFIG_FILE=/etc/shadow), and its content must
+ * not reach the log. */
 struct cfg_error {
-	char text[2 * CFG_SHOWN_MAX];
+	char text[160];
 };
 
 #define CFG_FAIL(err, ...) (snprintf((err)->text, sizeof((err)->text), __VA_ARGS__), -1)
@@ -135,11 +145,11 @@ static int cfg_parse_address(const char *s, size_t len, struct cfg_endpoint_matc
 	uint32_t addr;
 	unsigned prefix = 32;
 	if (!cfg_parse_ipv4(s, addr_len, &addr))
-		return CFG_FAIL(err, "bad IPv4 address '%.*s'", (int)addr_len, s);
+		return CFG_FAIL(err, "bad IPv4 address");
 	if (slash) {
 		size_t prefix_len = len - addr_len - 1;
 		if (prefix_len > 2 || !cfg_parse_uint(slash + 1, prefix_len, 32, &prefix))
-			return CFG_FAIL(err, "bad prefix length '%.*s'", (int)prefix_len, slash + 1);
+			return CFG_FAIL(err, "bad prefix length (0..32)");
 	}
 	m->mask = prefix ? UINT32_MAX << (32 - prefix) : 0;
 	m->net = addr & m->mask;
@@ -159,10 +169,10 @@ static int cfg_parse_ports(const char *s, size_t len, struct cfg_endpoint_match 
 	const char *dash = memchr(s, '-', len);
 	size_t lo_len = dash ? (size_t)(dash - s) : len;
 	if (!cfg_parse_uint(s, lo_len, CFG_PORT_MAX, &lo))
-		return CFG_FAIL(err, "bad port range '%.*s'", (int)len, s);
+		return CFG_FAIL(err, "bad port range (*, N or N-M within 0..65535)");
 	hi = lo;
 	if (dash && (!cfg_parse_uint(dash + 1, len - lo_len - 1, CFG_PORT_MAX, &hi) || hi < lo))
-		return CFG_FAIL(err, "bad port range '%.*s'", (int)len, s);
+		return CFG_FAIL(err, "bad port range (*, N or N-M within 0..65535)");
 	m->port_min = (uint16_t)lo;
 	m->port_max = (uint16_t)hi;
 	return 0;
@@ -186,7 +196,7 @@ static int cfg_parse_endpoints(const char *spec, struct cfg_rule *rule, struct c
 	for (;;) {
 		const char *colon = strchr(p, ':');
 		if (fields == 4)
-			return CFG_FAIL(err, "too many ':' fields in '%s'", spec);
+			return CFG_FAIL(err, "too many ':' fields in the address spec");
 		field[fields] = p;
 		field_len[fields] = colon ? (size_t)(colon - p) : strlen(p);
 		fields++;
@@ -196,11 +206,11 @@ static int cfg_parse_endpoints(const char *spec, struct cfg_rule *rule, struct c
 	}
 	bool two_sides = cfg_role_has_two_sides(rule->role);
 	if (fields == 1)
-		return CFG_FAIL(err, "missing port in '%s'", spec);
+		return CFG_FAIL(err, "missing port in the address spec");
 	if (fields == 3 && two_sides)
-		return CFG_FAIL(err, "missing local port in '%s'", spec);
+		return CFG_FAIL(err, "missing local port in the address spec");
 	if (fields > 2 && !two_sides)
-		return CFG_FAIL(err, "too many ':' fields in '%s' (%s takes address:ports)", spec,
+		return CFG_FAIL(err, "too many ':' fields in the address spec (%s takes address:ports)",
 				cfg_role_name(rule->role));
 	if (cfg_parse_address(field[0], field_len[0], &rule->first, err) ||
 	    cfg_parse_ports(field[1], field_len[1], &rule->first, err))
@@ -251,19 +261,19 @@ static int cfg_parse_use(char **words, size_t n, struct cfg_rule *rule, struct c
 	if (n < 4)
 		return CFG_FAIL(err, "missing fields (expected 'use <vma|os> <role> <address spec>')");
 	if (n > 4)
-		return CFG_FAIL(err, "unexpected text '%s' after the rule", words[4]);
+		return CFG_FAIL(err, "unexpected text after the rule");
 	if (!strcmp(words[1], "vma"))
 		rule->transport = CFG_TRANSPORT_VMA;
 	else if (!strcmp(words[1], "os"))
 		rule->transport = CFG_TRANSPORT_OS;
 	else
-		return CFG_FAIL(err, "bad transport '%s' (expected vma or os)", words[1]);
+		return CFG_FAIL(err, "bad transport (expected vma or os)");
 	int role = 0;
 	while (role < CFG_ROLE_COUNT && strcmp(words[2], cfg_role_names[role]))
 		role++;
 	if (role == CFG_ROLE_COUNT)
-		return CFG_FAIL(err, "bad role '%s' (expected tcp_server, tcp_client, udp_sender, "
-				"udp_receiver or udp_connect)", words[2]);
+		return CFG_FAIL(err, "bad role (expected tcp_server, tcp_client, udp_sender, "
+				"udp_receiver or udp_connect)");
 	rule->role = (cfg_role_t)role;
 	return cfg_parse_endpoints(words[3], rule, err);
 }
@@ -284,12 +294,12 @@ static int cfg_parse_statement(char *text, struct cfg_statement *st, struct cfg_
 			return CFG_FAIL(err, "missing fields (expected 'application-id "
 					"<program-name|*> <user-defined-id|*>')");
 		if (n > 3)
-			return CFG_FAIL(err, "unexpected text '%s' after the application-id", words[3]);
+			return CFG_FAIL(err, "unexpected text after the application-id");
 		st->program_glob = words[1];
 		st->app_id = words[2];
 		return 0;
 	}
-	return CFG_FAIL(err, "unknown statement '%s' (expected use or application-id)", words[0]);
+	return CFG_FAIL(err, "unknown statement (expected use or application-id)");
 }
 
 /* Cuts the comment and the outer blanks; returns the statement ("" if none). */
@@ -353,12 +363,21 @@ static void cfg_rule_set_publish(struct cfg_rule_set *set)
 struct cfg_reader {
 	FILE *file;       /* read from here when set ... */
 	const char *text; /* ... else from this string */
+	size_t left;      /* bytes a file may still give (CFG_FILE_MAX in all) */
+	bool too_big;     /* the file went past CFG_FILE_MAX */
 };
 
 static int cfg_reader_getc(struct cfg_reader *r)
 {
-	if (r->file)
+	if (r->file) {
+		if (!r->left) {
+			/* A file that grew after fstat, or a /proc file: stop. */
+			r->too_big = getc_unlocked(r->file) != EOF;
+			return EOF;
+		}
+		r->left--;
 		return getc_unlocked(r->file);
+	}
 	if (!*r->text)
 		return EOF;
 	return (unsigned char)*r->text++;
@@ -400,6 +419,7 @@ struct cfg_loader {
 	const char *program; /* basename */
 	const char *app_id;
 	bool block_applies;
+	bool stopped;        /* CFG_BAD_LINES_MAX reached: nothing of the file is used */
 	int bad_lines;
 	struct cfg_rule_set set;
 };
@@ -414,50 +434,75 @@ static bool cfg_application_applies(const struct cfg_loader *ld, const char *glo
 	return strcmp(ld->app_id, CFG_RULES_DEFAULT_APP_ID) && !strcmp(id, ld->app_id);
 }
 
+/* One warning per bad line: file, line number and reason, never the line's
+ * text. The CFG_BAD_LINES_MAX-th bad line ends the reading. */
+static void cfg_loader_bad_line(struct cfg_loader *ld, const char *why, const char *consequence)
+{
+	ld->bad_lines++;
+	vlog_warn("%s:%u: %s (line skipped%s)", ld->source, ld->line_no, why, consequence);
+	if (ld->bad_lines < CFG_BAD_LINES_MAX)
+		return;
+	ld->stopped = true;
+	vlog_warn("%s: %d bad lines, reading stopped: this does not look like a libvma.conf, so "
+		  "none of its rules are used (every socket is offloaded); fix the file or point "
+		  "VMA_CONFIG_FILE at the right one", ld->source, ld->bad_lines);
+}
+
+/* "use os tcp_server 10.0.0.0/8:80-81[:...]" rebuilt from the parsed rule,
+ * for debug messages (the line's own text is never shown). */
+static void cfg_rule_text(char *out, size_t size, const struct cfg_rule *rule)
+{
+	const struct cfg_endpoint_match *side[2] = { &rule->first, &rule->second };
+	int sides = cfg_role_has_two_sides(rule->role) ? 2 : 1;
+	int n = snprintf(out, size, "use %s %s ", cfg_transport_name(rule->transport),
+			 cfg_role_name(rule->role));
+	for (int i = 0; i < sides && n >= 0 && (size_t)n < size; i++) {
+		const struct cfg_endpoint_match *m = side[i];
+		int prefix = m->mask ? 32 - __builtin_ctz(m->mask) : 0;
+		n += snprintf(out + n, size - (size_t)n, "%s%u.%u.%u.%u/%d:%u-%u", i ? ":" : "",
+			      m->net >> 24, m->net >> 16 & 255, m->net >> 8 & 255, m->net & 255,
+			      prefix, m->port_min, m->port_max);
+	}
+}
+
 static void cfg_loader_line(struct cfg_loader *ld, struct cfg_line *line)
 {
-	char shown[CFG_SHOWN_MAX];
 	if (line->too_long || line->has_nul) {
-		cfg_shown(shown, 48, line->text);
+		char why[64];
 		if (line->too_long)
-			vlog_warn("%s:%u: line longer than %d characters in '%s' (line skipped)",
-				  ld->source, ld->line_no, CFG_RULES_LINE_MAX, shown);
+			snprintf(why, sizeof(why), "line longer than %d characters", CFG_RULES_LINE_MAX);
 		else
-			vlog_warn("%s:%u: NUL byte in '%s' (line skipped)", ld->source,
-				  ld->line_no, shown);
-		ld->bad_lines++;
+			snprintf(why, sizeof(why), "NUL byte in the line");
+		cfg_loader_bad_line(ld, why, "");
 		return;
 	}
 	char *text = cfg_strip(line->text);
 	if (!*text)
 		return;
-	cfg_shown(shown, sizeof(shown), text);
 	struct cfg_statement st;
 	struct cfg_error err;
 	if (cfg_parse_statement(text, &st, &err)) {
-		ld->bad_lines++;
 		if (st.kind == CFG_STATEMENT_APPLICATION) {
 			/* The rules below were meant for some program we cannot
 			 * name: applying them to every program would be wrong. */
 			ld->block_applies = false;
-			vlog_warn("%s:%u: %s in '%s' (line skipped; the rules up to the next "
-				  "application-id apply to no program)", ld->source, ld->line_no,
-				  err.text, shown);
+			cfg_loader_bad_line(ld, err.text, "; the rules up to the next application-id "
+					    "apply to no program");
 			return;
 		}
-		vlog_warn("%s:%u: %s in '%s' (line skipped)", ld->source, ld->line_no, err.text,
-			  shown);
+		cfg_loader_bad_line(ld, err.text, "");
 		return;
 	}
 	if (st.kind == CFG_STATEMENT_APPLICATION) {
 		ld->block_applies = cfg_application_applies(ld, st.program_glob, st.app_id);
-		vlog_debug("%s:%u: application-id %s %s %s", ld->source, ld->line_no,
-			   st.program_glob, st.app_id,
+		vlog_debug("%s:%u: application-id block %s", ld->source, ld->line_no,
 			   ld->block_applies ? "applies" : "does not apply");
 		return;
 	}
 	if (!ld->block_applies)
 		return;
+	char shown[CFG_SHOWN_MAX];
+	cfg_rule_text(shown, sizeof(shown), &st.rule);
 	if (cfg_rule_set_reserve(&ld->set, ld->set.count + 1)) {
 		vlog_warn("%s:%u: out of memory, rule '%s' dropped", ld->source, ld->line_no, shown);
 		return;
@@ -483,7 +528,7 @@ static int cfg_loader_run(struct cfg_loader *ld, struct cfg_reader *reader)
 	struct cfg_line *line = malloc(sizeof(*line));
 	if (!line)
 		return -1;
-	while (cfg_read_line(reader, line)) {
+	while (!ld->stopped && cfg_read_line(reader, line)) {
 		ld->line_no++;
 		cfg_loader_line(ld, line);
 	}
@@ -493,6 +538,11 @@ static int cfg_loader_run(struct cfg_loader *ld, struct cfg_reader *reader)
 
 static void cfg_loader_finish(struct cfg_loader *ld)
 {
+	if (ld->stopped) {
+		/* Whatever was parsed before the reading stopped came from a
+		 * file we do not believe is a libvma.conf: none of it is used. */
+		cfg_rule_set_free(&ld->set);
+	}
 	vlog_debug("%s: %zu rules apply to '%s' (application id %s), %d bad lines", ld->source,
 		   ld->set.count, ld->program, ld->app_id, ld->bad_lines);
 	cfg_rule_set_publish(&ld->set);
@@ -513,32 +563,74 @@ int cfg_rules_load_string(const char *text, const char *source_name,
 	return ld.bad_lines;
 }
 
+/* Opens path for reading, refusing what cannot be a libvma.conf: a FIFO or
+ * a device (reading one could block the application's start for ever or
+ * never end), a directory, a file over CFG_FILE_MAX. Returns NULL with
+ * *error set (0 = refused with *why set). */
+static FILE *cfg_rules_open(const char *path, int *error, const char **why)
+{
+	*why = NULL;
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		*error = errno;
+		return NULL;
+	}
+	struct stat st;
+	*error = 0;
+	if (fstat(fd, &st) != 0)
+		*error = errno;
+	else if (S_ISDIR(st.st_mode))
+		*error = EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	else if (st.st_size > CFG_FILE_MAX)
+		*why = "bigger than 1 MiB";
+	FILE *file = *error || *why ? NULL : fdopen(fd, "r");
+	if (!file) {
+		if (!*error && !*why)
+			*error = errno;
+		close(fd);
+	}
+	return file;
+}
+
 int cfg_rules_load_file(const char *path, const char *program_name, const char *app_id)
 {
 	struct cfg_loader ld;
 	cfg_loader_init(&ld, path ? path : "(null)", program_name, app_id);
-	FILE *file = path ? fopen(path, "re") : NULL;
+	int error = ENOENT;
+	const char *refused = NULL;
+	FILE *file = path ? cfg_rules_open(path, &error, &refused) : NULL;
 	if (!file) {
-		int error = path ? errno : ENOENT;
 		cfg_loader_finish(&ld);
+		if (refused) {
+			vlog_warn("VMA_CONFIG_FILE: %s is %s, not a libvma.conf: not read (no libvma.conf "
+				  "rules, every socket offloaded)", ld.source, refused);
+			return -1;
+		}
 		if (error == ENOENT) {
 			vlog_debug("%s not found: no libvma.conf rules, every socket offloaded",
 				   ld.source);
 			return 0;
 		}
-		vlog_warn("cannot open %s: %s (no libvma.conf rules, every socket offloaded)",
-			  ld.source, strerror(error));
+		vlog_warn("cannot %s %s: %s (no libvma.conf rules, every socket offloaded)",
+			  error == EISDIR ? "read" : "open", ld.source, strerror(error));
 		return -1;
 	}
-	struct cfg_reader reader = { .file = file, .text = NULL };
+	struct cfg_reader reader = { .file = file, .text = NULL, .left = CFG_FILE_MAX };
 	int failed = cfg_loader_run(&ld, &reader);
-	int error = ferror(file) ? errno : failed ? ENOMEM : 0;
+	error = ferror(file) ? errno : failed ? ENOMEM : 0;
 	fclose(file);
-	if (error) {
+	if (error || reader.too_big) {
 		cfg_rule_set_free(&ld.set);
 		cfg_loader_finish(&ld);
-		vlog_warn("cannot read %s: %s (no libvma.conf rules, every socket offloaded)",
-			  ld.source, strerror(error));
+		if (reader.too_big)
+			vlog_warn("VMA_CONFIG_FILE: %s is bigger than 1 MiB, not a libvma.conf: not used "
+				  "(no libvma.conf rules, every socket offloaded)", ld.source);
+		else
+			vlog_warn("cannot read %s: %s (no libvma.conf rules, every socket offloaded)",
+				  ld.source, strerror(error));
 		return -1;
 	}
 	cfg_loader_finish(&ld);

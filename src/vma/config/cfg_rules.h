@@ -35,10 +35,13 @@ typedef enum cfg_transport {
  * matches program_name (glob; a path is reduced to its basename) and app_id
  * (or '*'), all in file order. app_id NULL means CFG_RULES_DEFAULT_APP_ID.
  * A missing file is not an error (debug message, everything offloaded). A bad
- * line is reported with file name, line number and text, then skipped.
- * Replaces every rule held before (add_first ones included). Returns the
- * number of bad lines, or -1 when the file exists but cannot be read (one
- * warning, no rules). */
+ * line is reported with file name, line number and reason (never its text:
+ * the file may not be a libvma.conf at all), then skipped; at the 5th bad
+ * line the reading stops with one more warning and none of the file's rules
+ * are used. Replaces every rule held before (add_first ones included).
+ * Returns the number of bad lines, or -1 when the file exists but cannot be
+ * read or is refused (not a regular file, over 1 MiB: one warning, no
+ * rules). */
 int cfg_rules_load_file(const char *path, const char *program_name, const char *app_id);
 
 /* Same as cfg_rules_load_file on text held in memory; source_name stands for

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include "log/vlog.h"
 
@@ -360,24 +362,68 @@ static void vlog_use_stderr_locked(void)
 			 vlog_colors_wish && vlog_fd_is_tty(VLOG_STDERR_FD), __ATOMIC_RELAXED);
 }
 
+int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
+{
+	int saved = errno;
+	*refused = 0;
+	/* O_NONBLOCK so that a FIFO nobody reads fails instead of blocking the
+	 * application's start; it is cleared again below. */
+	long fd = syscall(SYS_openat, AT_FDCWD, path,
+			  O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+			  0600);
+	struct stat st;
+	if (fd < 0) {
+		int err = errno;
+		if (err == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+			*refused = 1;
+			snprintf(why, why_size, "it is a symbolic link");
+		} else {
+			char reason[128];
+			snprintf(why, why_size, "%s", strerror_r(err, reason, sizeof(reason)));
+		}
+		errno = saved;
+		return -1;
+	}
+	if (fstat((int)fd, &st) != 0) {
+		char reason[128];
+		snprintf(why, why_size, "%s", strerror_r(errno, reason, sizeof(reason)));
+		syscall(SYS_close, (int)fd);
+		errno = saved;
+		return -1;
+	}
+	/* A file someone else owns is theirs to read, swap or grow: not a place
+	 * for our lines. Root owns /dev/null and /dev/tty, and can do anything
+	 * to us anyway. */
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		*refused = 1;
+		snprintf(why, why_size, "it belongs to another user (uid %u)", (unsigned)st.st_uid);
+		syscall(SYS_close, (int)fd);
+		errno = saved;
+		return -1;
+	}
+	long flags = syscall(SYS_fcntl, (int)fd, F_GETFL);
+	if (flags >= 0)
+		syscall(SYS_fcntl, (int)fd, F_SETFL, flags & ~(long)O_NONBLOCK);
+	errno = saved;
+	return (int)fd;
+}
+
 static int vlog_use_file_locked(const char *pattern)
 {
 	char path[PATH_MAX];
-	int err;
+	char reason[160];
+	int refused = 0;
 	if (vlog_expand_file_name(pattern, getpid(), path, sizeof(path)) < 0) {
-		err = ENAMETOOLONG;
 		snprintf(path, sizeof(path), "%s", pattern);
+		snprintf(reason, sizeof(reason), "%s", "File name too long");
 		goto fail;
 	}
 	if (vlog_file_fd >= 0 && strcmp(path, vlog_file_path) == 0)
 		return 0; /* already writing there */
 
-	long fd = syscall(SYS_openat, AT_FDCWD, path,
-			  O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = errno;
+	long fd = vlog_open_append(path, reason, sizeof(reason), &refused);
+	if (fd < 0)
 		goto fail;
-	}
 	__atomic_store_n(&vlog_colors_active, 0, __ATOMIC_RELAXED);
 	if (vlog_file_fd >= 0 &&
 	    syscall(SYS_dup3, (int)fd, vlog_file_fd, O_CLOEXEC) == vlog_file_fd) {
@@ -395,10 +441,13 @@ static int vlog_use_file_locked(const char *pattern)
 
 fail:
 	vlog_use_stderr_locked();
-	char reason[128];
-	const char *text = strerror_r(err, reason, sizeof(reason));
-	vlog_print(VLOG_WARNING, "Cannot open log file '%s' (VMA_LOG_FILE=%s): %s; logging to stderr",
-		   path, pattern, text);
+	if (refused)
+		vlog_print(VLOG_WARNING, "Refusing log file '%s' (VMA_LOG_FILE=%s): %s; logging to "
+			   "stderr (name a file of your own, in a directory only you can write)",
+			   path, pattern, reason);
+	else
+		vlog_print(VLOG_WARNING, "Cannot open log file '%s' (VMA_LOG_FILE=%s): %s; logging to "
+			   "stderr", path, pattern, reason);
 	return -1;
 }
 

@@ -5,6 +5,7 @@
 #define VMA_LOG_VLOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 
 typedef enum vlog_level {
@@ -35,6 +36,15 @@ struct vlog_settings {
  * (e.g. vma_stats -l changes the level). Returns 0, or -1 when the file could
  * not be opened (logging then stays on stderr, with a warning). */
 int vlog_configure(const struct vlog_settings *settings);
+/* Opens path to append to it (VMA_LOG_FILE, VMA_STATS_FILE): created with
+ * mode 0600 if missing; O_NOFOLLOW, O_CLOEXEC, and never waits (a FIFO with
+ * no reader fails). Refused: a symbolic link as the last component, and a
+ * file owned by a user other than us (effective uid) or root, i.e. one
+ * another local user planted where we would write. Returns the fd, or -1
+ * with the reason in why ("it is a symbolic link", "No such file or
+ * directory") and *refused set to 1 for a refusal, 0 for an open error. */
+int vlog_open_append(const char *path, char *why, size_t why_size, int *refused);
+
 /* Changes only the level / details (live control from vma_stats; callable
  * from any thread). Out-of-range values are clamped to NONE..ALL and 0..3. */
 void vlog_set_level(int level);

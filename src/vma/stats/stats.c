@@ -83,19 +83,94 @@ static void fill_header(struct stats_header *h, const struct stats_settings *st,
 	else
 		read_comm(h->process_name, sizeof(h->process_name));
 	snprintf(h->lib_version, sizeof(h->lib_version), "%s", st->lib_version ? st->lib_version : "");
-	struct stats_iomux *sel = (struct stats_iomux *)((char *)h + h->select_off);
-	struct stats_iomux *pol = (struct stats_iomux *)((char *)h + h->poll_off);
+	struct stats_iomux *sel = (struct stats_iomux *)((char *)h + stats_g.sec.select_off);
+	struct stats_iomux *pol = (struct stats_iomux *)((char *)h + stats_g.sec.poll_off);
 	sel->kind = STATS_IOMUX_SELECT; sel->epfd = -1;
 	pol->kind = STATS_IOMUX_POLL;   pol->epfd = -1;
+}
+
+static void warn_refused(const char *path, const char *why)
+{
+	vlog_warn("VMA_STATS_SHMEM_DIR: refusing the statistics file %s: %s. This process's "
+		  "statistics stay private and vma_stats will not see it; remove the file, or set "
+		  "VMA_STATS_SHMEM_DIR to a directory only this user can write", path, why);
+}
+
+/* Checks what we just created: a regular file of ours, mode 0600 whatever
+ * the umask, one name. Returns fd, or -1 (file removed) after a warning. */
+static int check_created(int fd, const char *path)
+{
+	struct stat st;
+	char why[96] = "";
+	if (fchmod(fd, 0600) != 0)
+		snprintf(why, sizeof(why), "its mode cannot be set to 0600 (%s)", strerror(errno));
+	else if (fstat(fd, &st) != 0)
+		snprintf(why, sizeof(why), "fstat failed (%s)", strerror(errno));
+	else if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0600 ||
+		 st.st_nlink != 1)
+		snprintf(why, sizeof(why), "it was created with owner uid %u, mode %04o, %u links",
+			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)st.st_nlink);
+	if (!why[0])
+		return fd;
+	close_fd(fd);
+	unlink(path);
+	warn_refused(path, why);
+	return -1;
+}
+
+/* Creates path for this process alone and returns its fd, or -1 after one
+ * warning. Never opens a name that exists: O_EXCL, and O_NOFOLLOW so a
+ * symbolic link is not followed either. An existing name is removed (once)
+ * only when it is a regular file of our own uid: it carries our pid, so it
+ * was left by a process that had this pid before us, or by this process
+ * before an exec, and nobody writes to it any more. Anything else (a
+ * symbolic link, another user's file, a FIFO) was put there by someone
+ * else and is refused. */
+static int create_private(const char *path)
+{
+	for (int attempt = 0;; attempt++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+			      0600);
+		if (fd >= 0)
+			return check_created(fd, path);
+		if (errno != EEXIST) {
+			vlog_warn("cannot create statistics file %s (%s); vma_stats will not see "
+				  "this process", path, strerror(errno));
+			return -1;
+		}
+		struct stat st;
+		char why[96] = "";
+		if (lstat(path, &st) != 0) {
+			if (errno == ENOENT && attempt == 0)
+				continue; /* gone in between: try again */
+			snprintf(why, sizeof(why), "it exists but cannot be examined (%s)",
+				 strerror(errno));
+		} else if (S_ISLNK(st.st_mode)) {
+			snprintf(why, sizeof(why), "it is a symbolic link");
+		} else if (!S_ISREG(st.st_mode)) {
+			snprintf(why, sizeof(why), "it is not a regular file");
+		} else if (st.st_uid != geteuid()) {
+			snprintf(why, sizeof(why), "it belongs to another user (uid %u)",
+				 (unsigned)st.st_uid);
+		} else if (attempt > 0) {
+			snprintf(why, sizeof(why), "it came back after the stale file was removed");
+		} else if (unlink(path) != 0 && errno != ENOENT) {
+			snprintf(why, sizeof(why), "a stale file of ours cannot be removed (%s)",
+				 strerror(errno));
+		}
+		if (why[0]) {
+			warn_refused(path, why);
+			return -1;
+		}
+	}
 }
 
 /* Creates the file and maps it; at fixed_addr (MAP_FIXED) when given. */
 static void *map_new_file(const char *path, uint64_t size, void *fixed_addr, const void *content)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = create_private(path);
 	if (fd < 0)
 		return NULL;
-	fchmod(fd, 0600); /* the umask must not widen or narrow what we promise */
 	void *addr = MAP_FAILED;
 	if (ftruncate(fd, (off_t)size) == 0) {
 		if (content) {
@@ -115,9 +190,12 @@ static void *map_new_file(const char *path, uint64_t size, void *fixed_addr, con
 		addr = mmap(fixed_addr, size, PROT_READ | PROT_WRITE,
 			    MAP_SHARED | (fixed_addr ? MAP_FIXED : 0), fd, 0);
 	}
-out:
+out:;
+	int err = errno;
 	close_fd(fd);
 	if (addr == MAP_FAILED) {
+		vlog_warn("cannot map statistics file %s (%s); vma_stats will not see this process",
+			  path, strerror(err));
 		unlink(path);
 		return NULL;
 	}
@@ -137,6 +215,13 @@ int stats_open(const struct stats_settings *st)
 	struct stats_header plan;
 	memset(&plan, 0, sizeof(plan));
 	uint64_t size = layout_plan(&plan, (uint32_t)fd_num);
+	stats_g.sec = (struct stats_sections){
+		.socket_off = plan.socket_off, .ring_off = plan.ring_off, .pool_off = plan.pool_off,
+		.select_off = plan.select_off, .poll_off = plan.poll_off, .epoll_off = plan.epoll_off,
+		.mc_off = plan.mc_off, .socket_slots = plan.socket_slots,
+		.ring_slots = plan.ring_slots, .pool_slots = plan.pool_slots,
+		.epoll_slots = plan.epoll_slots, .mc_slots = plan.mc_slots,
+	};
 	int rc = 0;
 	void *addr = NULL;
 	stats_g.path[0] = '\0';
@@ -148,11 +233,8 @@ int stats_open(const struct stats_settings *st)
 			rc = -1;
 		} else {
 			addr = map_new_file(stats_g.path, size, NULL, NULL);
-			if (!addr) {
-				vlog_warn("cannot create statistics file %s (%s); vma_stats will not see "
-					  "this process", stats_g.path, strerror(errno));
-				rc = -1;
-			}
+			if (!addr)
+				rc = -1; /* map_new_file warned */
 		}
 		if (!addr)
 			stats_g.path[0] = '\0';
@@ -169,10 +251,16 @@ int stats_open(const struct stats_settings *st)
 	stats_g.owner_pid = getpid();
 	stats_g.stats_file_fd = -1;
 	if (st->stats_file && st->stats_file[0]) {
-		stats_g.stats_file_fd = open(st->stats_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (stats_g.stats_file_fd < 0)
+		char why[160];
+		int refused;
+		stats_g.stats_file_fd = vlog_open_append(st->stats_file, why, sizeof(why), &refused);
+		if (stats_g.stats_file_fd < 0 && refused)
+			vlog_warn("VMA_STATS_FILE=%s refused: %s; socket records are not written (name "
+				  "a file of your own, in a directory only you can write)",
+				  st->stats_file, why);
+		else if (stats_g.stats_file_fd < 0)
 			vlog_warn("VMA_STATS_FILE=%s cannot be opened (%s), socket records are not written",
-				  st->stats_file, strerror(errno));
+				  st->stats_file, why);
 	}
 	__atomic_store_n(&stats_g.block, (struct stats_header *)addr, __ATOMIC_RELEASE);
 	return rc;
@@ -225,6 +313,13 @@ void stats_after_fork_child(void)
 	read_comm(h->process_name, sizeof(h->process_name));
 }
 
+void stats_unlink_own_file(void)
+{
+	/* Plain reads and unlink(2): async-signal-safe. */
+	if (stats_g.block && stats_g.path[0] && stats_g.owner_pid == getpid())
+		unlink(stats_g.path);
+}
+
 const char *stats_path(void) { return stats_g.path; }
 const struct stats_header *stats_block(void) { return stats_g.block; }
 
@@ -234,14 +329,23 @@ int stats_slot_is_dummy(const void *slot)
 	       slot == &dummy_iomux;
 }
 
-/* Finds a free slot (in_use == 0) in a table; NULL when full. */
+/* Start of a section of the block (offsets from stats_g.sec only). */
+static void *section(uint64_t off) { return (char *)stats_g.block + off; }
+
+struct stats_socket *stats_sockets(void)
+{
+	return stats_g.block ? section(stats_g.sec.socket_off) : NULL;
+}
+
+/* Finds a free slot (in_use == 0) in a table; NULL when full. A slot's
+ * in_use is data: whatever value it holds, only slots of this table are
+ * looked at. */
 static void *claim(uint64_t off, uint32_t count, uint32_t size)
 {
-	struct stats_header *h = stats_g.block;
-	if (!h)
+	if (!stats_g.block)
 		return NULL;
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t *in_use = (uint32_t *)((char *)h + off + (uint64_t)i * size);
+		uint32_t *in_use = (uint32_t *)((char *)section(off) + (uint64_t)i * size);
 		if (!__atomic_load_n(in_use, __ATOMIC_RELAXED)) {
 			memset(in_use, 0, size);
 			return in_use;
@@ -257,7 +361,7 @@ struct stats_socket *stats_socket_slot_get(int fd, uint32_t proto)
 	pthread_mutex_lock(&stats_lock);
 	struct stats_socket *s = NULL;
 	if (stats_g.block)
-		s = claim(stats_g.block->socket_off, stats_g.block->socket_slots, sizeof(*s));
+		s = claim(stats_g.sec.socket_off, stats_g.sec.socket_slots, sizeof(*s));
 	if (s) {
 		s->fd = fd;
 		s->proto = proto;
@@ -283,7 +387,7 @@ struct stats_ring *stats_ring_slot_get(uint32_t id, const char *ifname)
 	pthread_mutex_lock(&stats_lock);
 	struct stats_ring *r = NULL;
 	if (stats_g.block)
-		r = claim(stats_g.block->ring_off, stats_g.block->ring_slots, sizeof(*r));
+		r = claim(stats_g.sec.ring_off, stats_g.sec.ring_slots, sizeof(*r));
 	if (r) {
 		r->id = id;
 		snprintf(r->ifname, sizeof(r->ifname), "%s", ifname ? ifname : "");
@@ -309,7 +413,7 @@ struct stats_pool *stats_pool_slot_get(uint32_t id, uint32_t kind)
 	pthread_mutex_lock(&stats_lock);
 	struct stats_pool *p = NULL;
 	if (stats_g.block)
-		p = claim(stats_g.block->pool_off, stats_g.block->pool_slots, sizeof(*p));
+		p = claim(stats_g.sec.pool_off, stats_g.sec.pool_slots, sizeof(*p));
 	if (p) {
 		p->id = id;
 		p->kind = kind;
@@ -327,11 +431,10 @@ struct stats_iomux *stats_iomux_slot_get(uint32_t kind, int epfd)
 	struct stats_header *h = stats_g.block;
 	struct stats_iomux *m = NULL;
 	if (h && (kind == STATS_IOMUX_SELECT || kind == STATS_IOMUX_POLL)) {
-		m = (struct stats_iomux *)((char *)h + (kind == STATS_IOMUX_SELECT ? h->select_off
-										  : h->poll_off));
+		m = section(kind == STATS_IOMUX_SELECT ? stats_g.sec.select_off : stats_g.sec.poll_off);
 		publish(&m->in_use);
 	} else if (h && kind == STATS_IOMUX_EPOLL) {
-		m = claim(h->epoll_off, h->epoll_slots, sizeof(*m));
+		m = claim(stats_g.sec.epoll_off, stats_g.sec.epoll_slots, sizeof(*m));
 		if (m) {
 			m->kind = kind;
 			m->epfd = epfd;
@@ -344,9 +447,13 @@ struct stats_iomux *stats_iomux_slot_get(uint32_t kind, int epfd)
 
 void stats_iomux_slot_put(struct stats_iomux *m)
 {
-	if (!m || m->kind != STATS_IOMUX_EPOLL)
+	/* Which table m is in comes from its address, not from m->kind (data). */
+	if (!m || !stats_g.block)
 		return;
-	release(&m->in_use, &dummy_iomux);
+	const char *first = section(stats_g.sec.epoll_off);
+	const char *end = first + (uint64_t)stats_g.sec.epoll_slots * sizeof(*m);
+	if ((const char *)m >= first && (const char *)m < end)
+		release(&m->in_use, &dummy_iomux);
 }
 
 void stats_mc_group_ref(int fd, uint32_t group)
@@ -354,8 +461,8 @@ void stats_mc_group_ref(int fd, uint32_t group)
 	pthread_mutex_lock(&stats_lock);
 	struct stats_header *h = stats_g.block;
 	struct stats_mc_group *free_slot = NULL;
-	for (uint32_t i = 0; h && i < h->mc_slots; i++) {
-		struct stats_mc_group *g = (struct stats_mc_group *)((char *)h + h->mc_off) + i;
+	for (uint32_t i = 0; h && i < stats_g.sec.mc_slots; i++) {
+		struct stats_mc_group *g = (struct stats_mc_group *)section(stats_g.sec.mc_off) + i;
 		if (g->refs && g->fd == fd && g->group == group) {
 			g->refs++;
 			free_slot = NULL;
@@ -377,8 +484,8 @@ void stats_mc_group_unref(int fd, uint32_t group)
 {
 	pthread_mutex_lock(&stats_lock);
 	struct stats_header *h = stats_g.block;
-	for (uint32_t i = 0; h && i < h->mc_slots; i++) {
-		struct stats_mc_group *g = (struct stats_mc_group *)((char *)h + h->mc_off) + i;
+	for (uint32_t i = 0; h && i < stats_g.sec.mc_slots; i++) {
+		struct stats_mc_group *g = (struct stats_mc_group *)section(stats_g.sec.mc_off) + i;
 		if (g->refs && g->fd == fd && g->group == group) {
 			__atomic_store_n(&g->refs, g->refs - 1, __ATOMIC_RELEASE);
 			break;
@@ -400,21 +507,22 @@ void stats_zero_all(void)
 	__atomic_add_fetch(&stats_zero_count, 1, __ATOMIC_ACQ_REL);
 	struct stats_header *h = stats_g.block;
 	if (h) {
-		struct stats_socket *s = (struct stats_socket *)((char *)h + h->socket_off);
-		for (uint32_t i = 0; i < h->socket_slots; i++)
+		const struct stats_sections *sec = &stats_g.sec;
+		struct stats_socket *s = section(sec->socket_off);
+		for (uint32_t i = 0; i < sec->socket_slots; i++)
 			memset(&s[i].c, 0, sizeof(s[i].c));
-		struct stats_ring *r = (struct stats_ring *)((char *)h + h->ring_off);
-		for (uint32_t i = 0; i < h->ring_slots; i++)
+		struct stats_ring *r = section(sec->ring_off);
+		for (uint32_t i = 0; i < sec->ring_slots; i++)
 			memset(&r[i].c, 0, sizeof(r[i].c));
-		struct stats_pool *p = (struct stats_pool *)((char *)h + h->pool_off);
-		for (uint32_t i = 0; i < h->pool_slots; i++)
+		struct stats_pool *p = section(sec->pool_off);
+		for (uint32_t i = 0; i < sec->pool_slots; i++)
 			p[i].no_buffer_errors = 0;
-		memset(&((struct stats_iomux *)((char *)h + h->select_off))->c, 0,
+		memset(&((struct stats_iomux *)section(sec->select_off))->c, 0,
 		       sizeof(struct stats_iomux_counters));
-		memset(&((struct stats_iomux *)((char *)h + h->poll_off))->c, 0,
+		memset(&((struct stats_iomux *)section(sec->poll_off))->c, 0,
 		       sizeof(struct stats_iomux_counters));
-		struct stats_iomux *e = (struct stats_iomux *)((char *)h + h->epoll_off);
-		for (uint32_t i = 0; i < h->epoll_slots; i++)
+		struct stats_iomux *e = section(sec->epoll_off);
+		for (uint32_t i = 0; i < sec->epoll_slots; i++)
 			memset(&e[i].c, 0, sizeof(e[i].c));
 	}
 	pthread_mutex_unlock(&stats_lock);

@@ -23,9 +23,14 @@ struct stats_settings {
 	const char *lib_version;
 };
 
-/* Creates (mode 0600) and maps <dir>/vmastat.<pid>. Returns 0, or -1 after a
- * warning when the file could not be made (the block then lives in private
- * memory). Calling it twice without stats_close is a no-op returning 0. */
+/* Creates (mode 0600, O_EXCL, never through a symbolic link) and maps
+ * <dir>/vmastat.<pid>. A stale regular file of our own uid under that name is
+ * replaced; any other existing name (a symbolic link, another user's file)
+ * is refused. Returns 0, or -1 after one warning when the file could not be
+ * made or was refused (the block then lives in private memory). Calling it
+ * twice without stats_close is a no-op returning 0. The section offsets and
+ * slot counts are kept in private memory: nothing read back from the file
+ * ever decides where the library writes. */
 int stats_open(const struct stats_settings *settings);
 /* Unmaps and unlinks this process's file (never a parent's after fork). */
 void stats_close(void);
@@ -35,6 +40,9 @@ void stats_close(void);
 void stats_after_fork_child(void);
 /* Path of this process's file, "" when there is none. */
 const char *stats_path(void);
+/* Removes this process's file, if it created one (never a parent's, never a
+ * name it refused). Async-signal-safe: the exit hook of a dying process. */
+void stats_unlink_own_file(void);
 /* The mapped block (tests and tooling); NULL before stats_open. */
 const struct stats_header *stats_block(void);
 
@@ -98,5 +106,7 @@ void stats_zero_all(void);
 uint32_t stats_zero_epoch(void);
 /* Logs the counters of one socket slot at log_level through vlog. */
 void stats_socket_dump(const struct stats_socket *s, int log_level);
+/* Logs the counters of every in-use socket slot of fd (0 = all). */
+void stats_socket_dump_fd(int fd, int log_level);
 
 #endif

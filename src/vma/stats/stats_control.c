@@ -40,11 +40,12 @@ void stats_socket_dump(const struct stats_socket *s, int log_level)
 	}
 }
 
-static void dump_from_slots(int fd, int level)
+void stats_socket_dump_fd(int fd, int level)
 {
-	const struct stats_header *h = stats_g.block;
-	const struct stats_socket *s = (const struct stats_socket *)((const char *)h + h->socket_off);
-	for (uint32_t i = 0; i < h->socket_slots; i++)
+	/* The table's place and size are ours (stats_g.sec); in_use and fd are
+	 * data, only compared. */
+	const struct stats_socket *s = stats_sockets();
+	for (uint32_t i = 0; s && i < stats_g.sec.socket_slots; i++)
 		if (__atomic_load_n(&s[i].in_use, __ATOMIC_ACQUIRE) && (fd == 0 || s[i].fd == fd))
 			stats_socket_dump(&s[i], level);
 }
@@ -98,7 +99,7 @@ int stats_service_control(const struct stats_control_ops *ops)
 			if (ops && ops->dump_fd)
 				ops->dump_fd(value, level);
 			else
-				dump_from_slots(value, level);
+				stats_socket_dump_fd(value, level);
 			applied |= STATS_APPLIED_FD_DUMP;
 		}
 	}

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "config/cfg_env.h"
 #include "log/vlog.h"
 #include "ring/ring_domain.h"
 #include "vmad/vmad_client.h"
@@ -171,7 +172,11 @@ static int vmad_client_spawn(char *why, size_t why_len)
 		free(stack);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < nenv; i++)
+	/* A program started with raised privileges starts vmad with them, and
+	 * its environment was written by someone who does not hold them: vmad
+	 * then gets none (it needs none). */
+	bool secure = cfg_env_is_secure();
+	for (size_t i = 0; i < nenv && !secure; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
 			envp[kept++] = environ[i];
 	char *argv[] = { path, "--auto", "--daemon", NULL };
