@@ -17,7 +17,7 @@ VMA_DEPS=(
 	check libclang-rt-14-dev
 	# integration tests, benchmarks, demo, testbed
 	python3 iperf3 iperf sockperf redis-server redis-tools nftables iproute2
-	iputils-ping procps psmisc coreutils ethtool
+	iputils-ping procps psmisc coreutils ethtool strace
 )
 
 deps_missing() {

@@ -1787,13 +1787,29 @@ static void test_signals(void)
 	test_signal_reentry();
 }
 
+/* Whether name is one of the comma-separated names of list. */
+static int name_in_list(const char *name, const char *list)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 2 && !strcmp(argv[1], "peer"))
 		return run_peer();
 	if (argc < 4 || strcmp(argv[1], "test")) {
-		fprintf(stderr, "usage: %s peer | test PEER_IP LOCAL_IP [ONLY_SECTION]\n", argv[0]);
+		fprintf(stderr, "usage: %s peer | test PEER_IP LOCAL_IP [SECTION[,SECTION...]]\n", argv[0]);
 		return 2;
 	}
 	peer_ip = argv[2];
@@ -1829,7 +1845,7 @@ int main(int argc, char **argv)
 		{ "sendfile", test_sendfile, 1 },      { "signals", test_signals, 1 },
 	};
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
-		if (only && strcmp(only, sections[i].name))
+		if (only && !name_in_list(sections[i].name, only))
 			continue;
 		if (sections[i].both) {
 			role = "client";

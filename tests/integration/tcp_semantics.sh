@@ -2,7 +2,8 @@
 # Offloaded TCP socket semantics against the kernel as the reference (root).
 # Usage: tcp_semantics.sh [BUILDDIR | path/to/libvma.so]   exit 0 pass, 1 fail, 77 skip.
 # Runs tests/integration/tcp_semantics (see its header) on a private testbed
-# (TB_PREFIX=tsem; test side in tsem-b 198.18.0.2, peer in tsem-a 198.18.0.1):
+# (TB_PREFIX=tsem, or TCP_SEM_TB_PREFIX so two runs can share a machine; test
+# side in tsem-b 198.18.0.2, peer in tsem-a 198.18.0.1):
 #   kernel test vs kernel peer   (the reference: proves the expectations),
 #   libvma test vs kernel peer   (our sockets in both roles against Linux),
 #   kernel test vs libvma peer   (our sockets as the peer: RST, FIN, MSS seen by Linux),
@@ -10,6 +11,9 @@
 #   libvma test busy-polling (VMA_RX_POLL=-1 VMA_SELECT_POLL=-1) vs kernel
 #   peer, signals section only: a handler that runs while we poll in user
 #   space must interrupt or restart the call as Linux does,
+#   libvma test with VMA_AVOID_SYS_CALLS_ON_TCP_FD=1 vs kernel peer, the
+#   sections that set options, O_NONBLOCK and FIONBIO (accept data sockopts
+#   keepalive): what libvma answers without the kernel must match Linux,
 #   libvma test at VMA_TRACELEVEL=DEBUG, data section only ("exit"): when it
 #   exits every ring must close with every buffer back (no frame leaked by
 #   a connection), and no warning or error is printed.
@@ -32,7 +36,7 @@ if [ ! -x "$PROG" ]; then   # not built by `make check` yet: build it here
 	PROG=$(mktemp /tmp/tcp_semantics.XXXXXX)
 	cc -std=gnu11 -O2 -o "$PROG" "$HERE/tcp_semantics.c" -lpthread || { echo "SKIP: cannot build the helper"; exit 77; }
 fi
-export TB_PREFIX=tsem
+export TB_PREFIX=${TCP_SEM_TB_PREFIX:-tsem}
 bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null || { echo "SKIP: testbed"; exit 77; }
 TMP=$(mktemp -d)
 chmod 755 "$TMP"
@@ -45,8 +49,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
-A="nsenter --net=/run/netns/tsem-a"
-B="nsenter --net=/run/netns/tsem-b"
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
 # The peer namespace drops SYNs to 9501: a connect there times out.
 $A nft -f - <<-EOF || { echo "SKIP: nft rule in the peer namespace"; exit 77; }
 	table inet tsemsyn {
@@ -57,7 +61,7 @@ $A nft -f - <<-EOF || { echo "SKIP: nft rule in the peer namespace"; exit 77; }
 	}
 EOF
 VMA="env LD_PRELOAD=${TCP_SEM_PRELOAD:+$TCP_SEM_PRELOAD:}$LIB VMA_TRACELEVEL=2"   # ld.so takes ":"
-RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both spin exit}
+RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both spin avoid exit}
 fail=0 total=0 failed=0
 tcp_in_segs() { $1 awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
 
@@ -126,6 +130,9 @@ for r in $RUNS; do
 	both) run "libvma test, libvma peer" "$VMA" "$VMA" ;;
 	spin) [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = signals ] &&
 		run "libvma test busy-polling, kernel peer" "" "$VMA VMA_RX_POLL=-1 VMA_SELECT_POLL=-1" signals ;;
+	avoid) [ -z "${TCP_SEM_ONLY:-}" ] &&
+		run "libvma test avoiding sys-calls, kernel peer" "" "$VMA VMA_AVOID_SYS_CALLS_ON_TCP_FD=1" \
+			accept,data,sockopts,keepalive ;;
 	exit) [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = data ] && clean_exit ;;
 	esac
 done

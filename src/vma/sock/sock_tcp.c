@@ -712,6 +712,11 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
 	s->nodelay = g_cfg.tcp_nodelay != 0;
 	s->quickack = g_cfg.tcp_quickack != 0;
+	/* The mirror's defaults that match a fresh kernel socket: SO_KEEPALIVE
+	 * off, TCP_NODELAY off unless VMA_TCP_NODELAY turned it on (the kernel
+	 * socket does not know that one). */
+	s->opts_known = SOCK_TCP_OPT_KEEPALIVE | (s->nodelay ? 0 : SOCK_TCP_OPT_NODELAY);
+	s->kernel_fl = -1;
 	s->keep_idle_s = 7200;
 	s->keep_intvl_s = 75;
 	s->keep_cnt = 9;

@@ -216,6 +216,9 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 		return err;
 	}
 	sock_tcp_handoff_copy_options(fd, k);
+	/* What the old kernel socket never had (VMA_AVOID_SYS_CALLS_ON_TCP_FD,
+	 * a child's placeholder) comes from our mirror. */
+	sock_tcp_kernel_catch_up(s, k);
 	/* From here the kernel owns it: our entry now sends its packets to
 	 * the kernel (a listener's entry would still catch them), then repair
 	 * mode ends (the kernel probes the peer's window), then the fd
@@ -229,8 +232,12 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	sock_tcp_flow_put_locked(s);
 	int off = 0;
 	sock_tcp_handoff_opt(k, TCP_REPAIR, &off, sizeof(off));
-	if (fl_flags != -1)
+	if (fl_flags != -1) {
+		/* O_NONBLOCK as the application last set it: under
+		 * VMA_AVOID_SYS_CALLS_ON_TCP_FD the old kernel socket never saw it. */
+		fl_flags = (fl_flags & ~O_NONBLOCK) | (s->nonblocking ? O_NONBLOCK : 0);
 		REDIRECT_ORIG_FN(fcntl)(k, F_SETFL, (void *)(long)fl_flags);
+	}
 	if (REDIRECT_ORIG_FN(dup3)(k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		err = -errno;
 		REDIRECT_ORIG_FN(close)(k);

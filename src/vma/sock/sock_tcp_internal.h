@@ -109,6 +109,19 @@ struct sock_tcp {
 	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
 	uint32_t maxseg, syncnt;
 	bool user_bound;
+	/* SOCK_TCP_OPT_* options whose mirror holds exactly what Linux would
+	 * report: set by the application (on this socket or, for a child, its
+	 * listener), or a default equal to a fresh kernel socket's. */
+	uint16_t opts_known;
+	/* Of those, the ones the kernel socket under the fd does not have: set
+	 * without the kernel (VMA_AVOID_SYS_CALLS_ON_TCP_FD), or inherited by
+	 * an accepted child, whose kernel socket is a placeholder. getsockopt
+	 * answers them from the mirror; a kernel socket that takes the
+	 * connection or its traffic over gets them (sock_tcp_kernel_catch_up). */
+	uint16_t opts_kernel_lacks;
+	/* The kernel socket's F_GETFL less O_NONBLOCK, once read (-1 before):
+	 * VMA_AVOID_SYS_CALLS_ON_TCP_FD answers F_GETFL from it. */
+	int kernel_fl;
 
 	/* Wake-ups: iomux_notify and sleepers, run after the unlock. */
 	int sleepers;
@@ -117,6 +130,15 @@ struct sock_tcp {
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
 };
+
+/* The options VMA_AVOID_SYS_CALLS_ON_TCP_FD serves without the kernel:
+ * plain values the offloaded path implements and Linux reports back as set. */
+#define SOCK_TCP_OPT_NODELAY   0x01u
+#define SOCK_TCP_OPT_QUICKACK  0x02u
+#define SOCK_TCP_OPT_KEEPALIVE 0x04u
+#define SOCK_TCP_OPT_KEEPIDLE  0x08u
+#define SOCK_TCP_OPT_KEEPINTVL 0x10u
+#define SOCK_TCP_OPT_KEEPCNT   0x20u
 
 static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
 {
@@ -222,6 +244,15 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg);
 int sock_tcp_op_getsockname(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
 int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len);
 int sock_tcp_op_shutdown(struct sock_obj *obj, int how);
+/* Gives kernel socket kfd the options s holds that its own kernel socket
+ * lacks (opts_kernel_lacks): a kernel socket taking the connection over
+ * (fork handoff), a connection the kernel accepted on s's port, or s's
+ * kernel socket itself when s falls back to the kernel path. */
+void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd);
+/* s, offloaded or undecided, met a call or flag our stack does not
+ * implement (what, e.g. "send(MSG_OOB)"): VMA_EXCEPTION_HANDLING decides.
+ * false when the call must fail with EOPNOTSUPP (errno set). */
+bool sock_tcp_unsupported_call(struct sock_tcp *s, const char *what);
 void sock_tcp_op_dump(struct sock_obj *obj, int log_level);
 
 #endif

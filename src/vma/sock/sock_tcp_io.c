@@ -145,8 +145,12 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, int flags)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & (MSG_ERRQUEUE | MSG_OOB)))
+	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & (MSG_ERRQUEUE | MSG_OOB))) {
+		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
+		    !sock_tcp_unsupported_call(s, "recv(MSG_OOB) (urgent data)"))
+			return -1;
 		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	}
 	msg->msg_flags = 0;
 	msg->msg_controllen = 0;
 	if (msg->msg_name)
@@ -346,8 +350,12 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (sock_tcp_detached(s))
 		return sock_tcp_detached_error();
-	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & MSG_OOB))
+	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & MSG_OOB)) {
+		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
+		    !sock_tcp_unsupported_call(s, "send(MSG_OOB) (urgent data)"))
+			return -1;
 		return REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+	}
 	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
 	if (s->connecting) {
 		if (nonblock) {

@@ -141,6 +141,8 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		return -1;
 	}
 	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
+	if (ret == 0)
+		s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
 	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
 		return ret;
 	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
@@ -195,6 +197,14 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->inherited = true;
 }
 
+/* A listener the kernel socket serves from now on (a forked child that
+ * cannot adopt it): that socket gets the options only we held. */
+static void sock_tcp_listen_to_kernel(struct sock_tcp *s)
+{
+	sock_tcp_kernel_catch_up(s, s->obj.fd);
+	s->opts_kernel_lacks = 0;
+}
+
 void sock_tcp_fork_join(struct sock_tcp *s)
 {
 	if (s->released || s->mode != SOCK_TCP_LISTENER) {
@@ -204,8 +214,10 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 	if (s->inherited) {
 		s->inherited = false;
 		struct sock_offload *ctx = sock_offload_get_for_logic(s->obj.fd, s->ring_logic, s->ring_user_id);
-		if (!ctx || !ctx->tcp)
-			return;   /* the kernel socket keeps serving it */
+		if (!ctx || !ctx->tcp) {
+			sock_tcp_listen_to_kernel(s);   /* the kernel socket keeps serving it */
+			return;
+		}
 		s->mode = SOCK_TCP_KERNEL;
 		s->ctx = NULL;
 		s->share = true;
@@ -214,6 +226,7 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 			/* Adoption failed: a listener on the kernel path. */
 			s->mode = SOCK_TCP_LISTENER;
 			s->ctx = NULL;
+			sock_tcp_listen_to_kernel(s);
 		}
 		return;
 	}
@@ -258,6 +271,11 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->rcvtimeo_ms = l->rcvtimeo_ms;
 	c->sndtimeo_ms = l->sndtimeo_ms;
 	c->maxseg = l->maxseg;
+	/* The child's kernel socket is a placeholder that never had them.
+	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
+	 * which reports its own fresh state, as the placeholder does. */
+	c->opts_known = l->opts_known & ~SOCK_TCP_OPT_QUICKACK;
+	c->opts_kernel_lacks = c->opts_known;
 	tcp_pcb_get_addr(child, &c->local_ip, &c->local_port, &c->remote_ip, &c->remote_port);
 	c->if_slot = sock_offload_if_slot_by_ip(ctx, c->local_ip);
 	c->pcb = child;
@@ -320,6 +338,9 @@ void sock_tcp_listener_close_locked(struct sock_tcp *l)
 /* A connection the kernel accepted: tracked as a kernel TCP socket. */
 static void sock_tcp_track_kernel(struct sock_tcp *l, int nfd, int flags)
 {
+	/* It inherited the kernel listener's options; those only we hold
+	 * (VMA_AVOID_SYS_CALLS_ON_TCP_FD) are added. */
+	sock_tcp_kernel_catch_up(l, nfd);
 	struct sock_tcp *k = sock_tcp_alloc(nfd, l->obj.domain, SOCK_STREAM | (flags & SOCK_NONBLOCK),
 					    l->obj.protocol);
 	if (k) {

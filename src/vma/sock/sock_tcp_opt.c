@@ -1,6 +1,10 @@
 /* Offloaded TCP sockets: options, addresses, shutdown, ioctl, fcntl.
  * Options go to the kernel socket first (it validates and keeps the value
- * getsockopt reports); what the engine needs is mirrored afterwards. */
+ * getsockopt reports); what the engine needs is mirrored afterwards. With
+ * VMA_AVOID_SYS_CALLS_ON_TCP_FD an offloaded socket keeps the SOCK_TCP_OPT_*
+ * options, O_NONBLOCK and FIONBIO to itself (docs/tcp_sockets.md). Options
+ * and calls the offloaded path does not implement meet
+ * VMA_EXCEPTION_HANDLING (sock_unsupported.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
@@ -9,8 +13,11 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 
+#include "config/cfg_params.h"
+#include "log/vlog.h"
 #include "redirect/redirect_orig.h"
 #include "sock/sock_tcp_internal.h"
+#include "sock/sock_unsupported.h"
 
 static int sock_tcp_getint(const void *val, socklen_t len, int *out)
 {
@@ -68,27 +75,150 @@ static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_
 	return 0;
 }
 
-int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
+/* Options the offloaded path implements, or that only matter to the
+ * kernel socket's bind (it reserves the port); any other option set on a
+ * socket that is or may become offloaded is VMA_EXCEPTION_HANDLING's. */
+static bool sock_tcp_opt_supported(int level, int name)
 {
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
-		return sock_tcp_set_ring_logic(s, val, len);
-	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
-	if (ret != 0 || !val)
-		return ret;
+	if (level == SOL_SOCKET) {
+		switch (name) {
+		case SO_REUSEADDR:
+		case SO_REUSEPORT:
+		case SO_KEEPALIVE:
+		case SO_LINGER:
+		case SO_RCVTIMEO:
+		case SO_SNDTIMEO:
+		case SO_RCVBUF:
+		case SO_SNDBUF:
+		case SO_RCVBUFFORCE:
+		case SO_SNDBUFFORCE:
+		case SO_BUSY_POLL:   /* we poll anyway (VMA_RX_POLL) */
+			return true;
+		}
+		return false;
+	}
+	if (level == IPPROTO_TCP) {
+		switch (name) {
+		case TCP_NODELAY:
+		case TCP_MAXSEG:
+		case TCP_KEEPIDLE:
+		case TCP_KEEPINTVL:
+		case TCP_KEEPCNT:
+		case TCP_SYNCNT:
+		case TCP_QUICKACK:
+			return true;
+		}
+		return false;
+	}
+	return level == IPPROTO_IP && name == IP_BIND_ADDRESS_NO_PORT;
+}
+
+/* A socket on the kernel path for now that connect() or listen() may
+ * still offload: an unsupported option can keep it with the kernel. */
+static bool sock_tcp_undecided(const struct sock_tcp *s)
+{
+	return s->mode == SOCK_TCP_KERNEL && !s->os_only && !s->released && sock_offload_usable(s->ctx);
+}
+
+/* Why an offloaded socket cannot go back to the kernel path. */
+static const char *sock_tcp_stuck(const struct sock_tcp *s)
+{
+	if (s->mode == SOCK_TCP_LISTENER)
+		return "it listens offloaded: its connections live in our stack";
+	if (s->mode == SOCK_TCP_ACTIVE)
+		return "its connection lives in our stack";
+	return NULL;
+}
+
+/* Acts on VMA_EXCEPTION_HANDLING's verdict about something s does not
+ * support: false when the call must fail (errno set); an undecided socket
+ * told to go to the kernel stays there (connect/listen leave it alone). */
+static bool sock_tcp_carry_on(struct sock_tcp *s, enum sock_unsupported_verdict v)
+{
+	if (v == SOCK_UNSUPPORTED_TO_KERNEL && s->mode == SOCK_TCP_KERNEL)
+		s->os_only = true;
+	return v != SOCK_UNSUPPORTED_FAIL;
+}
+
+bool sock_tcp_unsupported_call(struct sock_tcp *s, const char *what)
+{
+	return sock_tcp_carry_on(s, sock_unsupported(s->obj.fd, what, sock_tcp_stuck(s), EOPNOTSUPP));
+}
+
+static unsigned sock_tcp_opt_bit(int level, int name)
+{
+	if (level == SOL_SOCKET)
+		return name == SO_KEEPALIVE ? SOCK_TCP_OPT_KEEPALIVE : 0;
+	if (level != IPPROTO_TCP)
+		return 0;
+	switch (name) {
+	case TCP_NODELAY: return SOCK_TCP_OPT_NODELAY;
+	case TCP_QUICKACK: return SOCK_TCP_OPT_QUICKACK;
+	case TCP_KEEPIDLE: return SOCK_TCP_OPT_KEEPIDLE;
+	case TCP_KEEPINTVL: return SOCK_TCP_OPT_KEEPINTVL;
+	case TCP_KEEPCNT: return SOCK_TCP_OPT_KEEPCNT;
+	}
+	return 0;
+}
+
+/* The value getsockopt reports for one SOCK_TCP_OPT_* option. */
+static int sock_tcp_opt_value(const struct sock_tcp *s, unsigned bit)
+{
+	switch (bit) {
+	case SOCK_TCP_OPT_NODELAY: return s->nodelay;
+	case SOCK_TCP_OPT_QUICKACK: return s->quickack;
+	case SOCK_TCP_OPT_KEEPALIVE: return s->keepalive;
+	case SOCK_TCP_OPT_KEEPIDLE: return (int)s->keep_idle_s;
+	case SOCK_TCP_OPT_KEEPINTVL: return (int)s->keep_intvl_s;
+	case SOCK_TCP_OPT_KEEPCNT: return (int)s->keep_cnt;
+	}
+	return 0;
+}
+
+void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd)
+{
+	static const struct {
+		unsigned bit;
+		int level, name;
+	} opts[] = {
+		{ SOCK_TCP_OPT_NODELAY, IPPROTO_TCP, TCP_NODELAY },
+		{ SOCK_TCP_OPT_QUICKACK, IPPROTO_TCP, TCP_QUICKACK },
+		{ SOCK_TCP_OPT_KEEPIDLE, IPPROTO_TCP, TCP_KEEPIDLE },
+		{ SOCK_TCP_OPT_KEEPINTVL, IPPROTO_TCP, TCP_KEEPINTVL },
+		{ SOCK_TCP_OPT_KEEPCNT, IPPROTO_TCP, TCP_KEEPCNT },
+		{ SOCK_TCP_OPT_KEEPALIVE, SOL_SOCKET, SO_KEEPALIVE },
+	};
+	unsigned lacks = s->opts_kernel_lacks;
+	if (!lacks)
+		return;
 	int saved = errno;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		if (!(lacks & opts[i].bit))
+			continue;
+		int v = sock_tcp_opt_value(s, opts[i].bit);
+		if (REDIRECT_ORIG_FN(setsockopt)(kfd, opts[i].level, opts[i].name, &v, sizeof(v)) != 0)
+			vlog_debug("fd %d: option %d/%d not carried over to kernel socket %d (%s)", s->obj.fd,
+				   opts[i].level, opts[i].name, kfd, strerror(errno));
+	}
+	errno = saved;
+}
+
+/* Mirrors an option the kernel accepted (or that we validated ourselves)
+ * into the socket; true when the engine's pcb must hear of it. */
+static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const void *val, socklen_t len)
+{
 	int v = 0;
 	bool apply = false;
 	if (level == SOL_SOCKET) {
 		switch (name) {
 		case SO_RCVBUF:
 		case SO_RCVBUFFORCE:
-			s->rcvbuf = sock_tcp_kernel_buf(obj->fd, SO_RCVBUF);
+			s->rcvbuf = sock_tcp_kernel_buf(s->obj.fd, SO_RCVBUF);
 			apply = true;
 			break;
 		case SO_SNDBUF:
 		case SO_SNDBUFFORCE:
-			s->sndbuf = sock_tcp_kernel_buf(obj->fd, SO_SNDBUF);
+			s->sndbuf = sock_tcp_kernel_buf(s->obj.fd, SO_SNDBUF);
 			apply = true;
 			break;
 		case SO_KEEPALIVE:
@@ -142,18 +272,81 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 			break;
 		}
 	}
+	s->opts_known |= sock_tcp_opt_bit(level, name);
+	return apply;
+}
+
+/* Hands the mirrored options to the engine's pcb. */
+static void sock_tcp_options_push(struct sock_tcp *s)
+{
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	if (apply && ctx && s->pcb) {
-		sock_offload_lock(ctx);
-		sock_tcp_apply_options_locked(s);
-		if (s->pcb) {
-			sock_offload_clock_locked(ctx);
-			tcp_output(s->pcb);   /* TCP_NODELAY pushes what Nagle held */
-			sock_tcp_tx_kick_locked(s);
-		}
-		sock_tcp_snd_refresh_locked(s);
-		sock_offload_unlock(ctx);
+	if (!ctx || !s->pcb)
+		return;
+	sock_offload_lock(ctx);
+	sock_tcp_apply_options_locked(s);
+	if (s->pcb) {
+		sock_offload_clock_locked(ctx);
+		tcp_output(s->pcb);   /* TCP_NODELAY pushes what Nagle held */
+		sock_tcp_tx_kick_locked(s);
 	}
+	sock_tcp_snd_refresh_locked(s);
+	sock_offload_unlock(ctx);
+}
+
+/* Linux's limits on TCP_KEEPIDLE/TCP_KEEPINTVL (MAX_TCP_KEEPIDLE,
+ * MAX_TCP_KEEPINTVL) and TCP_KEEPCNT (MAX_TCP_KEEPCNT). */
+#define SOCK_TCP_KEEP_TIME_MAX 32767
+#define SOCK_TCP_KEEPCNT_MAX 127
+
+/* VMA_AVOID_SYS_CALLS_ON_TCP_FD: one of the SOCK_TCP_OPT_* options set on
+ * an offloaded socket, checked as Linux checks it and kept by us alone. */
+static int sock_tcp_set_without_kernel(struct sock_tcp *s, int level, int name, unsigned bit, const void *val,
+				       socklen_t len)
+{
+	if (len < sizeof(int)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!val) {
+		errno = EFAULT;
+		return -1;
+	}
+	int v;
+	memcpy(&v, val, sizeof(v));
+	bool bad = false;
+	if (bit == SOCK_TCP_OPT_KEEPIDLE || bit == SOCK_TCP_OPT_KEEPINTVL)
+		bad = v < 1 || v > SOCK_TCP_KEEP_TIME_MAX;
+	else if (bit == SOCK_TCP_OPT_KEEPCNT)
+		bad = v < 1 || v > SOCK_TCP_KEEPCNT_MAX;
+	if (bad) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (sock_tcp_note_option(s, level, name, &v, sizeof(v)))
+		sock_tcp_options_push(s);
+	s->opts_kernel_lacks |= bit;
+	return 0;
+}
+
+int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
+		return sock_tcp_set_ring_logic(s, val, len);
+	bool offloaded = sock_tcp_ctx(s) != NULL;
+	if (__builtin_expect(!sock_tcp_opt_supported(level, name), 0) && (offloaded || sock_tcp_undecided(s)) &&
+	    !sock_tcp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_tcp_stuck(s))))
+		return -1;
+	unsigned bit = sock_tcp_opt_bit(level, name);
+	if (bit && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd)
+		return sock_tcp_set_without_kernel(s, level, name, bit, val, len);
+	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	if (ret != 0 || !val)
+		return ret;
+	int saved = errno;
+	s->opts_kernel_lacks &= ~bit;
+	if (sock_tcp_note_option(s, level, name, val, len))
+		sock_tcp_options_push(s);
 	errno = saved;
 	return 0;
 }
@@ -266,12 +459,62 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		if (have)
 			return sock_tcp_put_int(val, len, (int)in.mss);
 	}
+	/* The mirror answers what the kernel socket lacks, and under
+	 * VMA_AVOID_SYS_CALLS_ON_TCP_FD whatever it knows exactly; odd
+	 * arguments go to the kernel for its errno. */
+	unsigned bit = sock_tcp_opt_bit(level, name);
+	if (bit && val && len && (int)*len >= 0 &&
+	    ((s->opts_kernel_lacks & bit) || (g_cfg.avoid_sys_calls_on_tcp_fd && (s->opts_known & bit))))
+		return sock_tcp_put_int(val, len, sock_tcp_opt_value(s, bit));
 	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+}
+
+static void sock_tcp_set_nonblocking(struct sock_tcp *s, bool on)
+{
+	s->nonblocking = on;
+	if (s->stats)
+		s->stats->blocking = !on;
+}
+
+/* The F_SETFL bits besides O_NONBLOCK the kernel acts on (fcntl(2)). */
+#define SOCK_TCP_SETFL_OTHERS (O_APPEND | O_ASYNC | O_DIRECT | O_NOATIME)
+#define SOCK_TCP_NOT_SERVED (-2)
+
+/* VMA_AVOID_SYS_CALLS_ON_TCP_FD on an offloaded socket: F_GETFL, and an
+ * F_SETFL that changes O_NONBLOCK alone, without the kernel (O_NONBLOCK
+ * only matters to our own waits; the kernel socket under an offloaded fd
+ * is never read). SOCK_TCP_NOT_SERVED: the kernel must do it. */
+static int sock_tcp_fcntl_without_kernel(struct sock_tcp *s, int cmd, void *arg)
+{
+	if (s->kernel_fl < 0) {
+		int fl = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
+		if (fl == -1)
+			return SOCK_TCP_NOT_SERVED;
+		s->kernel_fl = fl & ~O_NONBLOCK;
+	}
+	if (cmd == F_GETFL)
+		return s->kernel_fl | (s->nonblocking ? O_NONBLOCK : 0);
+	long want = (long)arg;
+	if ((want & SOCK_TCP_SETFL_OTHERS) != (s->kernel_fl & SOCK_TCP_SETFL_OTHERS))
+		return SOCK_TCP_NOT_SERVED;
+	sock_tcp_set_nonblocking(s, (want & O_NONBLOCK) != 0);
+	return 0;
 }
 
 int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
+	bool offloaded = sock_tcp_ctx(s) != NULL;
+	if (cmd == F_SETFL && ((long)arg & O_ASYNC) && (offloaded || sock_tcp_undecided(s)) &&
+	    !sock_tcp_unsupported_call(s, "fcntl(F_SETFL, O_ASYNC) (signal-driven I/O)"))
+		return -1;
+	if ((cmd == F_GETFL || cmd == F_SETFL) && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd) {
+		int ret = sock_tcp_fcntl_without_kernel(s, cmd, arg);
+		if (ret != SOCK_TCP_NOT_SERVED)
+			return ret;
+	}
+	if (cmd == F_SETFL)
+		s->kernel_fl = -1;   /* read again when next needed */
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_GETFL) {
 		/* The kernel listener is non-blocking for our own use; the app
 		 * sees its own flag. */
@@ -282,19 +525,13 @@ int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 	}
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_SETFL) {
 		int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
-		if (ret != -1) {
-			s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
-			if (s->stats)
-				s->stats->blocking = !s->nonblocking;
-		}
+		if (ret != -1)
+			sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 		return ret;
 	}
 	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
-	if (ret != -1 && cmd == F_SETFL) {
-		s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
-		if (s->stats)
-			s->stats->blocking = !s->nonblocking;
-	}
+	if (ret != -1 && cmd == F_SETFL)
+		sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 	return ret;
 }
 
@@ -320,18 +557,24 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 		*(int *)arg = v;
 		return 0;
 	}
-	if (s->mode == SOCK_TCP_LISTENER && req == FIONBIO && arg) {
-		s->nonblocking = *(int *)arg != 0;
-		if (s->stats)
-			s->stats->blocking = !s->nonblocking;
-		return 0;   /* the kernel listener stays non-blocking */
+	if (req == FIONBIO && arg && (s->mode == SOCK_TCP_LISTENER || (ctx && g_cfg.avoid_sys_calls_on_tcp_fd))) {
+		/* The kernel listener stays non-blocking (our accept waits
+		 * itself); an offloaded connection's kernel socket is never read. */
+		sock_tcp_set_nonblocking(s, *(int *)arg != 0);
+		return 0;
 	}
+	const char *unsupported = NULL;
+	if (req == FIOASYNC && arg && *(int *)arg)
+		unsupported = "ioctl(FIOASYNC) (signal-driven I/O)";
+	else if (req == SIOCATMARK && ctx)
+		unsupported = "ioctl(SIOCATMARK) (urgent data)";
+	if (unsupported && (ctx || sock_tcp_undecided(s)) && !sock_tcp_unsupported_call(s, unsupported))
+		return -1;
 	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
-	if (ret == 0 && req == FIONBIO && arg) {
-		s->nonblocking = *(int *)arg != 0;
-		if (s->stats)
-			s->stats->blocking = !s->nonblocking;
-	}
+	if (ret == 0 && req == FIONBIO && arg)
+		sock_tcp_set_nonblocking(s, *(int *)arg != 0);
+	if (ret == 0 && (req == FIONBIO || req == FIOASYNC))
+		s->kernel_fl = -1;
 	return ret;
 }
 

@@ -17,6 +17,7 @@
 #include "redirect/redirect_orig.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
+#include "sock/sock_unsupported.h"
 
 #define SOCK_TYPE_MASK 0xf
 
@@ -496,25 +497,119 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
 	}
 }
 
+/* Options the offloaded path implements (sock_udp_note_option), that
+ * only matter to the kernel socket's bind, or that cannot change what it
+ * does; any other is VMA_EXCEPTION_HANDLING's. */
+static bool sock_udp_opt_supported(int level, int name)
+{
+	if (level == SOL_SOCKET) {
+		switch (name) {
+		case SO_REUSEADDR:
+		case SO_REUSEPORT:
+		case SO_RCVBUF:
+		case SO_RCVBUFFORCE:
+		case SO_SNDBUF:        /* a datagram leaves at once: no send buffer to size */
+		case SO_SNDBUFFORCE:
+		case SO_RCVTIMEO:
+		case SO_SNDTIMEO:
+		case SO_BROADCAST:
+		case SO_TIMESTAMP:
+		case SO_TIMESTAMPNS:
+		case SO_BUSY_POLL:     /* we poll anyway (VMA_RX_POLL) */
+			return true;
+		}
+		return false;
+	}
+	if (level != IPPROTO_IP)
+		return false;
+	switch (name) {
+	case IP_TOS:
+	case IP_TTL:
+	case IP_MULTICAST_TTL:
+	case IP_MULTICAST_LOOP:
+	case IP_MULTICAST_IF:
+	case IP_PKTINFO:
+	case IP_RECVTOS:
+	case IP_RECVTTL:
+	case IP_ADD_MEMBERSHIP:
+	case IP_DROP_MEMBERSHIP:
+	case IP_ADD_SOURCE_MEMBERSHIP:
+	case IP_DROP_SOURCE_MEMBERSHIP:
+	case IP_BIND_ADDRESS_NO_PORT:
+		return true;
+	}
+	return false;
+}
+
+/* Why s cannot move to the kernel path right now (NULL: it can):
+ * datagrams we already took for it would never reach the application. */
+static const char *sock_udp_stuck(const struct sock_udp *s)
+{
+	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) || sock_udp_has_strays(s) ||
+	    __atomic_load_n(&s->stray_ctx, __ATOMIC_RELAXED))
+		return "datagrams it received wait in user space";
+	return NULL;
+}
+
+/* Moves s to the kernel path for good, as a udp_connect "use os" rule
+ * does: its steering goes, so the kernel socket receives everything. */
+static void sock_udp_to_kernel(struct sock_udp *s)
+{
+	struct sock_offload *ctx = sock_udp_lock(s);
+	if (!ctx)
+		return;
+	/* A datagram that arrived since sock_udp_stuck looked keeps the
+	 * socket offloaded rather than being lost. */
+	bool queued = s->queue.count || sock_udp_has_strays(s) || s->stray_ctx;
+	if (!queued) {
+		sock_udp_rx_teardown_locked(s);
+		s->os_only = true;
+	}
+	sock_offload_unlock(ctx);
+	if (queued) {
+		vlog_debug("fd %d: stays offloaded: datagrams arrived for it meanwhile", s->obj.fd);
+		return;
+	}
+	s->stats->offloaded = 0;
+}
+
+/* Acts on VMA_EXCEPTION_HANDLING's verdict; false when the call must fail
+ * (errno set). */
+static bool sock_udp_carry_on(struct sock_udp *s, enum sock_unsupported_verdict v)
+{
+	if (v == SOCK_UNSUPPORTED_TO_KERNEL)
+		sock_udp_to_kernel(s);
+	return v != SOCK_UNSUPPORTED_FAIL;
+}
+
+static bool sock_udp_unsupported_call(struct sock_udp *s, const char *what)
+{
+	return sock_udp_carry_on(s, sock_unsupported(s->obj.fd, what, sock_udp_stuck(s), EOPNOTSUPP));
+}
+
 static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
+	struct sock_udp *s = sock_udp_of(obj);
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC) {
 		/* Ours alone: the kernel does not know it. */
 		int logic;
 		uint32_t user_id;
 		int err = sock_offload_parse_ring_logic(val, len, &logic, &user_id);
 		if (!err)
-			err = sock_udp_set_ring_logic(sock_udp_of(obj), logic, user_id);
+			err = sock_udp_set_ring_logic(s, logic, user_id);
 		if (err) {
 			errno = -err;
 			return -1;
 		}
 		return 0;
 	}
+	if (__builtin_expect(!sock_udp_opt_supported(level, name), 0) && sock_udp_ctx(s) &&
+	    !sock_udp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_udp_stuck(s))))
+		return -1;
 	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
 	if (ret == 0 && val) {
 		int saved = errno;
-		sock_udp_note_option(sock_udp_of(obj), level, name, val, len);
+		sock_udp_note_option(s, level, name, val, len);
 		errno = saved;
 	}
 	return ret;
@@ -522,10 +617,14 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 
 static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
 {
+	struct sock_udp *s = sock_udp_of(obj);
+	if (cmd == F_SETFL && ((long)arg & O_ASYNC) && sock_udp_ctx(s) &&
+	    !sock_udp_unsupported_call(s, "fcntl(F_SETFL, O_ASYNC) (signal-driven I/O)"))
+		return -1;
 	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
 	if (ret != -1 && cmd == F_SETFL) {
-		sock_udp_of(obj)->nonblocking = ((long)arg & O_NONBLOCK) != 0;
-		sock_udp_of(obj)->stats->blocking = !sock_udp_of(obj)->nonblocking;
+		s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
+		s->stats->blocking = !s->nonblocking;
 	}
 	return ret;
 }
@@ -547,6 +646,9 @@ static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 			return 0;
 		}
 	}
+	if (req == FIOASYNC && arg && *(int *)arg && sock_udp_ctx(s) &&
+	    !sock_udp_unsupported_call(s, "ioctl(FIOASYNC) (signal-driven I/O)"))
+		return -1;
 	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
 	if (ret == 0 && req == FIONBIO && arg) {
 		s->nonblocking = *(int *)arg != 0;
