@@ -21,6 +21,16 @@ bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null 2>&1 || { echo "SKIP: t
 trap 'bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1' EXIT
 A="nsenter --net=/run/netns/tso-a"
 B="nsenter --net=/run/netns/tso-b"
+# wait_listen NS PORT: until a socket listens on PORT in that namespace (a
+# python3 started under libvma on a loaded machine takes seconds, not one).
+wait_listen() {
+	local i
+	for i in $(seq 150); do
+		[ -n "$($1 ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 # veth hands kernel segments over with CHECKSUM_PARTIAL (no checksum in the
 # frame); XDP sees them as they are and our stack would drop them.
 command -v ethtool >/dev/null || { echo "SKIP: needs ethtool (veth checksum offload)"; exit 77; }
@@ -76,7 +86,7 @@ print("client sent=%s echo=%s bytes=%d" % (hashlib.sha256(data).hexdigest(), h.h
 pairing() {  # $1 server ns, $2 server prefix, $3 client ns, $4 client prefix, $5 server ip, $6 port, $7 label, $8 ns to watch
 	local before; before=$(tcp_in "$8")
 	$1 $2 timeout 60 python3 -c "$SRV" "$5" "$6" >"$TMP/srv" 2>&1 & local srv=$!
-	sleep 1
+	wait_listen "$1" "$6"
 	$3 $4 timeout 60 python3 -c "$CLI" "$5" "$6" "$BYTES" >"$TMP/cli" 2>&1; local rc=$?
 	wait $srv; local src=$?
 	local after; after=$(tcp_in "$8")
@@ -140,7 +150,7 @@ for i in range(2):
   print("peer", a[0], "eof", eof==b"", flush=True)
   c.close()
 PY
-sleep 1
+wait_listen "$B" 15010
 $A timeout 10 python3 -c '
 import socket
 s=socket.create_connection(("198.18.0.2",15010),timeout=5); s.sendall(b"ring"); print(s.recv(100)); s.close()' >"$TMP/ring" 2>&1
@@ -158,7 +168,7 @@ s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind
 c,a=s.accept(); c.recv(10); c.close()
 c,a=s.accept(); c.recv(10); c.setsockopt(socket.SOL_SOCKET,socket.SO_LINGER,struct.pack("ii",1,0)); c.close()
 time.sleep(1)' & KSRV=$!
-sleep 1
+wait_listen "$A" 15020
 $B $VMA timeout 20 python3 - <<'PY'; check $? "peer close: recv 0 then EPIPE on send; peer RST: ECONNRESET once, then 0"
 import socket,errno,time,sys,signal
 signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -206,7 +216,7 @@ if sys.argv[2]=="sleep":
 sys.exit(0)
 '
 $A timeout 30 python3 -c "$EXIT_SRV" 15030 >"$TMP/exit1" 2>&1 & ESRV=$!
-sleep 1
+wait_listen "$A" 15030
 $B $VMA timeout 20 python3 -c "$EXIT_CLI" 15030 exit >/dev/null 2>&1
 wait $ESRV
 grep -q "EOF after 300000" "$TMP/exit1"
@@ -217,7 +227,7 @@ check $? "exit with an open connection: peer gets 300000 bytes then FIN ($(cat "
 for exit_case in "1 TERM 15031" "0 TERM 15032" "0 HUP 15033"; do
 	read -r sigintr sig eport <<<"$exit_case"
 	$A timeout 30 python3 -c "$EXIT_SRV" $eport >"$TMP/exit2" 2>&1 & ESRV=$!
-	sleep 1
+	wait_listen "$A" $eport
 	rm -f "$TMP/exit2c"
 	$B env VMA_HANDLE_SIGINTR=$sigintr $VMA timeout 40 python3 -c "$EXIT_CLI" $eport sleep >"$TMP/exit2c" 2>&1 & ECLI=$!
 	for i in $(seq 50); do grep -q ready "$TMP/exit2c" 2>/dev/null && break; sleep 0.1; done
