@@ -13,7 +13,7 @@ VMA_DEPS=(
 	# optional parts configure looks for
 	libnl-3-dev libnl-route-3-dev libbpf-dev libxdp-dev bpftool clang llvm
 	libibverbs-dev
-	# unit tests (Check) and the sanitizer build
+	# unit tests (Check), the sanitizer build and tests/fuzz (clang, libFuzzer)
 	check libclang-rt-14-dev
 	# integration tests, benchmarks, demo, testbed
 	python3 iperf3 iperf sockperf redis-server redis-tools nftables iproute2

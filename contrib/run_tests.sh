@@ -6,6 +6,9 @@
 #   2. build/      configure --enable-werror, make -j2, make check (unit tests)
 #   3. build-san/  configure --enable-sanitizers, make check under ASan+UBSan
 #                  with leak detection
+#   3b. tests/fuzz/run.sh 10: every libFuzzer harness built with clang and
+#                  run 10 s (about a minute and a half in all); SKIP when
+#                  clang or libFuzzer is missing
 #   4. tests/integration/run.sh with build/src/vma/.libs/libvma.so, on
 #      testbeds with veth TX checksum offload off and VMA_RX_SW_CSUM=1
 #   5. the same on veths left at their defaults (TB_VETH_OFFLOADS=default,
@@ -16,6 +19,7 @@
 # first (contrib/deps.sh install) when running as root, so the command works
 # on a fresh Debian 12 machine; NO_INSTALL=1 only lists them.
 # Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3,
+# SKIP_FUZZ=1 to leave out step 3b (FUZZ_SECONDS per harness, default 10),
 # SKIP_OFFLOAD_PASS=1 to leave out step 5.
 set -u
 
@@ -110,6 +114,33 @@ build_and_check() {
 	unit_results "$top/$dir" "$phase"
 }
 
+# fuzz_step: tests/fuzz/run.sh, one passed or failed case per harness;
+# a missing clang/libFuzzer is a SKIP, not a failure.
+fuzz_step() {
+	local secs=${FUZZ_SECONDS:-10} rc pass fail
+	if [ "${SKIP_FUZZ:-0}" = 1 ]; then
+		note "fuzz: SKIP (SKIP_FUZZ=1)"
+		record "fuzz (skipped)" 0 0 1
+		return
+	fi
+	note "fuzz: tests/fuzz/run.sh $secs"
+	FUZZ_JOBS=$jobs "$top/tests/fuzz/run.sh" "$secs" >"$logs/fuzz.log" 2>&1
+	rc=$?
+	if [ $rc -eq 2 ] && grep -q '^SKIP' "$logs/fuzz.log"; then
+		grep '^SKIP' "$logs/fuzz.log" | sed 's/^/   /'
+		record "fuzz (no clang/libFuzzer)" 0 0 1
+		return
+	fi
+	grep -E '^   fuzz_|^      \||^!!|^fuzz:' "$logs/fuzz.log"
+	pass=$(grep -cE '^   fuzz_[a-z0-9_]+ +ok ' "$logs/fuzz.log")
+	fail=$(grep -cE '^   fuzz_[a-z0-9_]+ +FAILED' "$logs/fuzz.log")
+	[ $rc -eq 0 ] || [ "$fail" -gt 0 ] || {
+		fail=1
+		tail -n 30 "$logs/fuzz.log" | sed 's/^/   | /'
+	}
+	record "fuzz (${secs}s per harness)" "$pass" "$fail"
+}
+
 # integration LABEL LOGNAME CMD...: tests/integration/run.sh under CMD
 # (an env prefix), recorded as LABEL.
 integration() {
@@ -143,6 +174,7 @@ if run_logged autogen ./autogen.sh; then
 			UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 			build_and_check build-san "unit tests (ASan+UBSan)" --enable-sanitizers
 	fi
+	fuzz_step
 	lib="$top/build/src/vma/.libs/libvma.so"
 	if [ $built -eq 0 ] || [ -e "$lib" ]; then
 		# Twice: testbed veths with TX checksum offload off and every

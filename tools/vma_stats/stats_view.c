@@ -199,7 +199,15 @@ void stats_view_totals(FILE *out, const struct stats_snapshot *s, int view,
 static uint64_t rate(uint64_t now, uint64_t before, double seconds)
 {
 	uint64_t d = now >= before ? now - before : now;
-	return (uint64_t)((double)d / seconds + 0.5);
+	/* A counter near 2^64 (a corrupt block, or one that went down to a
+	 * huge value) gives a rate a uint64_t cannot hold, and converting such
+	 * a double is undefined behaviour (found by tests/fuzz, regress-rate-
+	 * overflow): saturate instead. A non-positive interval shows the
+	 * difference itself. */
+	if (!(seconds > 0))
+		return d;
+	double r = (double)d / seconds + 0.5;
+	return r >= 0x1p64 ? UINT64_MAX : (uint64_t)r;
 }
 
 /* A copy of cur whose counters are per-second rates against prev; slots that
