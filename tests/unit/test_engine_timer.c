@@ -350,6 +350,48 @@ START_TEST(fd_callback_fires_on_the_internal_thread)
 }
 END_TEST
 
+/* Leaves the eventfd readable: a level-triggered watch would report it
+ * again and again (VMA_TCP_CTL_THREAD=1 when the lane is locked). */
+static void fd_left_ready(int fd, uint32_t revents, void *arg)
+{
+	(void)fd;
+	(void)revents;
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+START_TEST(oneshot_fd_stays_quiet_until_rearmed)
+{
+	engine_set_clock(NULL);
+	int calls = 0;
+	int fd = eventfd(0, EFD_NONBLOCK);
+	ck_assert_int_eq(engine_start(), 0);
+	ck_assert_int_eq(engine_fd_rearm(fd), -ENOENT);
+	ck_assert_int_eq(engine_fd_add(fd, EPOLLIN | EPOLLONESHOT, fd_left_ready, &calls), 0);
+	uint64_t one = 1;
+	ck_assert_int_eq(write(fd, &one, 8), 8);
+	ck_assert(wait_for(&calls, 1, 2000));
+	usleep(50000);
+	ck_assert_int_eq(__atomic_load_n(&calls, __ATOMIC_ACQUIRE), 1);
+	/* Still readable: re-arming reports it at once, once. */
+	ck_assert_int_eq(engine_fd_rearm(fd), 0);
+	ck_assert(wait_for(&calls, 2, 2000));
+	usleep(50000);
+	ck_assert_int_eq(__atomic_load_n(&calls, __ATOMIC_ACQUIRE), 2);
+	/* Drained, then re-armed: quiet until the next write. */
+	uint64_t v;
+	ck_assert_int_eq(read(fd, &v, 8), 8);
+	ck_assert_int_eq(engine_fd_rearm(fd), 0);
+	usleep(50000);
+	ck_assert_int_eq(__atomic_load_n(&calls, __ATOMIC_ACQUIRE), 2);
+	ck_assert_int_eq(write(fd, &one, 8), 8);
+	ck_assert(wait_for(&calls, 3, 2000));
+	ck_assert_int_eq(engine_fd_del(fd), 0);
+	ck_assert_int_eq(engine_fd_rearm(fd), -ENOENT);
+	close(fd);
+	engine_shutdown();
+}
+END_TEST
+
 START_TEST(bad_affinity_and_missing_cpuset_still_start)
 {
 	engine_set_clock(NULL);
@@ -420,6 +462,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, interval_zero_disables_pollers);
 	tcase_add_test(tc, affinity_values_parse_like_taskset);
 	tcase_add_test(tc, fd_callback_fires_on_the_internal_thread);
+	tcase_add_test(tc, oneshot_fd_stays_quiet_until_rearmed);
 	tcase_add_test(tc, bad_affinity_and_missing_cpuset_still_start);
 	tcase_add_test(tc, real_time_smoke);
 	suite_add_tcase(s, tc);

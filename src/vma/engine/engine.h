@@ -86,6 +86,10 @@ int engine_fd_add(int fd, uint32_t events, engine_fd_fn fn, void *arg);
 /* Stops watching; waits until its callback is not running on another
  * thread. Returns 0 or -ENOENT. */
 int engine_fd_del(int fd);
+/* Re-enables an fd added with EPOLLONESHOT after its callback ran: the
+ * kernel looks at the fd's state again at once, so a callback that left it
+ * ready is called again on the next turn. Returns 0, -ENOENT or -errno. */
+int engine_fd_rearm(int fd);
 
 /* ---- The thread -------------------------------------------------------- */
 
@@ -114,6 +118,8 @@ uint64_t engine_now_ms(void);
 /* Replaces the clock (NULL restores CLOCK_MONOTONIC). For tests. */
 void engine_set_clock(uint64_t (*now_ms)(void));
 
+/* VMA_TIMER_RESOLUTION_MSEC (10 before the parameters are loaded). */
+uint32_t engine_timer_resolution_ms(void);
 /* VMA_TCP_TIMER_RESOLUTION_MSEC, raised to VMA_TIMER_RESOLUTION_MSEC. */
 uint32_t engine_tcp_timer_period_ms(void);
 /* VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING == 1 (immediate). */

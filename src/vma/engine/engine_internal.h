@@ -13,6 +13,7 @@ enum engine_thread_state { ENGINE_THREAD_NONE = 0, ENGINE_THREAD_RUNNING, ENGINE
 struct engine_fd_entry {
 	int fd;
 	uint32_t id;             /* never 0: epoll data 0 is the wake fd */
+	uint32_t events;         /* as registered, for engine_fd_rearm */
 	engine_fd_fn fn;
 	void *arg;
 };
@@ -72,6 +73,5 @@ void engine_close_raw(int fd);
 /* Runs exit hooks not run yet, newest first. In signal context only the
  * ENGINE_HOOK_SIGNAL_SAFE ones. */
 void engine_run_exit_hooks(bool signal_context);
-uint32_t engine_timer_resolution_ms(void);
 
 #endif

@@ -125,7 +125,7 @@ int engine_fd_add(int fd, uint32_t events, engine_fd_fn fn, void *arg)
 		if (syscall(SYS_epoll_ctl, engine.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0)
 			ret = -errno;
 		else
-			engine.fds[engine.fd_len++] = (struct engine_fd_entry){ fd, id, fn, arg };
+			engine.fds[engine.fd_len++] = (struct engine_fd_entry){ fd, id, events, fn, arg };
 	}
 	pthread_mutex_unlock(&engine.lock);
 	return ret;
@@ -147,6 +147,20 @@ int engine_fd_del(int fd)
 		pthread_cond_wait(&engine.callback_done, &engine.lock);
 	pthread_mutex_unlock(&engine.lock);
 	return 0;
+}
+
+int engine_fd_rearm(int fd)
+{
+	pthread_mutex_lock(&engine.lock);
+	struct engine_fd_entry *entry = fd_find_locked(fd);
+	int ret = -ENOENT;
+	if (entry) {
+		struct epoll_event ev = { .events = entry->events,
+					  .data.u64 = ((uint64_t)entry->id << 32) | (uint32_t)fd };
+		ret = syscall(SYS_epoll_ctl, engine.epoll_fd, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
+	}
+	pthread_mutex_unlock(&engine.lock);
+	return ret;
 }
 
 static void engine_dispatch(const struct epoll_event *ev)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -184,6 +185,34 @@ static void sock_offload_timers_locked(struct sock_offload *ctx, uint64_t now)
 		sock_tcp_tick_locked(ctx, now);
 }
 
+/* Internal thread, lock held: up to budget packets of ifc's ring into the
+ * stack, then out with what they provoked (ACKs, SYN-ACKs, echoes). */
+static int sock_offload_drain_if_locked(struct sock_offload *ctx, struct sock_offload_if *ifc, int budget)
+{
+	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+	int done = 0;
+	stack_clock_set(ctx->stack, engine_now_ms());
+	while (done < budget) {
+		int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
+		if (n <= 0)
+			break;
+		sock_offload_input_batch(ctx, ifc, bufs, n);
+		done += n;
+	}
+	ring_tx_flush(ifc->ring);
+	return done;
+}
+
+/* After the internal thread delivered packets, lock dropped. A
+ * poll()/select() sleeper on a ring's wait fd may have been woken by them
+ * and found the ring empty when it looked again: the eventfd every sleeper
+ * also waits on tells it to look at the sockets instead. */
+static void sock_offload_drain_wake(struct sock_offload *ctx, int done)
+{
+	if (done > 0 && ctx->drain_wake_fd >= 0)
+		eventfd_write(ctx->drain_wake_fd, 1);
+}
+
 /* Engine side: drains a ring nobody polled, never waiting for the lock. */
 static int sock_offload_engine_drain(void *arg, int budget)
 {
@@ -191,27 +220,81 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	struct sock_offload *ctx = ifc->ctx;
 	if (!sock_offload_trylock(ctx))
 		return 0;
-	int done = 0;
-	if (!ctx->dead) {
-		struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
-		stack_clock_set(ctx->stack, engine_now_ms());
-		while (done < budget) {
-			int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
-			if (n <= 0)
-				break;
-			sock_offload_input_batch(ctx, ifc, bufs, n);
-			done += n;
-		}
-		ring_tx_flush(ifc->ring);
-	}
+	int done = ctx->dead ? 0 : sock_offload_drain_if_locked(ctx, ifc, budget);
 	sock_offload_unlock_raw(ctx);
-	/* A poll()/select() sleeper on this ring's wait fd may have been
-	 * woken by these packets and found the ring empty when it looked
-	 * again: the eventfd every sleeper also waits on tells it to look at
-	 * the sockets instead. */
-	if (done > 0 && ctx->drain_wake_fd >= 0)
-		eventfd_write(ctx->drain_wake_fd, 1);
+	sock_offload_drain_wake(ctx, done);
 	return done;
+}
+
+/* ---- VMA_TCP_CTL_THREAD=1: the internal thread wakes on packet arrival ----
+ *
+ * The ring's wait fd sits in the internal thread's epoll set with
+ * EPOLLONESHOT: after one report it stays quiet until engine_fd_rearm,
+ * which makes the kernel look at the fd's state again (a ring still
+ * holding packets is reported at once: level-triggered per re-arm). That
+ * choice is what keeps the thread from spinning. A wake-up that finds the
+ * lane locked (an application thread is in a pass; it polls the rings
+ * itself) leaves the fd disarmed: re-arming it there, or a plain
+ * level-triggered registration, would report the same packets over and
+ * over while the lock is held; edge-triggered would report nothing more
+ * for packets already there. The lane tick then drains and re-arms. */
+
+/* Lock held: drains, then arms the ring so its wait fd signals the next
+ * packet (frames freed go back to the fill ring; the kernel is kicked if
+ * it asks). */
+static int sock_offload_ctl_drain_locked(struct sock_offload *ctx, struct sock_offload_if *ifc)
+{
+	int done = sock_offload_drain_if_locked(ctx, ifc, g_cfg.progress_engine_wce_max);
+	ring_wait_arm(ifc->ring);
+	return done;
+}
+
+static void sock_offload_ctl_wakeup(int fd, uint32_t revents, void *arg)
+{
+	struct sock_offload_if *ifc = arg;
+	struct sock_offload *ctx = ifc->ctx;
+	(void)revents;
+	ifc->ctl_wakeups++;
+	if (!sock_offload_trylock(ctx)) {
+		ifc->ctl_rearm_due = true;
+		return;
+	}
+	bool live = !ctx->dead;
+	int done = live ? sock_offload_ctl_drain_locked(ctx, ifc) : 0;
+	sock_offload_unlock_raw(ctx);
+	sock_offload_drain_wake(ctx, done);
+	if (live)
+		engine_fd_rearm(fd);
+}
+
+/* At lane build, before the lane is published. */
+static void sock_offload_ctl_watch(struct sock_offload *ctx, struct sock_offload_if *ifc)
+{
+	int fd = ring_wait_fd(ifc->ring);
+	if (fd < 0)
+		return;
+	/* Armed first; packets already there are reported as soon as the fd
+	 * is added (the kernel looks at its state then). */
+	ring_wait_arm(ifc->ring);
+	int err = engine_fd_add(fd, EPOLLIN | EPOLLONESHOT, sock_offload_ctl_wakeup, ifc);
+	if (err < 0) {
+		vlog_warn("VMA_TCP_CTL_THREAD: the internal thread cannot watch the ring of %s (%s); only its "
+			  "timer drains it", ifc->name, strerror(-err));
+		ctx->ctl_on_tick = true;
+		return;
+	}
+	ifc->ctl_fd = fd;
+}
+
+/* Exit, every lane locked: the rings are about to close, and an XSK's
+ * file outlives our fd (vmad holds a copy), so its registration would too. */
+static void sock_offload_ctl_unwatch(struct sock_offload *ctx)
+{
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		if (ctx->ifs[i].ctl_fd >= 0)
+			engine_fd_del(ctx->ifs[i].ctl_fd);
+		ctx->ifs[i].ctl_fd = -1;
+	}
 }
 
 uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot)
@@ -263,6 +346,9 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 		out->tx_bytes = rc.tx_bytes - st->base.tx_bytes;
 		out->cq_packets_dropped = rc.rx_dropped - st->base.rx_dropped;
 		out->interrupts_requested = rc.rx_wakeups - st->base.rx_wakeups;
+		if (rebase)
+			st->ctl_wakeups_base = ctx->ifs[i].ctl_wakeups;
+		out->interrupts_received = ctx->ifs[i].ctl_wakeups - st->ctl_wakeups_base;
 		struct ring_buf_pool_counters pc;
 		ring_buf_pool_read_counters(ring_rx_pool(ring), &pc);
 		st->ring->cq_buffer_pool_size = pc.size;
@@ -271,13 +357,36 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 	}
 }
 
+/* The lane tick's part of VMA_TCP_CTL_THREAD, lock held: mode 2 drains
+ * every ring, mode 1 the rings whose wake-up found the lane locked (each
+ * then marked in rearm). Returns the packets delivered. */
+static int sock_offload_ctl_tick_locked(struct sock_offload *ctx, bool *rearm)
+{
+	int done = 0;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		struct sock_offload_if *ifc = &ctx->ifs[i];
+		rearm[i] = ifc->ctl_fd >= 0 && ifc->ctl_rearm_due;
+		if (rearm[i]) {
+			ifc->ctl_rearm_due = false;
+			done += sock_offload_ctl_drain_locked(ctx, ifc);
+		} else if (ctx->ctl_on_tick) {
+			done += sock_offload_drain_if_locked(ctx, ifc, g_cfg.progress_engine_wce_max);
+		}
+	}
+	return done;
+}
+
 static void sock_offload_tick(void *arg)
 {
 	struct sock_offload *ctx = arg;
+	bool rearm[SOCK_OFFLOAD_MAX_IFS] = { false };
+	int drained = 0;
 	if (!sock_offload_trylock(ctx))
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
 		uint64_t now = engine_now_ms();
+		if (ctx->ctl_on_tick || ctx->ctl_on_arrival)
+			drained = sock_offload_ctl_tick_locked(ctx, rearm);
 		sock_offload_timers_locked(ctx, now);
 		if (now >= ctx->tick_routine_ms) {
 			uint32_t period = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms :
@@ -291,7 +400,15 @@ static void sock_offload_tick(void *arg)
 			sock_offload_stats_refresh_locked(ctx);
 		}
 	}
-	sock_offload_unlock_plain(ctx);
+	/* Packets delivered: deferred notifications to run, sleepers to wake. */
+	if (drained)
+		sock_offload_unlock_raw(ctx);
+	else
+		sock_offload_unlock_plain(ctx);
+	sock_offload_drain_wake(ctx, drained);
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (rearm[i])
+			engine_fd_rearm(ctx->ifs[i].ctl_fd);
 }
 
 unsigned sock_offload_lanes(struct sock_offload **out, unsigned max)
@@ -322,6 +439,7 @@ static void sock_offload_exit(void *arg)
 		for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES && !locked[k]; i++)
 			locked[k] = sock_offload_trylock(lanes[k]);
 		__atomic_store_n(&lanes[k]->dead, true, __ATOMIC_RELEASE);
+		sock_offload_ctl_unwatch(lanes[k]);
 	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
 	if (arg == sock_offload_lane[0])
@@ -455,6 +573,7 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 		struct sock_offload_if *ifc = &ctx->ifs[ctx->nifs++];
 		ifc->ctx = ctx;
 		ifc->ring = ring;
+		ifc->ctl_fd = -1;
 		memcpy(ifc->name, c->name, sizeof(ifc->name));
 		memcpy(ifc->nif.mac, ring->mac, 6);
 		ifc->nif.ip = c->ip;
@@ -486,13 +605,21 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 	}
 	ctx->drain_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ctx->tcp_period_ms = SOCK_OFFLOAD_TICK_MS;
+	ctx->ctl_on_arrival = g_cfg.tcp_ctl_thread == 1 || engine_arm_cq();
+	ctx->ctl_on_tick = g_cfg.tcp_ctl_thread == 2;
 	sock_offload_tcp_create(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
 		sock_offload_stats_attach(ctx, i);
+		if (ctx->ctl_on_arrival)
+			sock_offload_ctl_watch(ctx, &ctx->ifs[i]);
 	}
 	uint32_t tick = ctx->tcp_period_ms < SOCK_OFFLOAD_FINE_TICK_MS ? ctx->tcp_period_ms :
 									SOCK_OFFLOAD_FINE_TICK_MS;
+	/* VMA_TCP_CTL_THREAD=2 drains at every tick of the internal thread's
+	 * timer, whatever its resolution. */
+	if (ctx->ctl_on_tick)
+		tick = engine_timer_resolution_ms();
 	engine_timer_init(&ctx->tick);
 	engine_timer_add(&ctx->tick, tick, tick, sock_offload_tick, ctx);
 	if (lane > 0) {

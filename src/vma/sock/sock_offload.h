@@ -51,6 +51,7 @@ struct sock_offload_if_stats {
 	uint32_t zero_epoch;
 	struct ring_counters base;
 	uint64_t rx_empty_base, tx_empty_base;
+	uint64_t ctl_wakeups_base;
 };
 
 struct sock_offload_if {
@@ -60,6 +61,14 @@ struct sock_offload_if {
 	struct engine_poller poller;
 	struct sock_offload_if_stats stats;
 	char name[NET_IFNAME_LEN];
+	/* VMA_TCP_CTL_THREAD=1: the internal thread watches the ring's wait
+	 * fd, one-shot. ctl_rearm_due says a wake-up found the lane locked
+	 * and left the fd disarmed for the lane tick to drain and re-arm;
+	 * ctl_wakeups counts the wake-ups (vma_stats: interrupts received).
+	 * Touched by the internal thread only. */
+	int ctl_fd;                    /* -1: not watched */
+	bool ctl_rearm_due;
+	uint64_t ctl_wakeups;
 };
 
 struct sock_offload_flow_ref {
@@ -125,6 +134,13 @@ struct sock_offload {
 	uint64_t timers_next_ms;
 	bool timers_by_app;
 	uint64_t tick_routine_ms;      /* next stats refresh / send backstop */
+	/* VMA_TCP_CTL_THREAD (docs/engine.md, "TCP control thread"): the
+	 * internal thread also drains this lane's rings, on every packet
+	 * arrival (1; also VMA_INTERNAL_THREAD_ARM_CQ) or at every tick of
+	 * VMA_TIMER_RESOLUTION_MSEC (2), whether or not the application
+	 * polled them. */
+	bool ctl_on_arrival;
+	bool ctl_on_tick;
 	/* Offloaded TCP sockets holding a pcb, and connections closed by the
 	 * application still finishing (sock_tcp_close.c). Guarded by lock. */
 	struct sock_tcp *tcp_all;

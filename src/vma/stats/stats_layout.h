@@ -88,6 +88,8 @@ struct stats_socket {
 
 struct stats_ring_counters {
 	uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, tx_retransmits, tx_dummy;
+	/* requested: kicks asking the kernel to refill the RX ring; received:
+	 * wake-ups of the internal thread by the ring (VMA_TCP_CTL_THREAD=1). */
 	uint64_t interrupts_requested, interrupts_received;
 	uint64_t cq_packets_dropped, cq_drained_max;
 };
