@@ -166,6 +166,7 @@ START_TEST(stats_file_record_on_close)
 	s->c.rx_ready_bytes_max = 200;
 	s->rx_ready_bytes_limit = 2000000;
 	s->c.rx_ready_pkts_max = 1;
+	s->c.rx_drain_polls = 12;
 	stats_socket_slot_put(quiet); /* no traffic: no record */
 	stats_socket_slot_put(s);
 	stats_close();
@@ -181,7 +182,8 @@ START_TEST(stats_file_record_on_close)
 		"VMA: [fd=10] Rx byte: max 200 / dropped 0 (0.00%) / limit 2000000\n"
 		"VMA: [fd=10] Rx pkt : max 1 / dropped 0 (0.00%)\n"
 		"VMA: [fd=10] Rx OS info: 0 KB / 0 / 0 [bytes/packets/errors]\n"
-		"VMA: [fd=10] Rx poll: 0 / 233020 (100.00%) [miss/hit]\n");
+		"VMA: [fd=10] Rx poll: 0 / 233020 (100.00%) [miss/hit]\n"
+		"VMA: [fd=10] Rx drain polls: 12 [ring polls with data queued]\n");
 	unlink(file);
 	rmdir(dir);
 }

@@ -157,6 +157,15 @@ START_TEST(views_show_counters)
 	ck_assert_ptr_nonnull(strstr(t, "Tx Offload: 3 / 3 / 0 / 0 [kilobytes/packets/eagains/errors]\n"));
 	ck_assert_ptr_nonnull(strstr(t, "Rx poll: 1 / 3 (75.00%) [miss/hit]\n"));
 	ck_assert_ptr_nonnull(strstr(t, "- Member of = [224.4.1.3]\n"));
+	/* Shown at -v 1 only once a receive call polled with data queued. */
+	ck_assert_ptr_null(strstr(t, "Rx drain polls"));
+	free(t);
+	t = render(2);
+	ck_assert_ptr_nonnull(strstr(t, "Rx drain polls: 0 [ring polls with data queued]\n"));
+	free(t);
+	sock->c.rx_drain_polls = 7;
+	t = render(1);
+	ck_assert_ptr_nonnull(strstr(t, "Rx drain polls: 7 [ring polls with data queued]\n"));
 	free(t);
 	t = render(4);
 	ck_assert_ptr_nonnull(strstr(t, "[224.4.1.3]          14\n"));

@@ -105,6 +105,8 @@ static void print_socket(FILE *out, const struct stats_snapshot *s, const struct
 			(ull)c->tx_os_errors);
 	fprintf(out, "Rx poll: %llu / %llu (%.2f%%) [miss/hit]\n", (ull)c->rx_poll_miss,
 		(ull)c->rx_poll_hit, stats_hit_percent(c->rx_poll_hit, c->rx_poll_miss));
+	if (view >= 2 || c->rx_drain_polls)
+		fprintf(out, "Rx drain polls: %llu [ring polls with data queued]\n", (ull)c->rx_drain_polls);
 	if (view >= 2) {
 		fprintf(out, "Rx byte: cur %llu / max %llu / dropped %llu / limit %llu\n",
 			(ull)k->rx_ready_bytes_cur, (ull)c->rx_ready_bytes_max,

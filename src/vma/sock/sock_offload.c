@@ -605,6 +605,7 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 	}
 	ctx->drain_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ctx->tcp_period_ms = SOCK_OFFLOAD_TICK_MS;
+	ctx->rx_drain_rate_ns = (uint64_t)g_cfg.rx_cq_drain_rate_nsec;
 	ctx->ctl_on_arrival = g_cfg.tcp_ctl_thread == 1 || engine_arm_cq();
 	ctx->ctl_on_tick = g_cfg.tcp_ctl_thread == 2;
 	sock_offload_tcp_create(ctx);
@@ -814,10 +815,29 @@ static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if
 	return n > 0 ? n : 0;
 }
 
+static uint64_t sock_offload_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);   /* vDSO: no syscall */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool sock_offload_rx_drain_due_locked(struct sock_offload *ctx, uint64_t *polls)
+{
+	if (ctx->dead || sock_offload_now_ns() - ctx->rx_polled_ns < ctx->rx_drain_rate_ns)
+		return false;
+	sock_offload_progress_locked(ctx);
+	if (polls)
+		(*polls)++;
+	return true;
+}
+
 int sock_offload_progress_locked(struct sock_offload *ctx)
 {
 	if (ctx->dead)
 		return 0;
+	if (ctx->rx_drain_rate_ns)
+		ctx->rx_polled_ns = sock_offload_now_ns();
 	int total = 0;
 	/* The engine stamps segments with the stack's clock (RTT, RTO): keep
 	 * it current on every pass, timers or not. */

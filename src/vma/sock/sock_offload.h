@@ -141,6 +141,10 @@ struct sock_offload {
 	 * polled them. */
 	bool ctl_on_arrival;
 	bool ctl_on_tick;
+	/* VMA_RX_CQ_DRAIN_RATE_NSEC (0: off) and when a progress pass last
+	 * polled the rings (CLOCK_MONOTONIC ns, kept only while it is on). */
+	uint64_t rx_drain_rate_ns;
+	uint64_t rx_polled_ns;
 	/* Offloaded TCP sockets holding a pcb, and connections closed by the
 	 * application still finishing (sock_tcp_close.c). Guarded by lock. */
 	struct sock_tcp *tcp_all;
@@ -271,6 +275,17 @@ int sock_offload_progress(struct sock_offload *ctx);
 /* The same if the lock is free; 0 at once when another thread holds it
  * (it is polling the rings, or will at its unlock). For poll loops. */
 int sock_offload_progress_try(struct sock_offload *ctx);
+/* VMA_RX_CQ_DRAIN_RATE_NSEC, lock held: a receive call that found data
+ * already queued also polls the rings when their last poll is older than
+ * the rate, and counts it in *polls (NULL: not counted). Returns whether it
+ * polled. Off (the default), it is one compare. */
+bool sock_offload_rx_drain_due_locked(struct sock_offload *ctx, uint64_t *polls);
+static inline bool sock_offload_rx_drain_locked(struct sock_offload *ctx, uint64_t *polls)
+{
+	if (__builtin_expect(ctx->rx_drain_rate_ns == 0, 1))
+		return false;
+	return sock_offload_rx_drain_due_locked(ctx, polls);
+}
 /* Lock held: brings the stack's clock (and the TCP engine's) to now
  * before a call that stamps segments (connect, write) outside a pass. */
 void sock_offload_clock_locked(struct sock_offload *ctx);

@@ -172,7 +172,7 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 		sock_offload_lock(ctx);
 		if (!s->rxq_bytes)
 			sock_offload_progress_locked(ctx);
-		else
+		else if (!sock_offload_rx_drain_locked(ctx, s->stats ? &s->stats->c.rx_drain_polls : NULL))
 			sock_offload_clock_locked(ctx);   /* tcp_recved may send */
 		bool connecting = s->connecting;
 		size_t n = 0;

@@ -237,6 +237,8 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			sock_udp_strays_take_locked(s);
 		if (!s->queue.count)
 			sock_offload_progress_locked(ctx);
+		else
+			sock_offload_rx_drain_locked(ctx, &s->stats->c.rx_drain_polls);
 		if (s->queue.count) {
 			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
 			sock_offload_unlock(ctx);

@@ -8,7 +8,8 @@
 #include "stats/stats_format.h"
 #include "stats/stats_internal.h"
 
-#define STATS_RECORD_MAX 1024
+/* Eight lines of up to ~150 characters with every counter at 20 digits. */
+#define STATS_RECORD_MAX 1536
 
 void stats_write_file_record(const struct stats_socket *s)
 {

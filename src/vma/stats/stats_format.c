@@ -93,5 +93,8 @@ size_t stats_format_socket_record(char *buf, size_t size, const struct stats_soc
 	add_line(buf, size, &len, "VMA: [fd=%d] Rx poll: %llu / %llu (%.2f%%) [miss/hit]\n", fd,
 		 (unsigned long long)c->rx_poll_miss, (unsigned long long)c->rx_poll_hit,
 		 stats_hit_percent(c->rx_poll_hit, c->rx_poll_miss));
+	if (c->rx_drain_polls)
+		add_line(buf, size, &len, "VMA: [fd=%d] Rx drain polls: %llu [ring polls with data queued]\n", fd,
+			 (unsigned long long)c->rx_drain_polls);
 	return len;
 }

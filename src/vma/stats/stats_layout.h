@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define STATS_MAGIC 0x3154415453414d56ULL /* "VMASTAT1" read as little endian */
-#define STATS_LAYOUT_VERSION 2u
+#define STATS_LAYOUT_VERSION 3u
 #define STATS_FILE_PREFIX "vmastat."
 
 /* Fixed capacities besides the sockets (whose count is VMA_STATS_FD_NUM). */
@@ -62,6 +62,9 @@ struct stats_socket_counters {
 	uint64_t rx_poll_miss, rx_poll_hit, rx_poll_os_hit;
 	uint64_t rx_ready_bytes_max, rx_ready_bytes_dropped;
 	uint64_t rx_ready_pkts_max, rx_ready_pkts_dropped;
+	/* Ring polls made by receive calls that found data already queued
+	 * (VMA_RX_CQ_DRAIN_RATE_NSEC). */
+	uint64_t rx_drain_polls;
 };
 
 struct stats_socket {

@@ -1,0 +1,132 @@
+#!/bin/bash
+# VMA_RX_CQ_DRAIN_RATE_NSEC (docs/parameters.md): a receive call that finds
+# data queued also polls the ring when its last poll is older than the rate.
+# Usage: rx_drain_rate.sh BUILDDIR     exit 0 pass, 1 fail, 77 skip.
+#
+# A slow libvma reader in DRN-b (tests/integration/rx_drain_rate: a raw
+# nanosleep before every recv), the progress engine off and
+# VMA_CQ_POLL_BATCH_MAX=16, so the socket's queue grows only by what its own
+# receive calls poll; a kernel sender in DRN-a. vma_stats -v 2 reads the
+# socket's "Rx drain polls" (ring polls by receive calls with data queued)
+# and "Rx pkt/Rx byte ... max" (the queue's high-water mark):
+#   UDP, rate 0     3000 datagrams in bursts of 100: no drain poll; the
+#                   queue never holds more than one poll's batch (16)
+#   UDP, 1000 ns    nearly every read polls; the queue takes in the backlog
+#   UDP, 2 ms       at most one drain poll per 2 ms of reading (rate limit)
+#   TCP, rate 0     1 MB read 1000 bytes at a time: no drain poll
+#   TCP, 1000 ns    drain polls; the stream intact
+# Every datagram and byte arrives; the reader namespace's kernel Udp
+# InDatagrams and Tcp InSegs stay flat.
+set -u
+BUILD=${1:?usage: rx_drain_rate.sh BUILDDIR}
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+BUILD=$(cd "$BUILD" && pwd)
+LIB=$BUILD/src/vma/.libs/libvma.so
+PROG=$BUILD/tests/integration/rx_drain_rate
+VMA_STATS=$BUILD/tools/vma_stats/vma_stats
+[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/rx_drain_rate >/dev/null 2>&1
+for f in "$LIB" "$PROG" "$VMA_STATS"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
+command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
+TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
+export TB_PREFIX=${DRN_TB_PREFIX:-vmadrn}
+WORK=$(mktemp -d /tmp/rx_drain_rate.XXXXXX)
+SRV=""
+cleanup() {
+	[ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
+	bash "$TESTBED" down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
+fail=0
+check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
+snmp() { $B awk -v t="$1" -v f="$2" '$1 == t {n++; if (n == 2) print $f}' /proc/net/snmp; }
+
+cat >"$WORK/send.py" <<'PY'
+import socket, sys, time
+proto, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if proto == "udp":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(n):
+        s.sendto(b"d%06d" % i + b"x" * 57, ("198.18.0.2", port))
+        if i % 100 == 99:
+            time.sleep(0.002)
+else:
+    data = bytes((i * 7) & 0xff for i in range(n))
+    s = socket.create_connection(("198.18.0.2", port), timeout=10)
+    for off in range(0, n, 8192):
+        s.sendall(data[off:off + 8192])
+    s.close()
+PY
+
+PORT=16500
+COUNT=3000
+BYTES=1000000
+# run_case LABEL RATE udp|tcp READER_ARGS...: leaves the drain polls,
+# the queue's high-water mark and the reading time in POLLS, QMAX, MS.
+run_case() {
+	local label=$1 rate=$2 proto=$3 n
+	shift 3
+	PORT=$((PORT + 1))
+	rm -f "$WORK/release"
+	: >"$WORK/$label.out"
+	$B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=warn VMA_PROGRESS_ENGINE_INTERVAL=0 VMA_CQ_POLL_BATCH_MAX=16 \
+		VMA_RX_CQ_DRAIN_RATE_NSEC="$rate" "$PROG" "$proto" $PORT "$@" "$WORK/release" \
+		>"$WORK/$label.out" 2>"$WORK/$label.err" &
+	SRV=$!
+	for _ in $(seq 100); do grep -q '^ready' "$WORK/$label.out" && break; sleep 0.05; done
+	n=$COUNT
+	[ "$proto" = tcp ] && n=$BYTES
+	$A timeout 30 python3 "$WORK/send.py" "$proto" $PORT $n >"$WORK/$label.send" 2>&1
+	for _ in $(seq 400); do grep -q '^got' "$WORK/$label.out" && break; sleep 0.05; done
+	local pid
+	pid=$(awk '/^ready/ {print $2; exit}' "$WORK/$label.out")
+	"$VMA_STATS" -p "${pid:-0}" -v 2 -c 1 >"$WORK/$label.stats" 2>&1
+	touch "$WORK/release"
+	wait $SRV
+	local rc=$?
+	SRV=""
+	POLLS=$(awk '/^Rx drain polls:/ {n += $4} END {print n + 0}' "$WORK/$label.stats")
+	# The high-water mark: datagrams (UDP), bytes (TCP).
+	if [ "$proto" = udp ]; then
+		QMAX=$(awk '/^Rx pkt :/ && $8 + 0 > m {m = $8 + 0} END {print m + 0}' "$WORK/$label.stats")
+	else
+		QMAX=$(awk '/^Rx byte:/ && $7 + 0 > m {m = $7 + 0} END {print m + 0}' "$WORK/$label.stats")
+	fi
+	MS=$(awk '/^got/ {print $4; exit}' "$WORK/$label.out")
+	local got
+	got=$(awk '/^got/ {print $2; exit}' "$WORK/$label.out")
+	[ $rc = 0 ] && [ "${got:-0}" = "$n" ]
+	check $? "$label: all $n $([ "$proto" = tcp ] && echo bytes || echo datagrams) read intact (got ${got:-none}, exit $rc)$(
+		[ $rc = 0 ] || { echo; sed 's/^/  | /' "$WORK/$label.out" "$WORK/$label.err" "$WORK/$label.send"; })"
+	echo "  $label: drain polls $POLLS, queue high-water $QMAX $([ "$proto" = tcp ] && echo bytes || echo datagrams), read in ${MS:-?} ms"
+}
+
+udp0=$(snmp Udp: 2) tcp0=$(snmp Tcp: 11)
+
+run_case udp_off 0 udp $COUNT 50
+[ "$POLLS" = 0 ] && [ "$QMAX" -le 16 ]
+check $? "UDP, rate 0: no ring poll while data is queued ($POLLS), queue at most one batch ($QMAX <= 16)"
+
+run_case udp_1us 1000 udp $COUNT 50
+[ "$POLLS" -ge $((COUNT / 3)) ] && [ "$QMAX" -gt 16 ]
+check $? "UDP, 1000 ns: reads with data queued poll the ring ($POLLS >= $((COUNT / 3))), the queue takes in the backlog ($QMAX > 16)"
+
+run_case udp_2ms 2000000 udp $COUNT 50
+[ "$POLLS" -gt 0 ] && [ "$POLLS" -le $(( ${MS:-0} / 2 + 2 )) ]
+check $? "UDP, 2 ms: drain polls at most one per 2 ms of reading ($POLLS in ${MS:-?} ms)"
+
+run_case tcp_off 0 tcp $BYTES 1000 20
+[ "$POLLS" = 0 ]; check $? "TCP, rate 0: no ring poll while data is queued ($POLLS)"
+
+run_case tcp_1us 1000 tcp $BYTES 1000 20
+[ "$POLLS" -gt 0 ]; check $? "TCP, 1000 ns: reads with data queued poll the ring ($POLLS)"
+
+dudp=$(( $(snmp Udp: 2) - udp0 )) dtcp=$(( $(snmp Tcp: 11) - tcp0 ))
+[ $dudp = 0 ] && [ $dtcp -le 5 ]
+check $? "reader namespace kernel counters flat: Udp InDatagrams +$dudp, Tcp InSegs +$dtcp"
+
+[ $fail = 0 ] && echo "rx_drain_rate: all checks passed"
+exit $fail
