@@ -213,6 +213,12 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int total = sleep_set(fds, nfds, buf);
 		if (total < 0)
 			continue;
+		/* A handler held back while sleep_set had a lane locked ran at
+		 * its unlock, after the check above: ppoll would not see it. */
+		if (redirect_signal_interrupts(&sigmark, false)) {
+			n = -1;
+			goto out;
+		}
 		st->c.poll_miss += slept == 0;
 		struct timespec left, *leftp = NULL;
 		if (deadline != INT64_MAX) {

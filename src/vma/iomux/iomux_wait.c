@@ -282,6 +282,11 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			continue;
 		if (!rings_arm(ep))
 			continue;
+		/* A handler held back while rings_arm had a lane locked ran at
+		 * its unlock, after the check above: the kernel sleep would not
+		 * see it. */
+		if (redirect_signal_interrupts(&sigmark, false))
+			return wait_done(ep, -1, start, slept);
 		st->c.poll_miss += slept == 0;
 		bool woke = false;
 		int64_t t0 = iomux_now_ns();
