@@ -36,6 +36,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		if (deadline_ms - now < (uint64_t)timeout)
 			timeout = (int)(deadline_ms - now);
 	}
+	struct redirect_sig_mark before = redirect_signal_mark();
 	int fds[SOCK_OFFLOAD_MAX_IFS];
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	sock_offload_lock(ctx);
@@ -53,7 +54,12 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = kernel_events };
 	if (s->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
-	struct redirect_sig_mark before = redirect_signal_mark();
+	/* A handler held back while we armed the rings (a lane was locked)
+	 * ran at the unlock: the caller decides before we sleep through it. */
+	if (redirect_signal_caught_since(&before)) {
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
 	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);

@@ -136,6 +136,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	/* The lane's rings and drain eventfd, and the same of the lane the
 	 * socket just left (strays). */
 	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
+	struct redirect_sig_mark before = redirect_signal_mark();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	struct sock_offload *ctx = sock_udp_lock(s);
 	if (!ctx) {
@@ -162,7 +163,12 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = POLLIN };
 	if (s->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
-	struct redirect_sig_mark before = redirect_signal_mark();
+	/* A handler held back while we armed the rings (a lane was locked)
+	 * ran at the unlock: the caller decides before we sleep through it. */
+	if (redirect_signal_caught_since(&before)) {
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
 	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
