@@ -255,7 +255,11 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 				continue;
 		}
 		if (!offloaded) {
-			/* Kernel fds only: nothing to spin on, sleep at once. */
+			/* Kernel fds only: nothing to spin on, sleep at once. But
+			 * not through a handler that already ran in this call
+			 * (held back while a lock of ours was taken). */
+			if (redirect_signal_interrupts(&sigmark, false))
+				return wait_done(ep, -1, start, slept);
 			bool woke = false;
 			int64_t t0 = iomux_now_ns();
 			n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, &woke);

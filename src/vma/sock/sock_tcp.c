@@ -622,9 +622,10 @@ static void sock_tcp_release(struct sock_obj *obj)
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;
-	if (s->stats)
+	if (s->stats && !stats_slot_is_dummy(s->stats))
 		stats_socket_slot_put(s->stats);
-	s->stats = NULL;
+	/* Not NULL: a call blocked on this socket (pinned) still counts. */
+	s->stats = stats_socket_sink();
 }
 
 static int sock_tcp_close(struct sock_obj *obj)

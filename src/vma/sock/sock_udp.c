@@ -735,7 +735,8 @@ static void sock_udp_release(struct sock_obj *obj)
 		stats_mc_group_unref(obj->fd, s->groups[i].group);
 	s->ngroups = 0;
 	stats_socket_slot_put(s->stats);
-	s->stats = NULL;
+	/* Not NULL: a call blocked on this socket (pinned) still counts. */
+	s->stats = stats_socket_sink();
 }
 
 static int sock_udp_close(struct sock_obj *obj)

@@ -236,7 +236,12 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 				errno = EBADF;
 				return -1;
 			}
-			/* The lane went (exit, fork): the kernel socket serves. */
+			/* The lane went (exit, fork): the kernel socket serves. A
+			 * handler that ran meanwhile (the one that tore the lane
+			 * down, held back until our unlock) must not be slept
+			 * through in the kernel. */
+			if (redirect_signal_interrupts(&sigmark, !deadline))
+				return -1;
 			return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
 		}
 		if (__builtin_expect(sock_udp_has_strays(s), 0))

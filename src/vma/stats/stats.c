@@ -323,6 +323,11 @@ void stats_unlink_own_file(void)
 const char *stats_path(void) { return stats_g.path; }
 const struct stats_header *stats_block(void) { return stats_g.block; }
 
+struct stats_socket *stats_socket_sink(void)
+{
+	return &dummy_socket;
+}
+
 int stats_slot_is_dummy(const void *slot)
 {
 	return slot == &dummy_socket || slot == &dummy_ring || slot == &dummy_pool ||

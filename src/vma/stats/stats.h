@@ -50,6 +50,9 @@ struct stats_socket *stats_socket_slot_get(int fd, uint32_t proto);
 /* Appends the VMA_STATS_FILE record (if traffic was seen) and frees the slot. */
 void stats_socket_slot_put(struct stats_socket *s);
 int stats_slot_is_dummy(const void *slot);
+/* A record nobody reads, for a socket whose slot was put back while a call
+ * on it may still count (close() under a blocked recv). */
+struct stats_socket *stats_socket_sink(void);
 
 struct stats_ring *stats_ring_slot_get(uint32_t id, const char *ifname);
 void stats_ring_slot_put(struct stats_ring *r);
