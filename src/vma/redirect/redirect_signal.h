@@ -39,9 +39,15 @@ struct redirect_sig_thread {
 };
 extern __thread struct redirect_sig_thread redirect_sig_tls __attribute__((tls_model("initial-exec")));
 
+/* Plain atomic loads of the thread's own fields (a handler of this thread
+ * may write them between two of our instructions). */
 static inline struct redirect_sig_mark redirect_signal_mark(void)
 {
-	return *(volatile struct redirect_sig_mark *)&redirect_sig_tls.count;
+	struct redirect_sig_mark m = {
+		__atomic_load_n(&redirect_sig_tls.count.caught, __ATOMIC_RELAXED),
+		__atomic_load_n(&redirect_sig_tls.count.interrupting, __ATOMIC_RELAXED),
+	};
+	return m;
 }
 
 /* Delivers the held-back signals again (redirect_sigcount.c). */
@@ -67,14 +73,14 @@ static inline void redirect_signal_defer_end(void)
 {
 	__asm__ __volatile__("" ::: "memory");
 	if (--redirect_sig_tls.defer_depth == 0 &&
-	    __builtin_expect(*(volatile uint64_t *)&redirect_sig_tls.deferred != 0, 0))
+	    __builtin_expect(__atomic_load_n(&redirect_sig_tls.deferred, __ATOMIC_RELAXED) != 0, 0))
 		redirect_signal_run_deferred();
 }
 
 /* Whether a handler ran in this thread since mark was taken. */
 static inline bool redirect_signal_caught_since(const struct redirect_sig_mark *mark)
 {
-	return ((volatile struct redirect_sig_mark *)&redirect_sig_tls.count)->caught != mark->caught;
+	return __atomic_load_n(&redirect_sig_tls.count.caught, __ATOMIC_RELAXED) != mark->caught;
 }
 
 /* What a blocking call does when a handler ran in its thread since *mark,
