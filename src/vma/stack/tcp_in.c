@@ -256,8 +256,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 		 * without keeping state; the ACK's cookie makes the connection. */
 		ctx->cnt.rx_backlog_full++;
 		uint32_t peer_mss = seg->opt.has_mss && seg->opt.mss ? seg->opt.mss : 536;
-		struct tcp_pcb probe = { .ctx = ctx, .nif = nif, .mss_clamp = lis->mss_clamp };
-		uint32_t mss = tcp_min32(peer_mss, tcp_local_mss(&probe));
+		uint32_t mss = tcp_min32(peer_mss, tcp_mss_for(ctx, nif, lis->mss_clamp));
 		uint32_t cookie = tcp_syncookie_make(ctx, ip->dst, dport, ip->src, sport, seg->seq, mss);
 		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1, mss,
 				       cookie_window(lis));

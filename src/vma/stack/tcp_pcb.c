@@ -44,21 +44,25 @@ const char *tcp_state_name(enum tcp_state s)
 	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
 }
 
-uint32_t tcp_local_mss(const struct tcp_pcb *pcb)
+uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp)
 {
-	const struct tcp_ctx *ctx = pcb->ctx;
 	/* VMA_MTU may lower the interface's MTU, never raise it: the ring's
 	 * frames bound the interface's (ring_xdp.c). */
-	uint32_t mtu = pcb->nif && pcb->nif->mtu ? pcb->nif->mtu : ctx->set.mtu;
+	uint32_t mtu = nif && nif->mtu ? nif->mtu : ctx->set.mtu;
 	if (ctx->set.mtu && ctx->set.mtu < mtu)
 		mtu = ctx->set.mtu;
 	uint32_t mss = ctx->set.mss ? ctx->set.mss : (mtu > 40 ? mtu - 40 : 536);
 	/* Leave room for 40 option bytes in a frame of our own MTU. */
 	if (mtu > 80 && mss > mtu - 40)
 		mss = mtu - 40;
-	if (pcb->mss_clamp && mss > pcb->mss_clamp)
-		mss = pcb->mss_clamp;
+	if (mss_clamp && mss > mss_clamp)
+		mss = mss_clamp;
 	return mss < 64 ? 64 : mss;
+}
+
+uint32_t tcp_local_mss(const struct tcp_pcb *pcb)
+{
+	return tcp_mss_for(pcb->ctx, pcb->nif, pcb->mss_clamp);
 }
 
 uint8_t tcp_wscale_for(uint32_t rcv_buf)

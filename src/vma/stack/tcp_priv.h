@@ -208,6 +208,8 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 			      const struct stack_netif *nif);
 /* Our MSS on the pcb's netif, clamped by TCP_MAXSEG. */
 uint32_t tcp_local_mss(const struct tcp_pcb *pcb);
+/* The same for a netif and clamp without a pcb (a cookie SYN-ACK). */
+uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp);
 uint8_t tcp_wscale_for(uint32_t rcv_buf);
 void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
 /* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
