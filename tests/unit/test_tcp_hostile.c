@@ -328,7 +328,8 @@ static uint64_t steps_after_queue(unsigned n, bool gapped)
  * with 128 segments queued). Counted in ooo_walk_steps, not timed. */
 START_TEST(sack_cost_linear_in_queue_length)
 {
-	th_pool_bufs = 4096 + 1024;
+	/* 4096 queued must stay under a quarter of the pool (frame pressure) */
+	th_pool_bufs = 4 * 4096 + 1024;
 	sb.ooo_max_bytes = 64u << 20;
 	for (int gapped = 0; gapped < 2; gapped++) {
 		uint64_t small = steps_after_queue(256, gapped);
@@ -585,6 +586,103 @@ START_TEST(fast_retransmit_during_flood)
 }
 END_TEST
 
+
+/* ---- receive frames (issue 12 item 1) ---- */
+
+/* One-byte segments past a hole, each in a buffer of its own. Before: up to
+ * ooo_max_bytes per connection (256 buffers of 2 KiB), so two such peers
+ * took every buffer of a 512-buffer ring, for ever. Now a connection's
+ * out-of-order queue stops at frame pressure (a quarter of the pool held)
+ * and a queue that made no progress for TCP_OOO_RENEGE_MS under pressure is
+ * dropped, its SACK blocks with it; the hole filled later still works. */
+START_TEST(ooo_holes_stop_at_pressure_and_stale_queues_are_reneged)
+{
+	th_pool_bufs = 512;
+	handshake(1000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint8_t d = 0x5a;
+	for (unsigned i = 0; i < 300; i++) {
+		inject(peer_nxt + 1 + i, srv_iss + 1, 0x10, &d, 1);
+		if (w->ncaptured > 200)
+			th_capture_clear(w);
+	}
+	th_capture_clear(w);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_msg(in.ooo_segments >= 120 && in.ooo_segments <= 128, "%u queued", in.ooo_segments);
+	ck_assert_uint_eq(c->rx_ooo_pressure_dropped, 300 - in.ooo_segments);
+	uint32_t queued = in.ooo_segments;
+	/* progress within the renege interval keeps the queue */
+	th_run(w, TCP_OOO_RENEGE_MS / 2);
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.ooo_segments, queued);
+	ck_assert_uint_eq(c->rx_ooo_reneged, 0);
+	th_run(w, TCP_OOO_RENEGE_MS + 600);
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.ooo_segments, 0);
+	ck_assert_uint_eq(c->rx_ooo_reneged, queued);
+	/* the hole, then the rest resent in order: every byte arrives, and no
+	 * ACK reports a block we no longer hold */
+	th_capture_clear(w);
+	uint8_t run[301];
+	memset(run, 0x5a, sizeof(run));
+	inject(peer_nxt, srv_iss + 1, 0x10, run, sizeof(run));
+	th_run(w, 500);   /* the delayed ACK */
+	struct th_tcp t = last_reply();
+	ck_assert_uint_eq(t.ack, peer_nxt + 301);
+	uint32_t none[8][2];
+	ck_assert_uint_eq(sack_blocks(&t, peer_nxt, none), 0);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 301);
+}
+END_TEST
+
+/* Under no pressure a stale queue stays (an honest sender may take long to
+ * fill a hole on a calm ring). */
+START_TEST(ooo_queue_kept_without_pressure)
+{
+	th_pool_bufs = 4096;
+	handshake(1000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint8_t d = 1;
+	for (unsigned i = 0; i < 100; i++)
+		inject(peer_nxt + 1 + 2 * i, srv_iss + 1, 0x10, &d, 1);
+	th_capture_clear(w);
+	th_run(w, 3 * TCP_OOO_RENEGE_MS);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.ooo_segments, 100);
+	ck_assert_uint_eq(c->rx_ooo_reneged, 0);
+	ck_assert_uint_eq(c->rx_ooo_pressure_dropped, 0);
+}
+END_TEST
+
+/* The socket layer says how many frames it holds of the connection's data
+ * (tcp_rcv_held_set): at the ring's holder cap an in-order segment is
+ * refused unacknowledged; once the application read, the resent segment is
+ * taken. Before, nothing bounded the frames one unread socket held but the
+ * window, one frame per segment however small. */
+START_TEST(in_order_refused_while_the_socket_holds_its_share)
+{
+	th_pool_bufs = 512;
+	handshake(1000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	struct tcp_pcb *pcb = w->side[1].pcb;
+	uint8_t d[10];
+	memset(d, 0x42, sizeof(d));
+	tcp_rcv_held_set(pcb, 512 / 4);   /* the calm cap of a 512-buffer pool */
+	inject(peer_nxt, srv_iss + 1, 0x18, d, sizeof(d));
+	ck_assert_uint_eq(c->rx_rcvq_pressure_dropped, 1);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 0);
+	struct th_tcp t = last_reply();
+	ck_assert_uint_eq(t.ack, peer_nxt);   /* not acknowledged */
+	tcp_rcv_held_set(pcb, 512 / 4 - 1);
+	th_capture_clear(w);
+	inject(peer_nxt, srv_iss + 1, 0x18, d, sizeof(d));
+	ck_assert_uint_eq(c->rx_rcvq_pressure_dropped, 1);
+	ck_assert_uint_eq(w->side[1].rx_bytes, sizeof(d));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_hostile");
@@ -602,6 +700,13 @@ static Suite *suite(void)
 	tcase_add_test(a, legitimate_acks_not_held);
 	tcase_add_loop_test(a, fast_retransmit_during_flood, 0, 2);
 	suite_add_tcase(s, a);
+	TCase *f = tcase_create("frames");
+	tcase_add_checked_fixture(f, setup, teardown);
+	tcase_set_timeout(f, 60);
+	tcase_add_test(f, ooo_holes_stop_at_pressure_and_stale_queues_are_reneged);
+	tcase_add_test(f, ooo_queue_kept_without_pressure);
+	tcase_add_test(f, in_order_refused_while_the_socket_holds_its_share);
+	suite_add_tcase(s, f);
 	return s;
 }
 

@@ -148,6 +148,38 @@ static void print_iomuxes(FILE *out, const struct stats_snapshot *s)
 	}
 }
 
+/* The lane's protection counters (docs/security.md), one "name value" per
+ * line so scripts can pick them out. */
+static void print_lane(FILE *out, const struct stats_lane_counters *l)
+{
+	const struct {
+		const char *name;
+		uint64_t v;
+	} rows[] = {
+		{ "tcp_frame_pressure_drops", l->tcp_frame_pressure_drops },
+		{ "udp_frame_pressure_drops", l->udp_frame_pressure_drops },
+		{ "tcp_ooo_drops", l->tcp_ooo_drops },
+		{ "tcp_ooo_reneged", l->tcp_ooo_reneged },
+		{ "tcp_coalesced", l->tcp_coalesced },
+		{ "tcp_syncookies_sent", l->tcp_syncookies_sent },
+		{ "tcp_syncookies_ok", l->tcp_syncookies_ok },
+		{ "tcp_syncookies_bad", l->tcp_syncookies_bad },
+		{ "tcp_accept_queue_full", l->tcp_accept_queue_full },
+		{ "tcp_syn_rate_limited", l->tcp_syn_rate_limited },
+		{ "tcp_challenge_acks", l->tcp_challenge_acks },
+		{ "tcp_challenge_acks_limited", l->tcp_challenge_acks_limited },
+		{ "tcp_invalid_acks_limited", l->tcp_invalid_acks_limited },
+		{ "tcp_rst_ignored", l->tcp_rst_ignored },
+		{ "tcp_out_of_window", l->tcp_out_of_window },
+		{ "tcp_bad_segments", l->tcp_bad_segments },
+		{ "malformed_frames", l->malformed_frames },
+		{ "reass_evicted", l->reass_evicted },
+	};
+	fprintf(out, "Lane stack (drops and defences):\n");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		fprintf(out, "  %-28s %llu\n", rows[i].name, (ull)rows[i].v);
+}
+
 static void print_rings_pools(FILE *out, const struct stats_snapshot *s)
 {
 	for (uint32_t i = 0; i < s->h->ring_slots; i++) {
@@ -169,6 +201,8 @@ static void print_rings_pools(FILE *out, const struct stats_snapshot *s)
 		fprintf(out, "CQ=[%u] Packets dropped: %llu / Packets queue len: %u / Drained max: %llu / "
 			"Buffer pool size: %u\n", r->id, (ull)c->cq_packets_dropped, r->cq_queue_len,
 			(ull)c->cq_drained_max, r->cq_buffer_pool_size);
+		if (r->has_lane)
+			print_lane(out, &r->lane);
 	}
 	for (uint32_t i = 0; i < s->h->pool_slots; i++) {
 		const struct stats_pool *p = stats_snap_pool(s, i);

@@ -324,6 +324,52 @@ static void sock_offload_stats_pool(struct stats_pool *slot, const struct ring_b
 	slot->no_buffer_errors = pc.empty - *empty_base;
 }
 
+/* The lane's protection counters now (struct stats_lane_counters). */
+static void sock_offload_lane_read_locked(const struct sock_offload *ctx, struct stats_lane_counters *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->udp_frame_pressure_drops = ctx->udp_frame_pressure_drops;
+	o->tcp_coalesced = ctx->rx_coalesced;
+	if (ctx->tcp) {
+		const struct tcp_counters *t = tcp_ctx_counters(ctx->tcp);
+		o->tcp_frame_pressure_drops = t->rx_rcvq_pressure_dropped;
+		o->tcp_ooo_drops = t->rx_ooo_dropped + t->rx_ooo_pressure_dropped;
+		o->tcp_ooo_reneged = t->rx_ooo_reneged;
+		o->tcp_syncookies_sent = t->tx_syncookies;
+		o->tcp_syncookies_ok = t->rx_syncookies_ok;
+		o->tcp_syncookies_bad = t->rx_syncookies_bad;
+		o->tcp_accept_queue_full = t->rx_accept_queue_full;
+		o->tcp_syn_rate_limited = t->rx_syn_rate_limited;
+		o->tcp_challenge_acks = t->tx_challenge_acks;
+		o->tcp_challenge_acks_limited = t->tx_challenge_acks_limited + t->tx_challenge_acks_over_budget;
+		o->tcp_invalid_acks_limited = t->tx_invalid_acks_limited;
+		o->tcp_rst_ignored = t->rx_rst_ignored;
+		o->tcp_out_of_window = t->rx_out_of_window;
+		o->tcp_bad_segments = t->rx_bad_checksum + t->rx_bad_header;
+	}
+	const struct stack_counters *c = stack_counters(ctx->stack);
+	o->malformed_frames = c->rx_drop_eth_truncated + c->rx_drop_ip_bad_header + c->rx_drop_ip_bad_length +
+			      c->rx_drop_ip_bad_checksum + c->rx_drop_ip_bad_source + c->rx_drop_reass_bad +
+			      c->rx_drop_reass_overlap + c->rx_drop_reass_too_big + c->rx_drop_udp_bad_length +
+			      c->rx_drop_udp_bad_checksum;
+	o->reass_evicted = c->rx_drop_reass_overflow;
+}
+
+static void sock_offload_lane_publish_locked(struct sock_offload *ctx, struct stats_ring *slot, uint32_t epoch)
+{
+	struct stats_lane_counters now;
+	sock_offload_lane_read_locked(ctx, &now);
+	if (ctx->lane_zero_epoch != epoch) {
+		ctx->lane_base = now;
+		ctx->lane_zero_epoch = epoch;
+	}
+	const uint64_t *cur = (const uint64_t *)&now, *base = (const uint64_t *)&ctx->lane_base;
+	uint64_t *out = (uint64_t *)&slot->lane;
+	for (size_t i = 0; i < sizeof(now) / sizeof(uint64_t); i++)
+		out[i] = cur[i] - base[i];
+	slot->has_lane = 1;
+}
+
 /* Called with the lock held: reading an XDP ring's counters also settles
  * its RX pool's count of missed frames. */
 static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
@@ -354,6 +400,8 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 		st->ring->cq_buffer_pool_size = pc.size;
 		sock_offload_stats_pool(st->rx_pool, ring_rx_pool(ring), &st->rx_empty_base, rebase);
 		sock_offload_stats_pool(st->tx_pool, ring_tx_pool(ring), &st->tx_empty_base, rebase);
+		if (i == 0 && ctx->stack)
+			sock_offload_lane_publish_locked(ctx, st->ring, epoch);
 	}
 }
 

@@ -30,6 +30,7 @@
 #include "ring/ring.h"
 #include "stack/stack.h"
 #include "stack/tcp.h"
+#include "stats/stats_layout.h"
 #include "redirect/redirect_signal.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
@@ -149,6 +150,13 @@ struct sock_offload {
 	 * application still finishing (sock_tcp_close.c). Guarded by lock. */
 	struct sock_tcp *tcp_all;
 	struct sock_tcp_orphan *tcp_orphans;
+	/* Receive-frame protection (docs/security.md), guarded by lock: TCP
+	 * segments copied into the frame of the one before (sock_tcp.c);
+	 * datagrams refused because their socket held its share of frames. */
+	uint64_t rx_coalesced, udp_frame_pressure_drops;
+	/* The lane's stack counters as last zeroed (vma_stats -z). */
+	struct stats_lane_counters lane_base;
+	uint32_t lane_zero_epoch;
 };
 
 /* The lane of a new socket fd (-1: not known) opened by the calling thread,

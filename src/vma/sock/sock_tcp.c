@@ -63,6 +63,39 @@ void sock_tcp_rxq_clear_locked(struct sock_tcp *s)
 		stats_socket_ready_remove(s->stats, s->rxq_bytes);
 	s->rxq_head = s->rxq_tail = NULL;
 	s->rxq_bytes = 0;
+	s->rxq_frames = 0;
+	if (s->pcb)
+		tcp_rcv_held_set(s->pcb, 0);
+}
+
+/* Lock held: buf (one buffer, len > 0) goes on the receive queue, copied
+ * into the last queued frame when it is small (or the queue holds more
+ * frame memory than the receive buffer) and fits there. */
+static void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf)
+{
+	struct ring_buf *tail = s->rxq_tail;
+	if (tail && tail->refcount == 1) {
+		uint32_t room = (uint32_t)(tail->head + tail->size - (tail->data + tail->len));
+		uint32_t rcvbuf = s->rcvbuf ? s->rcvbuf : SOCK_TCP_RCVBUF_DEFAULT;
+		bool small = buf->len <= SOCK_TCP_COALESCE_MAX ||
+			     (uint64_t)s->rxq_frames * tail->size > rcvbuf;
+		if (small && buf->len <= room) {
+			memcpy(tail->data + tail->len, buf->data, buf->len);
+			tail->len += buf->len;
+			tail->tot_len = tail->len;
+			ring_buf_free(buf);
+			if (s->ctx)
+				s->ctx->rx_coalesced++;
+			return;
+		}
+	}
+	buf->link = NULL;
+	if (tail)
+		tail->link = buf;
+	else
+		s->rxq_head = buf;
+	s->rxq_tail = buf;
+	s->rxq_frames++;
 }
 
 /* Lock held: segments the engine queued outside a progress pass (SYN,
@@ -126,7 +159,6 @@ void sock_tcp_snd_refresh_locked(struct sock_tcp *s)
 
 static void sock_tcp_recv_cb(void *arg, struct tcp_pcb *pcb, struct ring_buf *buf)
 {
-	(void)pcb;
 	struct sock_tcp *s = arg;
 	if (!buf) {
 		s->peer_fin = true;
@@ -145,18 +177,13 @@ static void sock_tcp_recv_cb(void *arg, struct tcp_pcb *pcb, struct ring_buf *bu
 			buf->len = left;
 		left -= buf->len;
 		buf->tot_len = buf->len;
-		if (buf->len == 0) {
+		if (buf->len == 0)
 			ring_buf_free(buf);
-		} else {
-			buf->link = NULL;
-			if (s->rxq_tail)
-				s->rxq_tail->link = buf;
-			else
-				s->rxq_head = buf;
-			s->rxq_tail = buf;
-		}
+		else
+			sock_tcp_rxq_append_locked(s, buf);
 		buf = next;
 	}
+	tcp_rcv_held_set(pcb, s->rxq_frames);
 	s->rxq_bytes += total - left;
 	if (s->stats)
 		stats_socket_ready_add(s->stats, total - left);

@@ -28,6 +28,13 @@
 /* An orphan (closed by the app, finishing in the background) that makes
  * no progress for this long is reset, like Linux's tcp_fin_timeout. */
 #define SOCK_TCP_ORPHAN_TIMEOUT_MS 60000
+/* A segment of at most this many bytes is copied into the room left after
+ * the last queued one instead of keeping its own frame (as Linux's
+ * tcp_try_coalesce): a peer sending tiny segments to an application that
+ * reads slowly then pins a few frames, not one per byte. Bigger segments
+ * stay where the NIC wrote them (zero copy) unless the queue already holds
+ * more frame memory than the receive buffer. */
+#define SOCK_TCP_COALESCE_MAX 512u
 
 enum sock_tcp_mode {
 	SOCK_TCP_KERNEL,      /* not decided yet, or the kernel for life */
@@ -82,6 +89,7 @@ struct sock_tcp {
 	 * each with data/len advanced as the app reads. */
 	struct ring_buf *rxq_head, *rxq_tail;
 	uint32_t rxq_bytes;
+	uint32_t rxq_frames;         /* buffers on the queue (tcp_rcv_held_set) */
 
 	/* Send space mirrors (refreshed under lock). */
 	uint32_t snd_free, snd_used;

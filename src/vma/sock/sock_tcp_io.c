@@ -125,6 +125,7 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 				s->rxq_head = next;
 				if (!next)
 					s->rxq_tail = NULL;
+				s->rxq_frames--;
 				ring_buf_free(b);
 			}
 			b = next;
@@ -142,8 +143,10 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 			stats_socket_ready_remove(s->stats, done);
 		/* The engine decides whether the reopened window is worth a
 		 * segment of its own (receiver SWS avoidance, as Linux). */
-		if (s->pcb)
+		if (s->pcb) {
+			tcp_rcv_held_set(s->pcb, s->rxq_frames);
 			tcp_recved(s->pcb, (uint32_t)done);
+		}
 	}
 	return done;
 }

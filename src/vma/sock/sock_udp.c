@@ -265,7 +265,12 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	struct sock_udp *s = arg;
 	struct sock_udp_entry e = { .buf = buf, .len = len, .info = *info, .rx_time_ns = buf->rx_time_ns };
 	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;
-	if (s->released || !sock_udp_queue_push(&s->queue, &e, limit)) {
+	/* Frames: a socket holds at most its share of the ring's receive
+	 * frames, smaller as the ring runs short (docs/security.md). */
+	bool over_share = s->queue.count >= ring_buf_pool_holder_cap(buf->pool);
+	if (s->released || over_share || !sock_udp_queue_push(&s->queue, &e, limit)) {
+		if (over_share)
+			s->ctx->udp_frame_pressure_drops++;
 		ring_buf_free(buf);
 		s->stats->c.rx_ready_pkts_dropped++;
 		s->stats->c.rx_ready_bytes_dropped += len;

@@ -29,7 +29,8 @@ void sock_udp_queue_fini(struct sock_udp_queue *q)
 
 bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *e, uint64_t byte_limit)
 {
-	if (q->count == q->cap || (q->count && q->bytes + e->len > byte_limit))
+	uint64_t charge = (uint64_t)e->len + SOCK_UDP_DGRAM_CHARGE;
+	if (q->count == q->cap || (q->count && q->charged + charge > byte_limit))
 		return false;
 	unsigned tail = q->head + q->count;
 	if (tail >= q->cap)
@@ -37,6 +38,7 @@ bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *
 	q->entries[tail] = *e;
 	q->count++;
 	q->bytes += e->len;
+	q->charged += charge;
 	return true;
 }
 
@@ -46,6 +48,7 @@ void sock_udp_queue_pop(struct sock_udp_queue *q)
 		return;
 	struct sock_udp_entry *e = &q->entries[q->head];
 	q->bytes -= e->len;
+	q->charged -= (uint64_t)e->len + SOCK_UDP_DGRAM_CHARGE;
 	ring_buf_free(e->buf);
 	e->buf = NULL;
 	if (++q->head == q->cap)

@@ -63,6 +63,12 @@ struct tcp_counters {
 	uint64_t rx_handed_off;        /* segments of connections handed to the kernel: dropped, not reset */
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
+	/* Receive frames (docs/security.md): in-order segments refused because
+	 * their socket already held its share of the ring's frames; out-of-order
+	 * segments refused under frame pressure (rx_ooo_dropped also counts the
+	 * per-connection ooo_max_bytes cap); segments dropped from out-of-order
+	 * queues that made no progress for TCP_OOO_RENEGE_MS under pressure. */
+	uint64_t rx_rcvq_pressure_dropped, rx_ooo_pressure_dropped, rx_ooo_reneged;
 	/* Listen overflow (Linux's ListenOverflows): SYNs and handshake-ending
 	 * ACKs dropped while the accept queue was full. */
 	uint64_t rx_accept_queue_full;
@@ -88,6 +94,12 @@ struct tcp_counters {
 	uint64_t tx_pure_acks, tx_delayed_acks;        /* ACKs without data; ones sent by the delack timer */
 	uint64_t rx_batch_merged, rx_batch_deliveries; /* segments merged into a batch; recv calls it made */
 };
+
+/* An out-of-order queue that made no progress for this long while the
+ * ring is short of frames is dropped (reneged, RFC 2018 section 8): an
+ * honest sender fills a hole within a few RTTs, one that leaves it to pin
+ * frames never does. */
+#define TCP_OOO_RENEGE_MS 1000u
 
 struct tcp_ctx;
 struct tcp_pcb;
@@ -187,6 +199,11 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 int tcp_output(struct tcp_pcb *pcb);
 /* The app consumed len bytes given by recv: reopens the window. */
 void tcp_recved(struct tcp_pcb *pcb, uint32_t len);
+/* The socket layer holds frames RX buffers of this connection's in-order
+ * data now: the engine refuses further in-order segments (unacknowledged,
+ * the peer resends) while that is at the ring's holder cap
+ * (ring_buf_pool_holder_cap). */
+void tcp_rcv_held_set(struct tcp_pcb *pcb, uint32_t frames);
 /* wr: sends FIN after the queued data. rd: further data is dropped. */
 int tcp_shutdown(struct tcp_pcb *pcb, bool rd, bool wr);
 /* Graceful close; the engine finishes the handshake and frees the pcb. */

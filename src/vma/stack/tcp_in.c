@@ -574,6 +574,14 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		b->tot_len = b->len;
 		if (!seg->len) {
 			/* nothing left */
+		} else if (seg->seq == pcb->rcv_nxt && pcb->rcv_held >= ring_buf_pool_holder_cap(b->pool)) {
+			/* The socket already holds its share of the ring's frames
+			 * (an application that does not read, a peer sending tiny
+			 * segments): refused unacknowledged, as Linux does under
+			 * memory pressure; the peer resends once the app read. */
+			ctx->cnt.rx_rcvq_pressure_dropped++;
+			pcb->ack_now = true;
+			fin = false;
 		} else if (seg->seq == pcb->rcv_nxt) {
 			seg->buf = NULL;
 			pcb->rcv_nxt += seg->len;

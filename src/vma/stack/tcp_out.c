@@ -561,3 +561,8 @@ void tcp_recved(struct tcp_pcb *pcb, uint32_t len)
 	if (pcb->delack_at && pcb->ack_pushed && !pcb->pingpong && !pcb->rcv_unread)
 		tcp_send_ack(pcb);
 }
+
+void tcp_rcv_held_set(struct tcp_pcb *pcb, uint32_t frames)
+{
+	pcb->rcv_held = frames;
+}

@@ -113,6 +113,14 @@ struct tcp_pcb {
 	struct ring_buf *ooo_tail;       /* last of ooo (highest start), NULL when empty */
 	uint32_t ooo_max_end;            /* highest end of a queued buffer (when ooo) */
 	uint32_t ooo_count, ooo_mem;
+	/* when the out-of-order queue last made progress (became non-empty or
+	 * gave bytes to rcv_nxt): a queue stale under frame pressure is reneged */
+	uint64_t ooo_progress_ms;
+	bool ooo_starved;                /* an insert was refused for frame pressure since */
+	/* frames the socket layer holds of this connection's in-order data
+	 * (tcp_rcv_held_set): in-order segments are refused beyond the ring's
+	 * holder cap (ring_buf_pool_holder_cap) */
+	uint32_t rcv_held;
 	struct tcp_range sack_recent[3]; /* blocks to report, most recent first */
 	/* D-SACK (RFC 2883) for a duplicate just received; it rides on the
 	 * next pure ACK only, once, so a data segment never grows past the MSS */
@@ -262,6 +270,9 @@ bool tcp_sack_is_sacked(const struct tcp_pcb *pcb, uint32_t seq, uint32_t *run_e
 bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq);
 struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
 void tcp_ooo_free(struct tcp_pcb *pcb);
+/* Under frame pressure, drops an out-of-order queue stale for
+ * TCP_OOO_RENEGE_MS and forgets its SACK blocks (slow timer). */
+void tcp_ooo_renege_stale(struct tcp_pcb *pcb);
 void tcp_rcv_sack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
 void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
 /* The SACK blocks to send (at most max); dsack: the D-SACK block going

@@ -169,6 +169,13 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pcb->ctx->cnt.rx_ooo_dropped++;
 		return false;
 	}
+	/* The ring is short of frames: in-order data first (the sender
+	 * resends what we refuse here, and SACK never reported it). */
+	if (ring_buf_pool_pressured(buf->pool)) {
+		pcb->ctx->cnt.rx_ooo_pressure_dropped++;
+		pcb->ooo_starved = true;
+		return false;
+	}
 	/* Drop queued segments the new one covers entirely. */
 	while (*pp && SEQ_LEQ(OOO_END(*pp), end) && SEQ_GEQ(OOO_SEQ(*pp), seq)) {
 		struct ring_buf *gone = *pp;
@@ -177,6 +184,10 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pcb->ooo_mem -= gone->size;
 		pcb->ooo_count--;
 		ring_buf_free(gone);
+	}
+	if (!pcb->ooo) {
+		pcb->ooo_progress_ms = pcb->ctx->now_ms;
+		pcb->ooo_starved = false;
 	}
 	OOO_SEQ(buf) = seq;
 	buf->link = *pp;
@@ -219,9 +230,26 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb)
 	}
 	if (!pcb->ooo)
 		pcb->ooo_tail = NULL;
-	if (head)
+	if (head) {
 		stack_buf_chain_fix_tot_len(head);
+		pcb->ooo_progress_ms = pcb->ctx->now_ms;
+		pcb->ooo_starved = false;
+	}
 	return head;
+}
+
+void tcp_ooo_renege_stale(struct tcp_pcb *pcb)
+{
+	if (!pcb->ooo || pcb->ctx->now_ms - pcb->ooo_progress_ms < TCP_OOO_RENEGE_MS ||
+	    !(pcb->ooo_starved || ring_buf_pool_pressured(pcb->ooo->pool)))
+		return;
+	pcb->ooo_starved = false;
+	pcb->ctx->cnt.rx_ooo_reneged += pcb->ooo_count;
+	tcp_ooo_free(pcb);
+	/* Never report again what we no longer hold: the sender keeps every
+	 * SACKed byte until it is cumulatively acknowledged (RFC 2018 section 8)
+	 * and resends it. */
+	memset(pcb->sack_recent, 0, sizeof(pcb->sack_recent));
 }
 
 void tcp_ooo_free(struct tcp_pcb *pcb)

@@ -212,6 +212,8 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 		if (!pcb->dead && routine && pcb->keepalive && pcb->keepalive_at &&
 		    now_ms >= pcb->keepalive_at)
 			on_keepalive(pcb);
+		if (!pcb->dead && slow && pcb->ooo)
+			tcp_ooo_renege_stale(pcb);
 		if (!pcb->dead && slow && pcb->cb.poll)
 			pcb->cb.poll(pcb->cb_arg, pcb);
 		if (!pcb->dead) {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define STATS_MAGIC 0x3154415453414d56ULL /* "VMASTAT1" read as little endian */
-#define STATS_LAYOUT_VERSION 3u
+#define STATS_LAYOUT_VERSION 4u
 #define STATS_FILE_PREFIX "vmastat."
 
 /* Fixed capacities besides the sockets (whose count is VMA_STATS_FD_NUM). */
@@ -97,6 +97,28 @@ struct stats_ring_counters {
 	uint64_t cq_packets_dropped, cq_drained_max;
 };
 
+/* What the stack of a lane (the rings one set of threads drives, see
+ * docs/process_model.md) refused or reclaimed to protect itself from a
+ * hostile or broken peer (docs/security.md). Written in the lane's first
+ * ring slot (has_lane = 1); zero in the others. -z clears them. */
+struct stats_lane_counters {
+	/* receive frames */
+	uint64_t tcp_frame_pressure_drops;  /* in-order segments: socket at its share of frames */
+	uint64_t udp_frame_pressure_drops;  /* datagrams: socket at its share of frames */
+	uint64_t tcp_ooo_drops;             /* out-of-order segments: per-connection cap or pressure */
+	uint64_t tcp_ooo_reneged;           /* out-of-order segments dropped from stale queues */
+	uint64_t tcp_coalesced;             /* small segments copied into the frame before them */
+	/* listeners */
+	uint64_t tcp_syncookies_sent, tcp_syncookies_ok, tcp_syncookies_bad;
+	uint64_t tcp_accept_queue_full, tcp_syn_rate_limited;
+	/* RFC 5961 and invalid segments */
+	uint64_t tcp_challenge_acks, tcp_challenge_acks_limited, tcp_invalid_acks_limited;
+	uint64_t tcp_rst_ignored, tcp_out_of_window, tcp_bad_segments;
+	/* malformed frames (Ethernet, IPv4, reassembly, UDP) and reassembly
+	 * datagrams evicted by its memory cap */
+	uint64_t malformed_frames, reass_evicted;
+};
+
 struct stats_ring {
 	uint32_t in_use;
 	uint32_t id;
@@ -104,6 +126,8 @@ struct stats_ring {
 	uint32_t moderation_count, moderation_period_usec; /* gauges */
 	uint32_t cq_queue_len, cq_buffer_pool_size;        /* gauges */
 	struct stats_ring_counters c;
+	uint32_t has_lane, reserved;
+	struct stats_lane_counters lane;
 };
 
 struct stats_pool {
