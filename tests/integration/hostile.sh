@@ -1,0 +1,238 @@
+#!/bin/bash
+# An offloaded server under floods from a hostile peer (issue 12, "Tools
+# that prove it"). Usage: hostile.sh BUILDDIR     exit 0 pass, 1 fail, 77 skip.
+#
+# tests/integration/hostile_target server runs under libvma in HST-b
+# (198.18.0.2): TCP 17001 accepts and never reads (the attacker's
+# connections land there), TCP 17002 reads and discards (the legitimate
+# flow), UDP 17003 is never read. A plain kernel client in HST-a writes to
+# 17002 for 3 s alone: the baseline. Then, one fresh server per mode,
+# tests/hostile/hostile_peer (docs/hostile_peer.md) floods from HST-a with
+# spoofed sources 198.18.0.100-.199 for ~3.5 s while the same client runs
+# 3 s, and each mode must leave:
+#   (a) the server alive;
+#   (b) the legitimate flow at >= 0.5 x the baseline, its connection intact;
+#   (c) the server's peak RSS (VmHWM) under the baseline server's VmRSS + 64 MiB;
+#   (d) a fresh connection after the flood moving >= 1 MB in 1 s (a ring
+#       whose receive frames were all taken fails here).
+# check_counters prints the server's vma_stats ring and socket counters per
+# mode (the exact drop counter checks come with the fix in the stack).
+# Modes: tiny (1-byte segments pinning frames), holes (out-of-order data
+# past a hole), syn (SYN flood), ackflood (RFC 5961 spray at the legitimate
+# connection itself), malformed (broken frames), udp0 (zero-length UDP).
+# Environment: HOSTILE_TB_PREFIX (default hst), HOSTILE_MODES (a subset, in
+# order), HOSTILE_PPS (frames per second of the peer, default 0: as fast as
+# it goes), HOSTILE_KERNEL=1 (the same server without libvma: what the
+# kernel does under the same floods, for reference).
+set -u
+BUILD=${1:?usage: hostile.sh BUILDDIR}
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+BUILD=$(cd "$BUILD" && pwd)
+LIB=$BUILD/src/vma/.libs/libvma.so
+TGT=$BUILD/tests/integration/hostile_target
+PEER=$BUILD/tests/hostile/hostile_peer
+VMA_STATS=$BUILD/tools/vma_stats/vma_stats
+[ -x "$TGT" ] && [ -x "$PEER" ] ||
+	make -C "$BUILD" -s tests/integration/hostile_target tests/hostile/hostile_peer >/dev/null 2>&1
+for f in "$LIB" "$TGT" "$PEER" "$VMA_STATS"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
+TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
+export TB_PREFIX=${HOSTILE_TB_PREFIX:-hst}
+MODES=${HOSTILE_MODES:-tiny holes syn ackflood malformed udp0}
+PPS=${HOSTILE_PPS:-0}
+WORK=$(mktemp -d /tmp/hostile.XXXXXX)
+SHM=$WORK/shm
+mkdir -p "$SHM"
+SRV="" PEER_PID=""
+cleanup() {
+	[ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null
+	[ -n "$SRV" ] && kill -KILL "$SRV" 2>/dev/null
+	wait 2>/dev/null
+	bash "$TESTBED" down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
+IFA=$TB_PREFIX-a0
+DST=198.18.0.2
+P_SINK=17001 P_DISC=17002 P_UDP=17003
+LEGIT_SECS=3     # the client's run, baseline and under each flood
+FLOOD_SECS=3.5   # the peer's flood (ackflood: within the client's run)
+RSS_SLACK_KB=$((64 * 1024))
+BUDGET_S=85      # no mode starts past this (the whole script stays under 90 s)
+if [ "${HOSTILE_KERNEL:-0}" = 1 ]; then
+	PRE=(env)
+	echo "INFO: HOSTILE_KERNEL=1: the server runs on kernel sockets (reference run, no vma_stats)"
+else
+	PRE=(env LD_PRELOAD="$LIB" VMA_TRACELEVEL=2 VMA_STATS_SHMEM_DIR="$SHM")
+fi
+fail=0 nfail=0
+check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; nfail=$((nfail + 1)); fi; }
+
+server_start() {  # server_start LABEL: sets SRV
+	: >"$WORK/srv.$1.out"
+	$B "${PRE[@]}" "$TGT" server $P_SINK $P_DISC $P_UDP >"$WORK/srv.$1.out" 2>"$WORK/srv.$1.err" &
+	SRV=$!
+	for _ in $(seq 100); do
+		grep -q '^ready' "$WORK/srv.$1.out" && return 0
+		kill -0 "$SRV" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "FAIL: $1: the server did not start"
+	sed 's/^/  | /' "$WORK/srv.$1.out" "$WORK/srv.$1.err" | head -10
+	kill -KILL "$SRV" 2>/dev/null
+	wait "$SRV" 2>/dev/null
+	SRV=""
+	fail=1
+	return 1
+}
+
+server_stop() {  # SIGTERM, 3 s, then SIGKILL; prints how it ended
+	local rc
+	[ -n "$SRV" ] || return 0
+	kill -TERM "$SRV" 2>/dev/null
+	for _ in $(seq 60); do kill -0 "$SRV" 2>/dev/null || break; sleep 0.05; done
+	if kill -0 "$SRV" 2>/dev/null; then
+		echo "  server did not exit 3 s after SIGTERM: killed"
+		kill -KILL "$SRV" 2>/dev/null
+	fi
+	wait "$SRV" 2>/dev/null
+	rc=$?
+	[ $rc = 0 ] || echo "  server exit status $rc"
+	SRV=""
+}
+
+alive() {
+	kill -0 "$SRV" 2>/dev/null && [ "$(awk '/^State:/ {print $2}' "/proc/$SRV/status" 2>/dev/null)" != Z ]
+}
+
+mem_kb() {  # mem_kb VmRSS|VmHWM
+	awk -v f="$1:" '$1 == f {print $2}' "/proc/$SRV/status" 2>/dev/null || echo 0
+}
+
+client() {  # client SECS: prints the client's line; its exit status
+	$A timeout $(($1 + 8)) "$TGT" client $DST $P_DISC "$1" 2>&1
+}
+
+mbs_of() { awk '/^client:/ {print $2; exit}' <<<"$1"; }
+acked_of() { awk '/^client:/ {for (i = 1; i < NF; i++) if ($i == "acked") print $(i + 1); exit}' <<<"$1"; }
+
+# check_counters MODE: for now prints what vma_stats -v 3 shows of the
+# server's ring (frames received and dropped, the RX pool) and, one line
+# each, of its sockets (queued and dropped). The per-mode checks of the
+# drop counters are to be added here.
+check_counters() {
+	local mode=$1
+	[ "${HOSTILE_KERNEL:-0}" = 1 ] && return 0
+	"$VMA_STATS" -k "$SHM" -p "$SRV" -v 3 -c 1 >"$WORK/stats.$mode" 2>&1 ||
+		{ echo "  [$mode] vma_stats failed: $(head -3 "$WORK/stats.$mode")"; return 0; }
+	grep -E '^(RING=|Rx Offload|Tx Offload|Retransmissions|CQ=|BUFFER_POOL)' "$WORK/stats.$mode" |
+		sed -n '/^RING=/,$p' | sed "s/^/  [$mode] vma_stats: /"
+	awk -v m="$mode" '
+		function flush() {
+			if (fd != "") {
+				n++
+				if (n <= 6) printf "  [%s] vma_stats: fd %s %s %s <- %s: Rx %s pkts, queued now/max %s/%s, dropped %s pkts %s bytes\n",
+					m, fd, kind, local, foreign, rxp, cur, max, pdrop, bdrop
+			}
+			fd = ""
+		}
+		/Fd=\[/ { flush(); fd = $0; gsub(/.*Fd=\[|\].*/, "", fd); next }
+		/^- (TCP|UDP),/ { kind = $2 " " $NF; sub(/,/, "", kind); next }
+		/^- Local Address/ { local = $NF; gsub(/[][]/, "", local); next }
+		/^- Foreign Address/ { foreign = $NF; gsub(/[][]/, "", foreign); next }
+		/^Rx Offload:/ { rxp = $5; next }
+		/^Rx pkt :/ { cur = $5; max = $8; pdrop = $11; next }
+		/^Rx byte:/ { bdrop = $10; next }
+		/^=+$|^RING=/ { flush() }
+		END { flush(); if (n > 6) printf "  [%s] vma_stats: ... %d sockets in all\n", m, n }
+	' "$WORK/stats.$mode"
+	return 0
+}
+
+echo "== baseline: the legitimate client alone for ${LEGIT_SECS} s"
+server_start baseline || exit 1
+out=$(client $LEGIT_SECS)
+echo "  $out"
+BASE=$(mbs_of "$out")
+BASE_RSS=$(mem_kb VmRSS)
+server_stop
+if ! awk -v b="${BASE:-0}" 'BEGIN {exit !(b > 1)}'; then
+	echo "FAIL: baseline: the legitimate client moved ${BASE:-nothing} MB/s with no flood"
+	exit 1
+fi
+RSS_BOUND=$((BASE_RSS + RSS_SLACK_KB))
+echo "  baseline ${BASE} MB/s, server VmRSS $((BASE_RSS / 1024)) MiB; bound under flood: VmHWM < $((RSS_BOUND / 1024)) MiB"
+
+SUMMARY=()
+run_mode() {  # run_mode MODE PEER_ARGS...
+	local mode=$1 secs=$FLOOD_SECS f0=$nfail
+	shift
+	echo "== $mode"
+	if [ $SECONDS -gt $BUDGET_S ]; then
+		check 1 "$mode: not run, the script is past ${BUDGET_S} s"
+		SUMMARY+=("$mode: not run (time)")
+		return
+	fi
+	server_start "$mode" || { SUMMARY+=("$mode: server did not start"); return; }
+	[ "$mode" = ackflood ] && secs=$(awk -v s=$LEGIT_SECS 'BEGIN {print s - 0.3}')
+	local pout=$WORK/peer.$mode.out
+	$A timeout $((LEGIT_SECS + 15)) "$PEER" "$mode" --if "$IFA" --dst $DST --secs "$secs" --pps "$PPS" "$@" \
+		>"$pout" 2>&1 &
+	PEER_PID=$!
+	for _ in $(seq 160); do
+		grep -qE 'flooding|waiting' "$pout" && break
+		kill -0 "$PEER_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	# Let the flood bite before the measured run (ackflood must see the
+	# connection start, so the client goes at once).
+	[ "$mode" = ackflood ] || sleep 0.3
+	local cout crc mbs ratio
+	cout=$(client $LEGIT_SECS)
+	crc=$?
+	wait "$PEER_PID"
+	local prc=$?
+	PEER_PID=""
+	sed 's/^/  /' "$pout"
+	echo "  legit: $cout"
+	[ $prc = 0 ]; check $? "$mode: hostile_peer ran (exit $prc)"
+	alive; local a=$?
+	check $a "$mode: (a) the server is alive"
+	mbs=$(mbs_of "$cout")
+	ratio=$(awk -v m="${mbs:-0}" -v b="$BASE" 'BEGIN {printf "%.2f", m / b}')
+	awk -v r="$ratio" 'BEGIN {exit !(r >= 0.5)}' && [ $crc = 0 ]
+	check $? "$mode: (b) legitimate throughput ${mbs:-0} MB/s = ${ratio} x baseline (>= 0.5), connection held (client exit $crc)"
+	local hwm=0 fout acked
+	[ $a = 0 ] && hwm=$(mem_kb VmHWM)
+	[ $a = 0 ] && [ "${hwm:-0}" -lt $RSS_BOUND ]
+	check $? "$mode: (c) server VmHWM $((${hwm:-0} / 1024)) MiB < $((RSS_BOUND / 1024)) MiB"
+	fout=$(client 1)
+	acked=$(acked_of "$fout")
+	[ "${acked:-0}" -ge 1000000 ]
+	check $? "$mode: (d) a fresh connection after the flood: $fout"
+	[ $a = 0 ] && check_counters "$mode"
+	SUMMARY+=("$(printf '%-4s %-9s alive %-3s  legit %7s MB/s ratio %5s  VmHWM %4d MiB  fresh %10s bytes' \
+		"$([ $nfail = $f0 ] && echo pass || echo FAIL)" "$mode" "$([ $a = 0 ] && echo yes || echo NO)" \
+		"${mbs:-0}" "$ratio" $((${hwm:-0} / 1024)) "${acked:-0}")")
+	server_stop
+}
+
+for mode in $MODES; do
+	case $mode in
+	tiny) run_mode tiny --port $P_SINK --conns 16 ;;
+	holes) run_mode holes --port $P_SINK --conns 32 --seg 1 ;;
+	syn) run_mode syn --port $P_SINK ;;
+	ackflood) run_mode ackflood --port $P_DISC --wait 5 ;;
+	malformed) run_mode malformed --port $P_SINK --udp-port $P_UDP ;;
+	udp0) run_mode udp0 --port $P_UDP ;;
+	*) check 1 "unknown mode '$mode' in HOSTILE_MODES" ;;
+	esac
+done
+
+echo "== summary (baseline ${BASE} MB/s, RSS bound $((RSS_BOUND / 1024)) MiB, ${SECONDS} s)"
+for l in "${SUMMARY[@]}"; do echo "  $l"; done
+[ $fail = 0 ] && echo "hostile: all checks passed"
+exit $fail
