@@ -683,6 +683,79 @@ START_TEST(in_order_refused_while_the_socket_holds_its_share)
 }
 END_TEST
 
+static unsigned pure_acks_captured(void)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < w->ncaptured; i++) {
+		struct th_tcp t;
+		ck_assert(th_parse(w->captured[i], &t));
+		n += t.flags == 0x10 && !t.len;
+	}
+	return n;
+}
+
+/* Segments past a hole that the ring's frame pressure refuses bring the
+ * sender nothing: after three immediate duplicate ACKs, one per 44 (TCP_OFO_ACK_BATCH)
+ * or per millisecond (Linux's SACK compression). Before, each got an ACK of
+ * its own: a peer spraying 100k segments/s had us send 100k ACKs/s. */
+START_TEST(refused_ooo_segments_get_compressed_acks)
+{
+	th_pool_bufs = 512;
+	handshake(1000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint8_t d = 7;
+	unsigned i = 0;
+	for (; c->rx_ooo_pressure_dropped == 0; i++) {
+		th_capture_clear(w);
+		inject(peer_nxt + 1 + i, srv_iss + 1, 0x10, &d, 1);
+		if (c->rx_ooo_pressure_dropped == 0)
+			ck_assert_uint_eq(pure_acks_captured(), 1);   /* queued: news, at once */
+	}
+	th_capture_clear(w);
+	for (unsigned k = 0; k < 199; k++, i++)
+		inject(peer_nxt + 1 + i, srv_iss + 1, 0x10, &d, 1);
+	ck_assert_uint_eq(c->rx_ooo_pressure_dropped, 200);
+	/* 1 (the first refused) + 199 in the same millisecond: 3 at once,
+	 * then one per 44 */
+	unsigned n = pure_acks_captured();
+	ck_assert_msg(n >= 3 && n <= 3 + 200 / 44 + 1, "%u ACKs for 200 refused segments", n);
+	/* and the held one leaves within a millisecond or two */
+	th_capture_clear(w);
+	inject(peer_nxt + 1 + i, srv_iss + 1, 0x10, &d, 1);
+	ck_assert_uint_eq(pure_acks_captured(), 0);
+	th_run(w, 2);
+	ck_assert_uint_eq(pure_acks_captured(), 1);
+	struct th_tcp t = last_reply();
+	ck_assert_uint_eq(t.ack, peer_nxt);
+}
+END_TEST
+
+/* In-order tiny segments are acknowledged once more than 536 bytes (or a
+ * full segment's worth) are unacknowledged, or by the delayed-ACK timer, as
+ * Linux: not every second segment. 100 one-byte segments: no ACK at once,
+ * one from the timer. Before: 50. */
+START_TEST(tiny_in_order_segments_acked_by_bytes)
+{
+	handshake(1000);
+	uint8_t d = 9;
+	th_capture_clear(w);
+	for (unsigned i = 0; i < 100; i++)
+		inject(peer_nxt + i, srv_iss + 1, 0x10, &d, 1);
+	ck_assert_uint_eq(pure_acks_captured(), 0);
+	th_run(w, 300);
+	ck_assert_uint_eq(pure_acks_captured(), 1);
+	ck_assert_uint_eq(last_reply().ack, peer_nxt + 100);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 100);
+	/* full-size data is still acknowledged every second segment */
+	peer_nxt += 100;
+	static uint8_t big[1000];
+	th_capture_clear(w);
+	for (unsigned i = 0; i < 4; i++)
+		inject(peer_nxt + 1000 * i, srv_iss + 1, 0x10, big, sizeof(big));
+	ck_assert_uint_eq(pure_acks_captured(), 2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_hostile");
@@ -706,6 +779,8 @@ static Suite *suite(void)
 	tcase_add_test(f, ooo_holes_stop_at_pressure_and_stale_queues_are_reneged);
 	tcase_add_test(f, ooo_queue_kept_without_pressure);
 	tcase_add_test(f, in_order_refused_while_the_socket_holds_its_share);
+	tcase_add_test(f, refused_ooo_segments_get_compressed_acks);
+	tcase_add_test(f, tiny_in_order_segments_acked_by_bytes);
 	suite_add_tcase(s, f);
 	return s;
 }

@@ -526,6 +526,34 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	return !pcb->dead;
 }
 
+/* An out-of-order segment arrived. One we queued, or a duplicate, brings
+ * the sender news (a SACK or D-SACK block): its duplicate ACK leaves now
+ * (RFC 5681 section 4.2). One refused by the connection's cap or the ring's
+ * frame pressure (a peer spraying segments past a hole) gets a
+ * duplicate ACK now for the first TCP_OFO_QUICK_ACKS at this rcv_nxt, then
+ * one per millisecond or per TCP_OFO_ACK_BATCH segments, carried by the
+ * delayed-ACK deadline (as Linux's SACK compression). */
+static void tcp_ofo_ack(struct tcp_pcb *pcb, bool news)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (news) {
+		pcb->ack_now = true;
+		return;
+	}
+	if (pcb->ofo_ack_rcv_nxt != pcb->rcv_nxt) {
+		pcb->ofo_ack_rcv_nxt = pcb->rcv_nxt;
+		pcb->ofo_quick_acks = 0;
+	}
+	if (pcb->ofo_quick_acks < TCP_OFO_QUICK_ACKS || ++pcb->ofo_held_acks >= TCP_OFO_ACK_BATCH) {
+		pcb->ofo_quick_acks++;
+		pcb->ack_now = true;
+		return;
+	}
+	uint64_t at = ctx->now_ms + 1;
+	if (!pcb->delack_at || pcb->delack_at > at)
+		pcb->delack_at = tcp_deadline(ctx, at);
+}
+
 static void deliver(struct tcp_pcb *pcb, struct ring_buf *chain)
 {
 	uint32_t bytes = chain->tot_len;
@@ -595,7 +623,9 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 				stack_buf_chain_fix_tot_len(b);
 			}
 			pcb->segs_unacked++;
-			if (pcb->quickack || filled_hole || pcb->segs_unacked >= 2 || (seg->flags & TCP_PSH && pcb->quickack))
+			uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
+			bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
+			if (pcb->quickack || filled_hole || two_full || (seg->flags & TCP_PSH && pcb->quickack))
 				pcb->ack_now = true;
 			else if (!pcb->delack_at)
 				pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
@@ -605,11 +635,12 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			if (callback_killed(pcb))
 				return;
 		} else {
-			if (tcp_ooo_insert(pcb, b, seg->seq)) {
+			bool queued = tcp_ooo_insert(pcb, b, seg->seq);
+			if (queued) {
 				seg->buf = NULL;
 				tcp_rcv_sack_note(pcb, seg->seq, seg->seq + seg->len);
 			}
-			pcb->ack_now = true;   /* a duplicate ACK tells the sender */
+			tcp_ofo_ack(pcb, queued || pcb->dsack_pending);   /* a duplicate ACK tells the sender */
 			fin = false;
 		}
 	} else if (seg->len) {

@@ -199,6 +199,7 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = false;
 		pcb->delack_at = 0;
 		pcb->segs_unacked = 0;
+		pcb->ofo_held_acks = 0;
 	}
 	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max))
 		pcb->retransmits++, pcb->ctx->cnt.tx_retransmits++;

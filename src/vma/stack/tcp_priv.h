@@ -12,6 +12,13 @@
 #define TCP_MAX_WSCALE    14u
 /* SYN-ACK retransmissions of a half-open child (Linux tcp_synack_retries). */
 #define TCP_SYNACK_RETRIES 5u
+#define TCP_OFO_QUICK_ACKS 3u    /* immediate duplicate ACKs per rcv_nxt */
+#define TCP_OFO_ACK_BATCH 44u    /* Linux's tcp_comp_sack_nr */
+/* Delayed ACKs of in-order data wait for more than this many bytes
+ * unacknowledged (or the payload of the largest segment seen, if bigger),
+ * as Linux's rcv_mss estimate: a stream of tiny segments is acknowledged
+ * every ~536 bytes or by the delayed-ACK timer, not every second segment. */
+#define TCP_ACK_MIN_BYTES 536u
 
 #define TCP_FIN 0x01
 #define TCP_SYN 0x02
@@ -137,6 +144,11 @@ struct tcp_pcb {
 	bool pingpong, ack_pushed;
 	uint32_t segs_unacked;
 	uint32_t rcv_mss;
+	/* ACKs for out-of-order segments we did not queue (tcp_ofo_ack): the
+	 * first TCP_OFO_QUICK_ACKS for one rcv_nxt leave at once; later ones
+	 * ride on one ACK per millisecond or per TCP_OFO_ACK_BATCH segments, so
+	 * a peer spraying segments past a hole gets a trickle of ACKs. */
+	uint32_t ofo_ack_rcv_nxt, ofo_quick_acks, ofo_held_acks;
 	uint64_t bytes_received, segs_in, last_data_rx_ms, last_ack_rx_ms;
 	/* rx batch: in-order payload waiting for tcp_rx_batch_end */
 	struct ring_buf *batch_head, *batch_tail;
