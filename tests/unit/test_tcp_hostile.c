@@ -328,7 +328,7 @@ static uint64_t steps_after_queue(unsigned n, bool gapped)
  * with 128 segments queued). Counted in ooo_walk_steps, not timed. */
 START_TEST(sack_cost_linear_in_queue_length)
 {
-	/* 4096 queued must stay under a quarter of the pool (frame pressure) */
+	/* 4096 queued must stay under five eighths of the pool (frame pressure) */
 	th_pool_bufs = 4 * 4096 + 1024;
 	sb.ooo_max_bytes = 64u << 20;
 	for (int gapped = 0; gapped < 2; gapped++) {
@@ -592,12 +592,12 @@ END_TEST
 /* One-byte segments past a hole, each in a buffer of its own. Before: up to
  * ooo_max_bytes per connection (256 buffers of 2 KiB), so two such peers
  * took every buffer of a 512-buffer ring, for ever. Now a connection's
- * out-of-order queue stops at frame pressure (a quarter of the pool held)
+ * out-of-order queue stops at frame pressure (5/8 of the pool held)
  * and a queue that made no progress for TCP_OOO_RENEGE_MS under pressure is
  * dropped, its SACK blocks with it; the hole filled later still works. */
 START_TEST(ooo_holes_stop_at_pressure_and_stale_queues_are_reneged)
 {
-	th_pool_bufs = 512;
+	th_pool_bufs = 256;   /* pressure at 160 held */
 	handshake(1000);
 	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
 	uint8_t d = 0x5a;
@@ -609,7 +609,7 @@ START_TEST(ooo_holes_stop_at_pressure_and_stale_queues_are_reneged)
 	th_capture_clear(w);
 	struct tcp_pcb_info in;
 	tcp_pcb_get_info(w->side[1].pcb, &in);
-	ck_assert_msg(in.ooo_segments >= 120 && in.ooo_segments <= 128, "%u queued", in.ooo_segments);
+	ck_assert_msg(in.ooo_segments >= 150 && in.ooo_segments <= 160, "%u queued", in.ooo_segments);
 	ck_assert_uint_eq(c->rx_ooo_pressure_dropped, 300 - in.ooo_segments);
 	uint32_t queued = in.ooo_segments;
 	/* progress within the renege interval keeps the queue */
@@ -669,13 +669,13 @@ START_TEST(in_order_refused_while_the_socket_holds_its_share)
 	struct tcp_pcb *pcb = w->side[1].pcb;
 	uint8_t d[10];
 	memset(d, 0x42, sizeof(d));
-	tcp_rcv_held_set(pcb, 512 / 4);   /* the calm cap of a 512-buffer pool */
+	tcp_rcv_held_set(pcb, 512);   /* the calm cap of a 512-buffer pool: all of it */
 	inject(peer_nxt, srv_iss + 1, 0x18, d, sizeof(d));
 	ck_assert_uint_eq(c->rx_rcvq_pressure_dropped, 1);
 	ck_assert_uint_eq(w->side[1].rx_bytes, 0);
 	struct th_tcp t = last_reply();
 	ck_assert_uint_eq(t.ack, peer_nxt);   /* not acknowledged */
-	tcp_rcv_held_set(pcb, 512 / 4 - 1);
+	tcp_rcv_held_set(pcb, 511);
 	th_capture_clear(w);
 	inject(peer_nxt, srv_iss + 1, 0x18, d, sizeof(d));
 	ck_assert_uint_eq(c->rx_rcvq_pressure_dropped, 1);
@@ -700,7 +700,7 @@ static unsigned pure_acks_captured(void)
  * its own: a peer spraying 100k segments/s had us send 100k ACKs/s. */
 START_TEST(refused_ooo_segments_get_compressed_acks)
 {
-	th_pool_bufs = 512;
+	th_pool_bufs = 256;   /* pressure (160 held) before the connection's own cap */
 	handshake(1000);
 	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
 	uint8_t d = 7;
@@ -756,6 +756,53 @@ START_TEST(tiny_in_order_segments_acked_by_bytes)
 }
 END_TEST
 
+/* The TSecr of a reply (0 when it has no timestamps). */
+static uint32_t ts_ecr_of(const struct th_tcp *t)
+{
+	for (unsigned i = 0; i < t->optlen;) {
+		uint8_t kind = t->opts[i];
+		if (kind == 0)
+			break;
+		if (kind == 1) {
+			i++;
+			continue;
+		}
+		if (kind == 8 && i + 10 <= t->optlen)
+			return get32(t->opts + i + 6);
+		i += t->opts[i + 1] ? t->opts[i + 1] : 1;
+	}
+	return 0;
+}
+
+/* Issue 13 item 1: TS.Recent is taken only from a segment whose ACK is
+ * acceptable (RFC 7323 section 4.3, as Linux). Before, an ACK of data never
+ * sent carrying a TSval far ahead set TS.Recent: we echoed the bogus value
+ * and PAWS dropped the peer's next real segment. */
+START_TEST(ts_recent_not_taken_from_an_unacceptable_ack)
+{
+	peer_ts = true;
+	sb.timestamps = TCP_TS_ON;
+	handshake(1000);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	uint8_t d[10];
+	memset(d, 0x33, sizeof(d));
+	th_capture_clear(w);
+	inject_ts(peer_nxt, srv_iss + 1 + 100000, 0x18, PEER_TSVAL + 100000, d, sizeof(d));
+	struct th_tcp t = last_reply();   /* the challenge ACK echoes the old value */
+	ck_assert_uint_eq(t.ack, peer_nxt);
+	ck_assert_uint_eq(ts_ecr_of(&t), PEER_TSVAL);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 0);
+	th_capture_clear(w);
+	inject_ts(peer_nxt, srv_iss + 1, 0x18, PEER_TSVAL + 1, d, sizeof(d));
+	ck_assert_uint_eq(c->rx_paws_rejected, 0);
+	ck_assert_uint_eq(w->side[1].rx_bytes, sizeof(d));
+	th_run(w, 300);
+	t = last_reply();
+	ck_assert_uint_eq(t.ack, peer_nxt + sizeof(d));
+	ck_assert_uint_eq(ts_ecr_of(&t), PEER_TSVAL + 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_hostile");
@@ -771,6 +818,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(a, flood_gets_one_ack_per_interval, 0, FLOOD_KINDS);
 	tcase_add_test(a, challenge_budget_random_per_second);
 	tcase_add_test(a, legitimate_acks_not_held);
+	tcase_add_test(a, ts_recent_not_taken_from_an_unacceptable_ack);
 	tcase_add_loop_test(a, fast_retransmit_during_flood, 0, 2);
 	suite_add_tcase(s, a);
 	TCase *f = tcase_create("frames");

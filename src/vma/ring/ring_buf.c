@@ -200,14 +200,14 @@ unsigned ring_buf_pool_holder_cap(const struct ring_buf_pool *pool)
 {
 	uint32_t size = pool->counters.size;
 	uint32_t held = size - pool->counters.free_now;
-	uint32_t cap = held >= size / 2 ? size / 64 : held >= size / 4 ? size / 16 : size / 4;
+	uint32_t cap = held >= size / 8 * 7 ? size / 32 : held >= size / 8 * 5 ? size / 8 : size;
 	return cap < 4 ? 4 : cap;
 }
 
 bool ring_buf_pool_pressured(const struct ring_buf_pool *pool)
 {
 	uint32_t size = pool->counters.size;
-	return size - pool->counters.free_now >= size / 4;
+	return size - pool->counters.free_now >= size / 8 * 5;
 }
 
 void ring_buf_pool_reset_min(struct ring_buf_pool *pool)

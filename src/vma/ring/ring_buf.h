@@ -73,15 +73,16 @@ void ring_buf_pool_read_counters(const struct ring_buf_pool *pool,
 				 struct ring_buf_pool_counters *out);
 
 /* Receive admission (docs/security.md, "Receive frames"): how many buffers
- * of pool one holder -- a socket's receive queue, a connection's
- * out-of-order queue -- may keep now. A quarter of the pool while less than
- * a quarter of it is held; a sixteenth once a quarter is (pressure); a
- * sixty-fourth once half is (critical); never fewer than 4. A peer that
- * pins frames one socket never reads can thus take a bounded share, and the
- * more frames the ring has lost to the sockets, the smaller each share. */
+ * of pool one holder -- a socket's receive queue, a connection's in-order
+ * data -- may keep now. Any number while less than five eighths of the pool
+ * is held (calm: a burst to one socket may use the ring); an eighth once
+ * five eighths are (pressure); a thirty-second once seven eighths are
+ * (critical); never fewer than 4. A socket nobody reads thus stops at five
+ * eighths of the frames and the NIC always keeps the rest to receive into,
+ * and the fuller the ring, the smaller each socket's share. */
 unsigned ring_buf_pool_holder_cap(const struct ring_buf_pool *pool);
-/* True once a quarter of the pool is held: out-of-order data is refused and
- * stale out-of-order queues are reneged. */
+/* True once five eighths of the pool are held: out-of-order data is
+ * refused and stale out-of-order queues are reneged. */
 bool ring_buf_pool_pressured(const struct ring_buf_pool *pool);
 const char *ring_buf_pool_name(const struct ring_buf_pool *pool);
 

@@ -29,8 +29,7 @@ void sock_udp_queue_fini(struct sock_udp_queue *q)
 
 bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *e, uint64_t byte_limit)
 {
-	uint64_t charge = (uint64_t)e->len + SOCK_UDP_DGRAM_CHARGE;
-	if (q->count == q->cap || (q->count && q->charged + charge > byte_limit))
+	if (q->count == q->cap || (q->count && q->bytes + e->len > byte_limit))
 		return false;
 	unsigned tail = q->head + q->count;
 	if (tail >= q->cap)
@@ -38,7 +37,6 @@ bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *
 	q->entries[tail] = *e;
 	q->count++;
 	q->bytes += e->len;
-	q->charged += charge;
 	return true;
 }
 
@@ -48,7 +46,6 @@ void sock_udp_queue_pop(struct sock_udp_queue *q)
 		return;
 	struct sock_udp_entry *e = &q->entries[q->head];
 	q->bytes -= e->len;
-	q->charged -= (uint64_t)e->len + SOCK_UDP_DGRAM_CHARGE;
 	ring_buf_free(e->buf);
 	e->buf = NULL;
 	if (++q->head == q->cap)

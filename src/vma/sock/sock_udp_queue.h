@@ -21,18 +21,10 @@ struct sock_udp_entry {
 	uint64_t rx_time_ns;
 };
 
-/* What a queued datagram costs against the socket's byte limit besides its
- * payload: about what Linux charges the skb of a small datagram (its
- * truesize). A zero-length datagram still holds a receive frame; at no
- * cost, a reader that falls behind would let a sender pin a frame per
- * entry. */
-#define SOCK_UDP_DGRAM_CHARGE 768u
-
 struct sock_udp_queue {
 	struct sock_udp_entry *entries;
 	unsigned cap, head, count;
 	uint64_t bytes;            /* payload bytes queued */
-	uint64_t charged;          /* bytes + SOCK_UDP_DGRAM_CHARGE per datagram */
 };
 
 /* 0, or -1 (ENOMEM). */
@@ -43,9 +35,8 @@ void sock_udp_queue_fini(struct sock_udp_queue *q);
 void sock_udp_queue_clear(struct sock_udp_queue *q);
 /* Takes ownership of e->buf on success. Refused (false, buffer still the
  * caller's) when the entries are full or when the queue is not empty and
- * the datagram's charge (e->len + SOCK_UDP_DGRAM_CHARGE) would take the
- * charged total beyond byte_limit (like Linux, one datagram always fits an
- * empty queue). */
+ * e->len would take the bytes beyond byte_limit (like Linux, one datagram
+ * always fits an empty queue). */
 bool sock_udp_queue_push(struct sock_udp_queue *q, const struct sock_udp_entry *e, uint64_t byte_limit);
 static inline struct sock_udp_entry *sock_udp_queue_front(struct sock_udp_queue *q)
 {

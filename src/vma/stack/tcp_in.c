@@ -416,6 +416,15 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		challenge_ack(pcb);   /* RFC 5961 5.2 */
 		return false;
 	}
+	/* TS.Recent (RFC 7323 section 4.3) only from a segment whose ACK is
+	 * acceptable and that covers Last.ACK.sent, as Linux (which stores it
+	 * after tcp_ack): a forged or broken ACK of unsent data with a TSval far
+	 * ahead would otherwise be echoed from now on, and PAWS would drop the
+	 * peer's real segments. */
+	uint32_t seg_space = seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LEQ(seg->seq, pcb->last_ack_sent) &&
+	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
+		pcb->ts_recent = seg->opt.ts_val;
 	uint32_t new_wnd = seg->wnd << pcb->snd_wscale;
 	bool sack_news = false;
 	if (pcb->sack_ok && seg->opt.nsack) {
@@ -722,9 +731,6 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		}
 		return;
 	}
-	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LEQ(seg->seq, pcb->last_ack_sent) &&
-	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
-		pcb->ts_recent = seg->opt.ts_val;
 	if (pcb->keepalive) {
 		pcb->keepalive_at = ctx->now_ms + pcb->ka_idle_ms;
 		pcb->keepalive_sent = 0;
