@@ -964,6 +964,23 @@ static void test_data(void)
 	close_conn(fd, key);
 }
 
+/* TCP_MAXSEG of a connection; *ts the option bytes timestamps take from
+ * each segment (12 or 0), *snd_mss (when asked) TCP_INFO's tcpi_snd_mss. */
+static int connected_mss(int fd, int *ts, unsigned *snd_mss)
+{
+	struct tcp_info ti;
+	socklen_t il = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
+	*ts = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+	if (snd_mss)
+		*snd_mss = ti.tcpi_snd_mss;
+	int mss = 0;
+	socklen_t ml = sizeof(mss);
+	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+	return mss;
+}
+
 static void test_sockopts(void)
 {
 	int key, fd;
@@ -987,17 +1004,12 @@ static void test_sockopts(void)
 		if (fd < 0)
 			return;
 	}
-	struct tcp_info ti;
-	socklen_t il = sizeof(ti);
-	memset(&ti, 0, sizeof(ti));
-	getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
-	int ts = (ti.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
-	int mss = 0;
-	socklen_t ml = sizeof(mss);
-	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
-	result(mss == 1000 - ts && (int)ti.tcpi_snd_mss == 1000 - ts, "TCP_MAXSEG 1000: connected MSS",
+	int ts = 0;
+	unsigned snd_mss = 0;
+	int mss = connected_mss(fd, &ts, &snd_mss);
+	result(mss == 1000 - ts && (int)snd_mss == 1000 - ts, "TCP_MAXSEG 1000: connected MSS",
 	       "expected %d (timestamps %s), got TCP_MAXSEG %d, snd_mss %u", 1000 - ts, ts ? "on" : "off", mss,
-	       ti.tcpi_snd_mss);
+	       snd_mss);
 	int pmss = 0, pstate = 0, popts = 0;
 	sscanf(ASK("INFO %d", key), "OK %d %d %d", &pmss, &pstate, &popts);
 	int pts = (popts & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
@@ -1018,14 +1030,8 @@ static void test_sockopts(void)
 			set_rcvtimeo(test_listen_fd, 0);
 		}
 		if (afd >= 0) {
-			struct tcp_info ati;
-			socklen_t al = sizeof(ati);
-			memset(&ati, 0, sizeof(ati));
-			getsockopt(afd, IPPROTO_TCP, TCP_INFO, &ati, &al);
-			int ats = (ati.tcpi_options & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
-			int amss = 0;
-			socklen_t aml = sizeof(amss);
-			getsockopt(afd, IPPROTO_TCP, TCP_MAXSEG, &amss, &aml);
+			int ats = 0;
+			int amss = connected_mss(afd, &ats, NULL);
 			result(amss == 1100 - ats, "TCP_MAXSEG after accept, the peer's SYN announcing 1100",
 			       "expected %d, got %d", 1100 - ats, amss);
 			close_conn(afd, pkey);

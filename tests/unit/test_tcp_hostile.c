@@ -92,10 +92,10 @@ static uint32_t get32(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The SACK blocks of a reply, as offsets from base. */
-static unsigned sack_blocks(const struct th_tcp *t, uint32_t base, uint32_t blk[][2])
+/* The option kind of a reply (its kind byte), or NULL; asserts the option
+ * list is well formed up to it (lengths of at least 2, within the header). */
+static const uint8_t *opt_find(const struct th_tcp *t, uint8_t want)
 {
-	unsigned n = 0;
 	for (unsigned i = 0; i < t->optlen;) {
 		uint8_t kind = t->opts[i];
 		if (kind == 0)
@@ -107,15 +107,27 @@ static unsigned sack_blocks(const struct th_tcp *t, uint32_t base, uint32_t blk[
 		ck_assert_uint_lt(i + 1, t->optlen);
 		uint8_t len = t->opts[i + 1];
 		ck_assert_uint_ge(len, 2);
-		if (kind == 5) {
-			ck_assert_uint_eq((len - 2) % 8, 0);
-			for (unsigned b = 0; b < (len - 2u) / 8u; b++) {
-				blk[n][0] = get32(t->opts + i + 2 + 8 * b) - base;
-				blk[n][1] = get32(t->opts + i + 6 + 8 * b) - base;
-				n++;
-			}
-		}
+		ck_assert_uint_le(i + len, t->optlen);
+		if (kind == want)
+			return t->opts + i;
 		i += len;
+	}
+	return NULL;
+}
+
+/* The SACK blocks of a reply, as offsets from base. */
+static unsigned sack_blocks(const struct th_tcp *t, uint32_t base, uint32_t blk[][2])
+{
+	unsigned n = 0;
+	const uint8_t *o = opt_find(t, 5);
+	if (o) {
+		uint8_t len = o[1];
+		ck_assert_uint_eq((len - 2) % 8, 0);
+		for (unsigned b = 0; b < (len - 2u) / 8u; b++) {
+			blk[n][0] = get32(o + 2 + 8 * b) - base;
+			blk[n][1] = get32(o + 6 + 8 * b) - base;
+			n++;
+		}
 	}
 	return n;
 }
@@ -759,19 +771,8 @@ END_TEST
 /* The TSecr of a reply (0 when it has no timestamps). */
 static uint32_t ts_ecr_of(const struct th_tcp *t)
 {
-	for (unsigned i = 0; i < t->optlen;) {
-		uint8_t kind = t->opts[i];
-		if (kind == 0)
-			break;
-		if (kind == 1) {
-			i++;
-			continue;
-		}
-		if (kind == 8 && i + 10 <= t->optlen)
-			return get32(t->opts + i + 6);
-		i += t->opts[i + 1] ? t->opts[i + 1] : 1;
-	}
-	return 0;
+	const uint8_t *o = opt_find(t, 8);
+	return o && o[1] == 10 ? get32(o + 6) : 0;
 }
 
 /* Issue 13 item 1: TS.Recent is taken only from a segment whose ACK is

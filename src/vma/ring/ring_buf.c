@@ -201,7 +201,7 @@ unsigned ring_buf_pool_holder_cap(const struct ring_buf_pool *pool)
 	uint32_t size = pool->counters.size;
 	uint32_t held = size - pool->counters.free_now;
 	uint32_t cap = held >= size / 8 * 7 ? size / 32 : held >= size / 8 * 5 ? size / 8 : size;
-	return cap < 4 ? 4 : cap;
+	return cap < RING_BUF_HOLDER_MIN ? RING_BUF_HOLDER_MIN : cap;
 }
 
 bool ring_buf_pool_pressured(const struct ring_buf_pool *pool)

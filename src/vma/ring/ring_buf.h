@@ -77,10 +77,18 @@ void ring_buf_pool_read_counters(const struct ring_buf_pool *pool,
  * data -- may keep now. Any number while less than five eighths of the pool
  * is held (calm: a burst to one socket may use the ring); an eighth once
  * five eighths are (pressure); a thirty-second once seven eighths are
- * (critical); never fewer than 4. A socket nobody reads thus stops at five
+ * (critical); never fewer than RING_BUF_HOLDER_MIN. A socket nobody reads thus stops at five
  * eighths of the frames and the NIC always keeps the rest to receive into,
  * and the fuller the ring, the smaller each socket's share. */
+#define RING_BUF_HOLDER_MIN 4u
 unsigned ring_buf_pool_holder_cap(const struct ring_buf_pool *pool);
+/* Whether a holder keeping held buffers of pool is at its share: callers on
+ * the receive path skip the pool's arithmetic while held is below the
+ * minimum (the ping-pong case: an empty queue). */
+static inline bool ring_buf_pool_holder_full(const struct ring_buf_pool *pool, uint32_t held)
+{
+	return held >= RING_BUF_HOLDER_MIN && held >= ring_buf_pool_holder_cap(pool);
+}
 /* True once five eighths of the pool are held: out-of-order data is
  * refused and stale out-of-order queues are reneged. */
 bool ring_buf_pool_pressured(const struct ring_buf_pool *pool);

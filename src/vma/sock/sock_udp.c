@@ -267,9 +267,9 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;
 	/* Frames: a socket holds at most its share of the ring's receive
 	 * frames, smaller as the ring runs short (docs/security.md). */
-	bool over_share = s->queue.count >= ring_buf_pool_holder_cap(buf->pool);
+	bool over_share = ring_buf_pool_holder_full(buf->pool, s->queue.count);
 	if (s->released || over_share || !sock_udp_queue_push(&s->queue, &e, limit)) {
-		if (over_share)
+		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
 		ring_buf_free(buf);
 		s->stats->c.rx_ready_pkts_dropped++;

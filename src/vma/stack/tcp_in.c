@@ -421,7 +421,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	 * after tcp_ack): a forged or broken ACK of unsent data with a TSval far
 	 * ahead would otherwise be echoed from now on, and PAWS would drop the
 	 * peer's real segments. */
-	uint32_t seg_space = seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+	uint32_t seg_space = tcp_seg_space(seg);
 	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LEQ(seg->seq, pcb->last_ack_sent) &&
 	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
 		pcb->ts_recent = seg->opt.ts_val;
@@ -611,7 +611,7 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		b->tot_len = b->len;
 		if (!seg->len) {
 			/* nothing left */
-		} else if (seg->seq == pcb->rcv_nxt && pcb->rcv_held >= ring_buf_pool_holder_cap(b->pool)) {
+		} else if (seg->seq == pcb->rcv_nxt && ring_buf_pool_holder_full(b->pool, pcb->rcv_held)) {
 			/* The socket already holds its share of the ring's frames
 			 * (an application that does not read, a peer sending tiny
 			 * segments): refused unacknowledged, as Linux does under
@@ -690,7 +690,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 {
 	struct tcp_ctx *ctx = pcb->ctx;
 	bool rst = seg->flags & TCP_RST;
-	uint32_t seg_space = seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+	uint32_t seg_space = tcp_seg_space(seg);
 
 	if (pcb->state == TCP_SYN_RCVD && (seg->flags & TCP_SYN) && seg->seq == pcb->irs) {
 		if (!(seg->flags & TCP_ACK) || rst) {

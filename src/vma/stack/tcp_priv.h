@@ -51,6 +51,12 @@ struct tcp_seg {
 	struct ring_buf *buf;            /* data at payload, len = payload (or NULL) */
 };
 
+/* Sequence space a segment takes: its payload, plus one each for SYN and FIN. */
+static inline uint32_t tcp_seg_space(const struct tcp_seg *seg)
+{
+	return seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+}
+
 struct tcp_range { uint32_t start, end; };
 
 struct tcp_cc_state {
