@@ -14,6 +14,7 @@
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
 #include "redirect/redirect.h"
+#include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_obj.h"
 #include "sock/sock_offload.h"
@@ -209,6 +210,7 @@ void vma_after_fork_child(void)
 	vma_in_init = false;
 	/* First: the rings, flows and XDP program are the parent's. */
 	sock_offload_after_fork_child();
+	ring_spin_after_fork_child();
 	redirect_signal_after_fork_child();
 	engine_after_fork_child();
 	__atomic_store_n(&vma_engine_started, 0, __ATOMIC_RELEASE);

@@ -4,7 +4,10 @@
 #include <stdint.h>
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
+#include "ring/ring_spin.h"
 #include "redirect/redirect_signal.h"
+
+#define IOMUX_LOCK_SPINS_LONG 4096
 
 static inline void iomux_cpu_relax(void)
 {
@@ -33,11 +36,12 @@ void iomux_lock(struct iomux_lock *l)
 		pthread_mutex_lock(&l->mutex);
 		return;
 	default:
-		while (__atomic_exchange_n(&l->spin, 1, __ATOMIC_ACQUIRE)) {
+		for (unsigned spins = 0; __atomic_exchange_n(&l->spin, 1, __ATOMIC_ACQUIRE);) {
 			while (__atomic_load_n(&l->spin, __ATOMIC_RELAXED)) {
-				/* Mode 3: more threads than cores, the holder may be
-				 * descheduled, so give the core away. */
-				if (g_cfg.thread_mode == 3)
+				/* The holder may be descheduled (more threads than
+				 * cores): mode 3 gives the core away at once, mode 1
+				 * after a spin longer than any holder keeps it. */
+				if (g_cfg.thread_mode == 3 || ++spins > IOMUX_LOCK_SPINS_LONG)
 					sched_yield();
 				else
 					iomux_cpu_relax();
@@ -110,9 +114,11 @@ int iomux_ms_left(int64_t deadline)
 bool iomux_spinning(int64_t start, int64_t now)
 {
 	int usec = g_cfg.select_poll;
-	if (usec < 0)
-		return true;
-	return now - start < (int64_t)usec * 1000;
+	if (usec >= 0 && now - start >= (int64_t)usec * 1000)
+		return false;
+	/* Within VMA_SELECT_POLL, and a CPU is free to spin on
+	 * (VMA_POLL_THREADS_MAX): otherwise the caller sleeps. */
+	return ring_spin_permit();
 }
 
 void iomux_stats_finish(struct stats_iomux *st, int n, int64_t start, int64_t sleep_ns)

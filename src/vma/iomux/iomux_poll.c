@@ -12,6 +12,7 @@
 #include "iomux/iomux_internal.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
+#include "ring/ring_spin.h"
 
 #define IOMUX_POLL_STACK_FDS 64
 #define IOMUX_POLL_WAIT_FDS 32
@@ -227,6 +228,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			left = (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
 			leftp = &left;
 		}
+		ring_spin_release();
 		int64_t t0 = iomux_now_ns();
 		int r = REDIRECT_ORIG_FN(ppoll)(buf, (nfds_t)total, leftp, mask);
 		slept += iomux_now_ns() - t0 + 1;

@@ -8,19 +8,42 @@
 #include "iomux/iomux_internal.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
+#include "ring/ring_spin.h"
 
 #define IOMUX_WAIT_FDS_PER_SOCK 8
 #define IOMUX_WAIT_FDS_MAX 64
+#define IOMUX_LANES_SEEN_MAX 16
+
+/* Lanes already served in one pass over the set (sock_obj lane_key). */
+struct lanes_seen {
+	const void *key[IOMUX_LANES_SEEN_MAX];
+	int n;
+};
+
+/* Whether obj's lane was served already in this pass; notes it if not. */
+static bool lane_seen(struct lanes_seen *seen, struct sock_obj *obj)
+{
+	const void *key = obj->ops->lane_key ? obj->ops->lane_key(obj) : NULL;
+	if (!key)
+		return false;
+	for (int i = 0; i < seen->n; i++)
+		if (seen->key[i] == key)
+			return true;
+	if (seen->n < IOMUX_LANES_SEEN_MAX)
+		seen->key[seen->n++] = key;
+	return false;
+}
 
 static void ring_progress_all(struct iomux_epoll *ep)
 {
+	struct lanes_seen seen = { .n = 0 };
 	for (int i = 0;; i++) {
 		iomux_lock(&ep->lock);
 		struct sock_obj *obj = i < ep->offl_count ? ep->offl[i]->obj : NULL;
 		iomux_unlock(&ep->lock);
 		if (!obj)
 			return;
-		if (obj->ops->progress)
+		if (obj->ops->progress && !lane_seen(&seen, obj))
 			obj->ops->progress(obj);
 	}
 }
@@ -142,13 +165,14 @@ static bool rings_arm(struct iomux_epoll *ep)
 {
 	int seen[IOMUX_WAIT_FDS_MAX];
 	int nseen = 0;
+	struct lanes_seen lanes = { .n = 0 };
 	for (int i = 0;; i++) {
 		iomux_lock(&ep->lock);
 		struct sock_obj *obj = i < ep->offl_count ? ep->offl[i]->obj : NULL;
 		iomux_unlock(&ep->lock);
 		if (!obj)
 			return true;
-		if (!obj->ops->wait_prepare)
+		if (!obj->ops->wait_prepare || lane_seen(&lanes, obj))
 			continue;
 		int fds[IOMUX_WAIT_FDS_PER_SOCK];
 		int n = obj->ops->wait_prepare(obj, fds, IOMUX_WAIT_FDS_PER_SOCK);
@@ -163,9 +187,13 @@ static bool rings_arm(struct iomux_epoll *ep)
 			if (nseen < IOMUX_WAIT_FDS_MAX)
 				seen[nseen++] = fds[k];
 			/* Edge-triggered: a ring that stays signalled must not
-			 * fill the caller's slots on every glance. EEXIST is
-			 * the common case and harmless. */
-			struct epoll_event ev = { .events = EPOLLIN | EPOLLET,
+			 * fill the caller's slots on every glance. Exclusive:
+			 * when the threads of one lane all sleep, a packet
+			 * wakes one of them, which polls the ring and wakes
+			 * only the sets it made ready (their wake eventfds),
+			 * not every set that holds the ring. EEXIST is the
+			 * common case and harmless. */
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
 						  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
 			REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
 		}
@@ -184,6 +212,7 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 	}
 	ep->sleepers++;
 	iomux_unlock(&ep->lock);
+	ring_spin_release();
 	int n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke);
 	int saved = errno;
 	iomux_lock(&ep->lock);
@@ -261,6 +290,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			if (redirect_signal_interrupts(&sigmark, false))
 				return wait_done(ep, -1, start, slept);
 			bool woke = false;
+			ring_spin_release();
 			int64_t t0 = iomux_now_ns();
 			n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, &woke);
 			slept += iomux_now_ns() - t0;

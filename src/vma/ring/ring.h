@@ -80,6 +80,15 @@ struct ring_ops {
 	void (*tx_send_done)(struct ring *ring);
 	/* Frames queued that the kernel has not been told about. NULL: 0. */
 	unsigned (*tx_pending)(const struct ring *ring);
+	/* After defer_kicks(ring, owed): tx_flush, tx_send_done and tx_send
+	 * (a full batch) no longer ring the doorbell, a syscall in which the
+	 * kernel may transmit for microseconds, under the owner's lock; they
+	 * set *owed (a flag the owner's lock guards) and the owner calls
+	 * tx_kick once it has dropped the lock. tx_kick is safe without the
+	 * lock and from several threads at once. NULL: the backend rings at
+	 * once. */
+	void (*defer_kicks)(struct ring *ring, bool *owed);
+	void (*tx_kick)(struct ring *ring);
 	/* Returns 0 or a negative errno (-EEXIST, -ENOSPC, -ENOENT, -EINVAL). */
 	int (*attach_flow)(struct ring *ring, const struct ring_flow *flow);
 	int (*detach_flow)(struct ring *ring, const struct ring_flow *flow);
@@ -193,6 +202,21 @@ static inline void ring_tx_send_done(struct ring *ring)
 static inline unsigned ring_tx_pending(const struct ring *ring)
 {
 	return ring->ops->tx_pending ? ring->ops->tx_pending(ring) : 0;
+}
+
+/* See ring_ops.defer_kicks. False when the backend always rings at once. */
+static inline bool ring_defer_kicks(struct ring *ring, bool *owed)
+{
+	if (!ring->ops->defer_kicks)
+		return false;
+	ring->ops->defer_kicks(ring, owed);
+	return true;
+}
+
+static inline void ring_tx_kick(struct ring *ring)
+{
+	if (ring->ops->tx_kick)
+		ring->ops->tx_kick(ring);
 }
 
 static inline int ring_attach_flow(struct ring *ring, const struct ring_flow *flow)

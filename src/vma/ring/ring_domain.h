@@ -25,11 +25,12 @@
 #include <sys/types.h>
 
 #include "ring/ring.h"
+#include "ring/ring_spin.h"
 #include "ring/ring_xdp_maps.h"
 #include "ring/ring_xsk.h"
 
 #define RING_DOMAIN_MAGIC 0x564d4144u /* "VMAD" */
-#define RING_DOMAIN_VERSION 1
+#define RING_DOMAIN_VERSION 2
 
 /* Frame state word: kind in the low byte, member slot above it. */
 enum ring_domain_state {
@@ -89,6 +90,8 @@ struct ring_domain_shared {
 	uint32_t generation;        /* bumped when a member joins or leaves */
 	struct ring_domain_counters counters;
 	struct ring_domain_member members[RING_XDP_MAX_MEMBERS];
+	/* Busy-polling permits of every member's threads (ring_spin.h). */
+	struct ring_spin_board spin;
 };
 
 /* One process's view of a domain. */

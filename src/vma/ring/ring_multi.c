@@ -82,6 +82,16 @@ static void ring_multi_tx_send_done(struct ring *ring)
 	ring_tx_send_done(ring_multi_first(ring));
 }
 
+static void ring_multi_defer_kicks(struct ring *ring, bool *owed)
+{
+	ring_defer_kicks(ring_multi_first(ring), owed);
+}
+
+static void ring_multi_tx_kick(struct ring *ring)
+{
+	ring_tx_kick(ring_multi_first(ring));
+}
+
 static unsigned ring_multi_tx_pending(const struct ring *ring)
 {
 	return ring_tx_pending(((const struct ring_multi *)ring)->members[0]);
@@ -173,6 +183,8 @@ static const struct ring_ops ring_multi_ops = {
 	.tx_send = ring_multi_tx_send,
 	.tx_flush = ring_multi_tx_flush,
 	.tx_send_done = ring_multi_tx_send_done,
+	.defer_kicks = ring_multi_defer_kicks,
+	.tx_kick = ring_multi_tx_kick,
 	.tx_pending = ring_multi_tx_pending,
 	.attach_flow = ring_multi_attach_flow,
 	.detach_flow = ring_multi_detach_flow,

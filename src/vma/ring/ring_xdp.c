@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,6 +39,7 @@
 #include "ring/ring_buf_pool.h"
 #include "ring/ring_domain.h"
 #include "ring/ring_flow.h"
+#include "ring/ring_spin.h"
 #include "ring/ring_xdp_maps.h"
 #include "ring/ring_xsk.h"
 #include "vmad/vmad_client.h"
@@ -74,6 +76,14 @@ struct ring_xdp {
 	uint32_t tx_unflushed;    /* queued, the kernel not yet kicked about them */
 	uint64_t tx_last_send_ns; /* CLOCK_MONOTONIC of the last tx_send_done */
 	uint64_t tx_held_since_ns; /* when the oldest held frame was held; 0 = none */
+	/* ring_defer_kicks: the owner's flag raised with a doorbell owed, the
+	 * doorbell tx_kick rings after the owner's unlock (atomic: any thread
+	 * may ring it), and a mark that the kernel left descriptors behind
+	 * then, so the next locked flush kicks again. */
+	bool *kick_owner_flag;
+	uint32_t kick_owed;
+	uint32_t kick_short;
+	uint32_t kick_requests;   /* tx_kick calls not yet served by a sendto */
 	uint64_t fill_empty_seen; /* kernel's count at the last read_counters */
 	struct ring_flow *flows;  /* attached by this ring, detached on close */
 	unsigned flow_count;
@@ -195,7 +205,7 @@ static int ring_xdp_rx_burst(struct ring *ring, struct ring_buf **bufs, unsigned
 	return (int)got;
 }
 
-static void ring_xdp_kick_tx(struct ring_xdp *r);
+static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer);
 
 /* Refills this process's TX frame cache from the domain. */
 static void ring_xdp_tx_cache_fill(struct ring_xdp *r)
@@ -216,7 +226,7 @@ static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 		ring_xdp_tx_cache_fill(r);
 		if (!r->tx_cache_count) {
 			/* Held frames complete only once the kernel has them. */
-			ring_xdp_kick_tx(r);
+			ring_xdp_kick_tx(r, false);
 			ring_xdp_tx_cache_fill(r);
 		}
 	}
@@ -231,13 +241,26 @@ static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
 	return buf;
 }
 
-static void ring_xdp_kick_tx(struct ring_xdp *r)
+/* Rings the doorbell for what is queued; with may_defer on a ring whose
+ * owner defers kicks, only notes that it is owed (tx_kick rings it). */
+static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 {
 	r->tx_held_since_ns = 0;
+	if (__atomic_load_n(&r->kick_short, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&r->kick_short, 0, __ATOMIC_RELAXED);
+		r->tx_unflushed += ring_xsk_prod_outstanding(&r->tx);
+	}
 	if (!r->tx_unflushed)
 		return;
 	if (!ring_xsk_needs_wakeup(&r->tx)) {
 		r->tx_unflushed = 0;   /* the kernel is consuming on its own */
+		return;
+	}
+	if (may_defer && r->kick_owner_flag) {
+		r->base.counters.tx_doorbells++;
+		__atomic_store_n(&r->kick_owed, 1, __ATOMIC_RELEASE);
+		*r->kick_owner_flag = true;
+		r->tx_unflushed = 0;
 		return;
 	}
 	/* EAGAIN: the per-call budget ran out (copy mode) or the device is
@@ -317,7 +340,7 @@ static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 	ring->counters.tx_packets++;
 	ring->counters.tx_bytes += buf->len;
 	if (++r->tx_unflushed >= r->sizes.tx_batch)
-		ring_xdp_kick_tx(r);
+		ring_xdp_kick_tx(r, true);
 	return 0;
 }
 
@@ -325,8 +348,45 @@ static void ring_xdp_tx_flush(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 
-	ring_xdp_kick_tx(r);
+	ring_xdp_kick_tx(r, true);
 	ring_xdp_reap_completions(r);
+}
+
+/* Without the owner's lock: the doorbell a deferred kick owes. sendto on
+ * one XSK from several threads is safe (the kernel serialises it). */
+static void ring_xdp_tx_kick(struct ring *ring)
+{
+	struct ring_xdp *r = ring_xdp_of(ring);
+
+	if (!__atomic_exchange_n(&r->kick_owed, 0, __ATOMIC_ACQ_REL))
+		return;
+	/* Combining: while one thread is in the sendto, others only count
+	 * their request and go on (in the kernel they would wait on the
+	 * socket's mutex). The kicker serves every request it saw before its
+	 * sendto, whose descriptors were published before, and kicks again
+	 * for requests that came meanwhile. */
+	if (__atomic_fetch_add(&r->kick_requests, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	int saved = errno;
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&r->kick_requests, __ATOMIC_ACQUIRE);
+		uint32_t tries = ring_xsk_prod_outstanding(&r->tx) / RING_XDP_TX_KERNEL_BUDGET + 2;
+		do {
+			if (sendto(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+				break;
+		} while (--tries);
+		if (__atomic_compare_exchange_n(&r->kick_requests, &seen, 0, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			break;
+	}
+	if (ring_xsk_prod_outstanding(&r->tx))
+		__atomic_store_n(&r->kick_short, 1, __ATOMIC_RELEASE);
+	errno = saved;
+}
+
+static void ring_xdp_defer_kicks(struct ring *ring, bool *owed)
+{
+	ring_xdp_of(ring)->kick_owner_flag = owed;
 }
 
 static void ring_xdp_tx_send_done(struct ring *ring)
@@ -350,7 +410,8 @@ static void ring_xdp_tx_send_done(struct ring *ring)
 
 static unsigned ring_xdp_tx_pending(const struct ring *ring)
 {
-	return ((const struct ring_xdp *)ring)->tx_unflushed;
+	const struct ring_xdp *r = (const struct ring_xdp *)ring;
+	return r->tx_unflushed + __atomic_load_n(&r->kick_short, __ATOMIC_ACQUIRE);
 }
 
 static int ring_xdp_flow_remember(struct ring_xdp *r, const struct ring_flow *flow)
@@ -476,7 +537,7 @@ static void ring_xdp_destroy(struct ring_xdp *r)
 	bool ours = r->owner == getpid();
 
 	if (ours && r->dom.sh) {
-		ring_xdp_kick_tx(r);   /* held frames still leave */
+		ring_xdp_kick_tx(r, false);   /* held frames still leave */
 		ring_xdp_refill(r);
 		ring_domain_lock(&r->dom);
 		ring_domain_tx_give_locked(&r->dom, r->tx_cache, r->tx_cache_count);
@@ -569,6 +630,8 @@ static const struct ring_ops ring_xdp_ops = {
 	.tx_flush = ring_xdp_tx_flush,
 	.tx_send_done = ring_xdp_tx_send_done,
 	.tx_pending = ring_xdp_tx_pending,
+	.tx_kick = ring_xdp_tx_kick,
+	.defer_kicks = ring_xdp_defer_kicks,
 	.attach_flow = ring_xdp_attach_flow,
 	.detach_flow = ring_xdp_detach_flow,
 	.wait_arm = ring_xdp_wait_arm,
@@ -588,6 +651,7 @@ static int ring_xdp_map(struct ring_xdp *r)
 	if (err)
 		return err;
 	const struct ring_domain_shared *sh = r->dom.sh;
+	ring_spin_board_adopt(r->dom.memfd, offsetof(struct ring_domain_shared, spin));
 	r->sizes.rx_frames = sh->rx_frames;
 	r->sizes.tx_frames = sh->tx_frames;
 	r->sizes.rx_descs = sh->rx_descs;

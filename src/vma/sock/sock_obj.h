@@ -79,6 +79,10 @@ struct sock_ops {
 	 * in fds (the kernel fd is NOT included). Returns the count, or -1
 	 * when data arrived while arming (do not sleep: poll again). */
 	int (*wait_prepare)(struct sock_obj *obj, int *fds, int max);
+	/* The lane whose rings progress polls and wait_prepare arms: a set of
+	 * many sockets calls those once per lane, not once per socket (each
+	 * call takes the lane's lock). NULL (or no op): call for this one. */
+	const void *(*lane_key)(struct sock_obj *obj);
 
 	/* close(fd) on the application's side. When NULL the kernel fd is
 	 * closed by the wrapper. Called after the fd left the table. */

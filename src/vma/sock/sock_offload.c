@@ -490,6 +490,12 @@ static void sock_offload_exit(void *arg)
 		sock_offload_ctl_unwatch(lanes[k]);
 	}
 	__atomic_store_n(&sock_offload_live, NULL, __ATOMIC_RELEASE);
+	/* A thread that just dropped a lane's lock may be ringing a deferred
+	 * doorbell: a sendto, microseconds. Bounded, like the lock wait. */
+	for (unsigned k = 0; k < n; k++)
+		for (int i = 0; i < SOCK_OFFLOAD_EXIT_LOCK_TRIES &&
+				__atomic_load_n(&lanes[k]->tx_kicks_in_flight, __ATOMIC_ACQUIRE); i++)
+			sched_yield();
 	if (arg == sock_offload_lane[0])
 		ring_mgr_close_all();
 	for (unsigned k = 0; k < n; k++)
@@ -621,6 +627,8 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 		struct sock_offload_if *ifc = &ctx->ifs[ctx->nifs++];
 		ifc->ctx = ctx;
 		ifc->ring = ring;
+		/* Doorbells after the unlock (sock_offload_unlock_plain). */
+		ring_defer_kicks(ring, &ctx->tx_kick_owed);
 		ifc->ctl_fd = -1;
 		memcpy(ifc->name, c->name, sizeof(ifc->name));
 		memcpy(ifc->nif.mac, ring->mac, 6);
@@ -946,6 +954,15 @@ static void sock_offload_unlock_raw(struct sock_offload *ctx)
 void sock_offload_unlock(struct sock_offload *ctx)
 {
 	sock_offload_unlock_raw(ctx);
+}
+
+void sock_offload_tx_kick_owed(struct sock_offload *ctx)
+{
+	/* ifs[] is fixed once the lane is built, and the rings close only
+	 * after every flight has landed (sock_offload_exit). */
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		ring_tx_kick(ctx->ifs[i].ring);
+	__atomic_sub_fetch(&ctx->tx_kicks_in_flight, 1, __ATOMIC_ACQ_REL);
 }
 
 void sock_offload_clock_locked(struct sock_offload *ctx)

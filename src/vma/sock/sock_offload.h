@@ -104,6 +104,13 @@ struct sock_offload {
 	pthread_spinlock_t lock;
 	pthread_mutex_t mutex;
 	int lock_mode;
+	/* A ring deferred its TX doorbell (ring_defer_kicks): the thread that
+	 * drops the lock rings it, so no other thread of the lane waits on
+	 * the lock while the kernel transmits. In flight: doorbells being
+	 * rung after an unlock, which the exit waits for before the rings
+	 * close. */
+	bool tx_kick_owed;
+	unsigned tx_kicks_in_flight;
 	unsigned rx_batch;             /* VMA_CQ_POLL_BATCH_MAX, capped */
 	/* Set under lock at exit (rings closed) or in a forked child: every
 	 * socket then serves its calls from the kernel socket. */
@@ -213,6 +220,11 @@ uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot);
 #define SOCK_OFFLOAD_LOCK_MUTEX 2
 #define SOCK_OFFLOAD_LOCK_YIELD 3
 #define SOCK_OFFLOAD_LOCK_SPINS 64
+/* Mode 0 and 1 spin this many pauses (some microseconds, longer than any
+ * pass holds the lock) before they yield: a holder preempted on a core
+ * another waiter spins on would otherwise cost that waiter its whole time
+ * slice, which is what more waiting threads than cores did. */
+#define SOCK_OFFLOAD_LOCK_SPINS_LONG 4096
 
 /* Every lock of a lane holds back the application's signal handlers in
  * this thread until the unlock (redirect_signal.h): a handler that sends
@@ -232,9 +244,11 @@ static inline void sock_offload_lock(struct sock_offload *ctx)
 	redirect_signal_defer_begin();
 	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX) {
 		pthread_mutex_lock(&ctx->mutex);
-	} else if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_YIELD) {
+	} else {
+		unsigned limit = ctx->lock_mode == SOCK_OFFLOAD_LOCK_YIELD ? SOCK_OFFLOAD_LOCK_SPINS
+									   : SOCK_OFFLOAD_LOCK_SPINS_LONG;
 		for (unsigned spins = 0; pthread_spin_trylock(&ctx->lock) != 0; spins++) {
-			if (spins < SOCK_OFFLOAD_LOCK_SPINS) {
+			if (spins < limit) {
 #if defined(__x86_64__) || defined(__i386__)
 				__builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -244,18 +258,29 @@ static inline void sock_offload_lock(struct sock_offload *ctx)
 				sched_yield();
 			}
 		}
-	} else {
-		pthread_spin_lock(&ctx->lock);
 	}
 }
 
-/* Drops the lock without running deferred work (sock_offload_unlock does). */
+/* Rings the doorbells the lane's rings deferred (tx_kick_owed), then
+ * leaves the flight the unlock entered. */
+void sock_offload_tx_kick_owed(struct sock_offload *ctx);
+
+/* Drops the lock without running deferred work (sock_offload_unlock does),
+ * except the TX doorbells owed: those are rung by every unlock, before a
+ * signal handler held back meanwhile may run. */
 static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 {
+	bool kick = ctx->tx_kick_owed;
+	if (__builtin_expect(kick, 0)) {
+		ctx->tx_kick_owed = false;
+		__atomic_add_fetch(&ctx->tx_kicks_in_flight, 1, __ATOMIC_ACQ_REL);
+	}
 	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX)
 		pthread_mutex_unlock(&ctx->mutex);
 	else
 		pthread_spin_unlock(&ctx->lock);
+	if (kick)
+		sock_offload_tx_kick_owed(ctx);
 	redirect_signal_defer_end();
 }
 

@@ -584,6 +584,15 @@ static int sock_tcp_progress(struct sock_obj *obj)
 	return ctx ? sock_offload_progress_try(ctx) : 0;
 }
 
+/* None while a fork left the socket to join (progress does that). */
+static const void *sock_tcp_lane_key(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->fork_dormant || s->inherited)
+		return NULL;
+	return sock_tcp_ctx(s);
+}
+
 static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
 	return sock_offload_wait_prepare(sock_tcp_ctx(sock_tcp_of(obj)), fds, max);
@@ -717,6 +726,7 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.poll_ready = sock_tcp_poll_ready,
 	.progress = sock_tcp_progress,
 	.wait_prepare = sock_tcp_wait_prepare,
+	.lane_key = sock_tcp_lane_key,
 	.close = sock_tcp_close,
 	.release = sock_tcp_release,
 	.destroy = sock_tcp_destroy,

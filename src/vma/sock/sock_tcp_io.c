@@ -15,6 +15,7 @@
 #include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_tcp_internal.h"
+#include "ring/ring_spin.h"
 
 #define SOCK_TCP_SLEEP_CAP_MS 200
 #define SOCK_TCP_SENDFILE_CHUNK 65536
@@ -38,6 +39,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	}
 	struct redirect_sig_mark before = redirect_signal_mark();
 	int fds[SOCK_OFFLOAD_MAX_IFS];
+	ring_spin_release();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	sock_offload_lock(ctx);
 	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
@@ -236,7 +238,7 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 		 * SO_RCVTIMEO is set. */
 		if (redirect_signal_interrupts(&sigmark, !deadline && !copied))
 			return copied ? (ssize_t)copied : -1;
-		if (rx_poll < 0 || spins++ < rx_poll) {
+		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
 			if (g_cfg.rx_poll_yield)

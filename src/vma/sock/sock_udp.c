@@ -691,6 +691,17 @@ static int sock_udp_progress(struct sock_obj *obj)
 	return n;
 }
 
+/* None while the socket also watches the lane it left (strays): its
+ * progress and arming then cover two lanes; nor while a fork left it to
+ * join (progress does that). */
+static const void *sock_udp_lane_key(struct sock_obj *obj)
+{
+	struct sock_udp *s = sock_udp_of(obj);
+	if (s->fork_dormant || s->inherited || sock_udp_stray_lane(s))
+		return NULL;
+	return __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+}
+
 static int sock_udp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
 	/* The rings of the lane the socket is in now: a sleeper armed on the
@@ -785,6 +796,7 @@ const struct sock_ops sock_udp_ops = {
 	.poll_ready = sock_udp_poll_ready,
 	.progress = sock_udp_progress,
 	.wait_prepare = sock_udp_wait_prepare,
+	.lane_key = sock_udp_lane_key,
 	.close = sock_udp_close,
 	.release = sock_udp_release,
 	.dump = sock_udp_op_dump,

@@ -15,6 +15,7 @@
 #include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
+#include "ring/ring_spin.h"
 
 #define SOCK_UDP_OS_EMPTY (-2)
 #define SOCK_UDP_NEIGH_TIMEOUT_MS 1000
@@ -137,6 +138,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	 * socket just left (strays). */
 	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
 	struct redirect_sig_mark before = redirect_signal_mark();
+	ring_spin_release();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	struct sock_offload *ctx = sock_udp_lock(s);
 	if (!ctx) {
@@ -283,7 +285,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 		/* Linux: EINTR, or a restart under SA_RESTART unless SO_RCVTIMEO. */
 		if (redirect_signal_interrupts(&sigmark, !deadline))
 			return -1;
-		if (rx_poll < 0 || spins++ < rx_poll) {
+		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
 				errno = EAGAIN;
 				return -1;

@@ -1,0 +1,64 @@
+/* Busy-polling permits: how many threads may spin on the rings at once.
+ *
+ * libvma's blocking calls poll the rings for VMA_RX_POLL / VMA_SELECT_POLL
+ * before they sleep. With more waiting threads than CPUs (a pre-fork server
+ * with 4 workers on 2 cores, a thread pool) every one of them spins, the
+ * threads that have work (and the peer on the same host) wait for a time
+ * slice, and the rate falls far below the kernel's. So a thread spins only
+ * while it holds a permit: one of VMA_POLL_THREADS_MAX slots on a board
+ * every process on the interface shares (it lives in the ring domain's
+ * shared header, docs/process_model.md "Busy polling"). A thread without a
+ * permit sleeps at once and is woken by the ring's interrupt, as with
+ * VMA_RX_POLL=0.
+ *
+ * A permit is a lease: its holder renews it while it keeps polling or
+ * working between calls, and gives it back before it sleeps in the kernel.
+ * A holder that dies, stops or leaves libvma's calls for good loses the
+ * lease RING_SPIN_LEASE_NS after its last renewal, so a SIGKILLed process
+ * never keeps a slot. No lock: one compare-and-swap per claim or renewal. */
+#ifndef VMA_RING_RING_SPIN_H
+#define VMA_RING_RING_SPIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RING_SPIN_SLOTS 64
+/* A permit not renewed for this long is free for the taking. */
+#define RING_SPIN_LEASE_NS (20 * 1000 * 1000)
+
+struct ring_spin_slot {
+	uint64_t lease_end_ns; /* CLOCK_MONOTONIC; 0 = free */
+	int32_t pid;           /* the holder, for vma_stats and debugging */
+	int32_t tid;
+};
+
+/* In shared memory (the ring domain header). */
+struct ring_spin_board {
+	struct ring_spin_slot slots[RING_SPIN_SLOTS];
+};
+
+/* The number of threads that may spin at once, from VMA_POLL_THREADS_MAX
+ * (0: the CPUs this process may run on) and the board's size; -1 when
+ * there is no limit. Read at the first adoption. */
+int ring_spin_limit(void);
+
+/* Makes the process use the board at offset off of memfd (a second,
+ * private mapping that outlives every ring: a thread may still hold a
+ * permit while the ring that brought the board closes). The first call
+ * wins; later ones do nothing. Without a board every thread may spin. */
+void ring_spin_board_adopt(int memfd, uint64_t off);
+/* For tests: a board in memory the caller owns (NULL: none), and the limit. */
+void ring_spin_board_set(struct ring_spin_board *board, int limit);
+
+/* May the calling thread keep spinning? Claims a permit when it has none,
+ * renews the one it holds when half its lease has passed. False: there is
+ * none free; sleep instead. */
+bool ring_spin_permit(void);
+/* The calling thread is about to sleep in the kernel: its permit goes back. */
+void ring_spin_release(void);
+/* In a forked child: the forking thread's permit is the parent's. */
+void ring_spin_after_fork_child(void);
+/* Permits held now (live leases) on the board, for stats and tests. */
+int ring_spin_holders(void);
+
+#endif
