@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../src/vma/sock/sock_tcp_info.h"   /* the kernel's struct tcp_info, newer than glibc's */
+
 #define CTL_PORT 9400
 #define PEER_PORT 9500
 #define SILENT_PORT 9501
@@ -691,6 +693,10 @@ static int recv_pattern(int fd, size_t n, size_t *got)
 
 /* ================================ checks ================================ */
 
+static size_t fill_until_eagain(int fd);
+static void check_tcp_info(int fd);
+static void test_blocking_write_full(void);
+
 static void check_names(int fd, int key)
 {
 	struct sockaddr_in l, r;
@@ -913,6 +919,7 @@ static void test_data(void)
 	size_t got;
 	int ok = recv_pattern(fd, 262144, &got);
 	result(ok, "receive 256 KiB", "expected 262144 pattern bytes, got %zu%s", got, ok ? "" : " (or corrupt)");
+	check_tcp_info(fd);
 
 	/* MSG_DONTWAIT, MSG_PEEK, FIONREAD / SIOCINQ / SIOCOUTQ. */
 	unsigned char a[2048], b[2048];
@@ -962,6 +969,163 @@ static void test_data(void)
 	result(tv.tv_sec == 0 && tv.tv_usec == 200000, "SO_RCVTIMEO reads back", "%ld.%06ld", (long)tv.tv_sec,
 	       (long)tv.tv_usec);
 	close_conn(fd, key);
+	test_blocking_write_full();
+}
+
+static uint32_t notsent_bytes(int fd)
+{
+	struct sock_tcp_info ti;
+	socklen_t il = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
+	return ti.tcpi_notsent_bytes;
+}
+
+/* Issue 13 item 8: TCP_NOTSENT_LOWAT bounds the bytes queued but not yet
+ * sent; send queues while they are below the mark, poll says writable
+ * while twice them are (Linux tcp_stream_memory_free). The peer does not
+ * read, so what is unsent stays so. */
+static void test_notsent_lowat(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int v = -1;
+	socklen_t vl = sizeof(v);
+	getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &vl);
+	expect_int("TCP_NOTSENT_LOWAT default", v, 0);
+	int sb = 1 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	const int mark = 16384;
+	setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &mark, sizeof(mark));
+	vl = sizeof(v);
+	getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &vl);
+	expect_int("TCP_NOTSENT_LOWAT 16384 reads back", v, mark);
+	size_t total = fill_until_eagain(fd);
+	uint32_t unsent = notsent_bytes(fd);
+	/* Linux fills the buffer it started below the mark: up to 64 KiB more */
+	result(unsent >= (uint32_t)mark && unsent <= (uint32_t)mark + 65536 + 1500,
+	       "TCP_NOTSENT_LOWAT 16384: send stops at the mark", "unsent %u after %zu bytes queued (want 16384..83000)",
+	       unsent, total);
+	expect_ready("TCP_NOTSENT_LOWAT: not writable at the mark", fd, 0);
+	/* Between the mark and twice the unsent bytes: send queues, poll still says no. */
+	int between = (int)unsent + 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &between, sizeof(between));
+	expect_ready("TCP_NOTSENT_LOWAT above the unsent bytes, below twice them: poll not writable", fd, 0);
+	static unsigned char b[1000];
+	ssize_t r = send(fd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+	result(r > 0, "...but send queues", "send gave %zd/%s", r, r < 0 ? errname(errno) : "-");
+	if (r > 0)
+		total += (size_t)r;
+	unsent = notsent_bytes(fd);
+	int wide = (int)unsent * 2 + 2;
+	setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &wide, sizeof(wide));
+	expect_ready("TCP_NOTSENT_LOWAT above twice the unsent bytes: writable", fd, POLLOUT);
+	setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &mark, sizeof(mark));
+	ask_send("DRAIN %d %zu 65536 0", key, total);
+	ask_wait();
+	unsigned ev = wait_events(fd, POLLOUT, 3000);
+	unsent = notsent_bytes(fd);
+	result((ev & POLLOUT) && unsent < (uint32_t)mark / 2, "TCP_NOTSENT_LOWAT: writable once the peer reads",
+	       "poll %s, unsent %u", events_str(ev), unsent);
+	close_conn(fd, key);
+}
+
+/* Issue 13 item 2: a blocking write on a full send buffer returns when all
+ * of it is queued, however slowly the peer reads. */
+struct slow_drain {
+	int key;
+	size_t total;
+};
+
+static void *slow_drain_later(void *arg)
+{
+	const struct slow_drain *d = arg;
+	usleep(200000);
+	char req[96];
+	int k = snprintf(req, sizeof(req), "%u DRAIN %d %zu 4096 2", 900000 + d->key, d->key, d->total);
+	send(ctl_fd, req, (size_t)k, 0);   /* its reply is not waited for (ask_wait skips other numbers) */
+	return NULL;
+}
+
+static void test_blocking_write_full(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int sb = 32768;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	size_t total = fill_until_eagain(fd);
+	for (int i = 0; i < 20 && wait_events(fd, POLLOUT, 300); i++)
+		total += fill_until_eagain(fd);
+	static unsigned char b[61000];
+	memset(b, 'w', sizeof(b));
+	struct slow_drain d = { key, total + sizeof(b) };
+	pthread_t th;
+	pthread_create(&th, NULL, slow_drain_later, &d);
+	double t0 = now_s();
+	errno = 0;
+	ssize_t r = write(fd, b, sizeof(b));
+	int err = errno;
+	double dt = now_s() - t0;
+	pthread_join(th, NULL);
+	result(r == (ssize_t)sizeof(b) && dt > 0.15, "blocking write of 61000 on a full send buffer: all of it",
+	       "expected 61000 after the peer starts reading (~0.2 s), got %zd/%s after %.3f s (%zu queued before)", r,
+	       r < 0 ? errname(err) : "-", dt, total);
+	usleep((useconds_t)(d.total / 4096 * 2500) + 200000);   /* let the drain finish before the reset */
+	close_conn(fd, key);
+}
+
+/* TCP_INFO in the kernel's full layout after 256 KiB each way. */
+static void check_tcp_info(int fd)
+{
+	/* A fresh socket is the kernel's under libvma too: its length is the kernel's. */
+	unsigned char big[SOCK_TCP_INFO_MAX];
+	int fresh = socket(AF_INET, SOCK_STREAM, 0);
+	socklen_t kernel_len = sizeof(big);
+	getsockopt(fresh, IPPROTO_TCP, TCP_INFO, big, &kernel_len);
+	close(fresh);
+	socklen_t len = sizeof(big);
+	memset(big, 0, sizeof(big));
+	int rc = getsockopt(fd, IPPROTO_TCP, TCP_INFO, big, &len);
+	result(rc == 0 && len == kernel_len && len >= sizeof(struct sock_tcp_info), "TCP_INFO: the kernel's full length",
+	       "expected %u (the kernel's, at least %zu), got %u", kernel_len, sizeof(struct sock_tcp_info), len);
+	unsigned char part[16];
+	memset(part, 0xee, sizeof(part));
+	socklen_t plen = 8;
+	rc = getsockopt(fd, IPPROTO_TCP, TCP_INFO, part, &plen);
+	result(rc == 0 && plen == 8 && part[0] == TCP_ESTABLISHED && part[8] == 0xee, "TCP_INFO: an 8-byte buffer gets a prefix",
+	       "len %u, state %u, byte after %#x", plen, part[0], part[8]);
+	struct sock_tcp_info ti;
+	memcpy(&ti, big, sizeof(ti));
+	uint32_t mss = ti.tcpi_snd_mss;
+	printf("INFO: %s: TCP_INFO rtt %u us, rttvar %u, min_rtt %u, rto %u, ato %u, advmss %u, pmtu %u, rcv_space %u, "
+	       "rcv_ssthresh %u, segs out/in %u/%u, data segs out/in %u/%u, delivered %u, pacing %llu\n",
+	       role, ti.tcpi_rtt, ti.tcpi_rttvar, ti.tcpi_min_rtt, ti.tcpi_rto, ti.tcpi_ato, ti.tcpi_advmss, ti.tcpi_pmtu,
+	       ti.tcpi_rcv_space, ti.tcpi_rcv_ssthresh, ti.tcpi_segs_out, ti.tcpi_segs_in, ti.tcpi_data_segs_out,
+	       ti.tcpi_data_segs_in, ti.tcpi_delivered, (unsigned long long)ti.tcpi_pacing_rate);
+	result(ti.tcpi_bytes_acked >= 262144 + 100 && ti.tcpi_bytes_sent + 1 >= ti.tcpi_bytes_acked &&
+		       ti.tcpi_bytes_received >= 262144,
+	       "TCP_INFO: bytes acked (with the SYN) / sent / received", "acked %llu, sent %llu, received %llu",
+	       (unsigned long long)ti.tcpi_bytes_acked, (unsigned long long)ti.tcpi_bytes_sent,
+	       (unsigned long long)ti.tcpi_bytes_received);
+	result(mss && ti.tcpi_data_segs_out >= 262144 / mss && ti.tcpi_data_segs_in >= 262144 / mss &&
+		       ti.tcpi_segs_out >= ti.tcpi_data_segs_out && ti.tcpi_segs_in >= ti.tcpi_data_segs_in,
+	       "TCP_INFO: segments and data segments both ways", "segs %u/%u, data segs %u/%u (mss %u)",
+	       ti.tcpi_segs_out, ti.tcpi_segs_in, ti.tcpi_data_segs_out, ti.tcpi_data_segs_in, mss);
+	result(ti.tcpi_rcv_mss == mss && ti.tcpi_advmss == mss && ti.tcpi_pmtu >= mss + 40,
+	       "TCP_INFO: rcv_mss and advmss equal snd_mss, pmtu covers it", "snd_mss %u, rcv_mss %u, advmss %u, pmtu %u",
+	       mss, ti.tcpi_rcv_mss, ti.tcpi_advmss, ti.tcpi_pmtu);
+	result(ti.tcpi_snd_wnd > 0 && ti.tcpi_rcv_wnd > 0 && ti.tcpi_notsent_bytes == 0,
+	       "TCP_INFO: windows known, nothing unsent", "snd_wnd %u, rcv_wnd %u, notsent %u", ti.tcpi_snd_wnd,
+	       ti.tcpi_rcv_wnd, ti.tcpi_notsent_bytes);
+	result(ti.tcpi_rtt > 0 && ti.tcpi_rtt < 200000 && ti.tcpi_min_rtt < 200000 && ti.tcpi_rto >= 200000 &&
+		       ti.tcpi_max_pacing_rate == UINT64_MAX && ti.tcpi_reordering == 3 && ti.tcpi_total_retrans == 0 &&
+		       ti.tcpi_bytes_retrans == 0,
+	       "TCP_INFO: RTT sampled, RTO at least 200 ms, no pacing cap, reordering 3, nothing resent",
+	       "rtt %u, min_rtt %u, rto %u, max_pacing %llu, reordering %u, retrans %u / %llu bytes", ti.tcpi_rtt,
+	       ti.tcpi_min_rtt, ti.tcpi_rto, (unsigned long long)ti.tcpi_max_pacing_rate, ti.tcpi_reordering,
+	       ti.tcpi_total_retrans, (unsigned long long)ti.tcpi_bytes_retrans);
 }
 
 /* TCP_MAXSEG of a connection; *ts the option bytes timestamps take from
@@ -1075,6 +1239,7 @@ static void test_sockopts(void)
 	getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl);
 	expect_int("SO_TYPE", type, SOCK_STREAM);
 	close_conn(fd, key);
+	test_notsent_lowat();
 }
 
 static void on_sigpipe(int sig)

@@ -413,6 +413,40 @@ START_TEST(sndbuf_grows_midstream)
 }
 END_TEST
 
+/* TCP_NOTSENT_LOWAT: a write may queue up to the mark (at least one MSS),
+ * poll's rule wants twice the unsent bytes below it; sending clears both,
+ * and 0 goes back to the ctx's default (none). */
+START_TEST(notsent_lowat_bounds_unsent_bytes)
+{
+	struct tcp_settings sa, sb;
+	tcp_settings_default(&sa);
+	tcp_settings_default(&sb);
+	th_init(w, &sa, &sb, 13);
+	th_listen(&w->side[1], 80);
+	struct tcp_pcb *c = client(4001);
+	connect_to(c, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), UINT32_MAX);
+	ck_assert(tcp_sndbuf_lowat_writable(c));
+	tcp_set_notsent_lowat(c, 4000);
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), 4000);
+	static char data[3000];
+	ck_assert_int_eq(tcp_write(c, data, sizeof(data), TCP_WRITE_MORE), (int)sizeof(data));
+	ck_assert_uint_eq(tcp_sndbuf_notsent(c), 3000);
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), 1460);   /* one MSS, though 1000 remain to the mark */
+	ck_assert(!tcp_sndbuf_lowat_writable(c));           /* 2 * 3000 >= 4000 */
+	ck_assert_int_eq(tcp_write(c, data, 1000, TCP_WRITE_MORE), 1000);
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), 0);
+	tcp_output(c);
+	ck_assert_uint_eq(tcp_sndbuf_notsent(c), 0);
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), 4000);
+	ck_assert(tcp_sndbuf_lowat_writable(c));
+	tcp_set_notsent_lowat(c, 0);
+	ck_assert_uint_eq(tcp_sndbuf_lowat_room(c), UINT32_MAX);
+	tcp_abort(c);
+}
+END_TEST
+
 START_TEST(info_for_tcp_info)
 {
 	sa.timestamps = TCP_TS_ON;
@@ -432,8 +466,19 @@ START_TEST(info_for_tcp_info)
 	ck_assert_uint_eq(in.bytes_received, 10000);
 	ck_assert_uint_ge(in.last_data_recv_ms, 40);
 	ck_assert_uint_le(in.last_data_recv_ms, 50);
+	ck_assert_uint_ge(in.data_segs_in, 7);   /* 10000 bytes in 1448-byte segments at most */
+	ck_assert_uint_eq(in.data_segs_out, 0);
+	uint32_t data_segs = in.data_segs_in;
+	ck_assert_uint_eq(in.pmtu, 1500);
 	tcp_pcb_get_info(c, &in);
-	ck_assert_uint_eq(in.bytes_acked, 10000);
+	ck_assert_uint_eq(in.bytes_acked, 10001);   /* the SYN counts, as in Linux */
+	ck_assert_uint_eq(in.bytes_sent, 10000);
+	ck_assert_uint_eq(in.bytes_retrans, 0);
+	ck_assert_uint_eq(in.data_segs_out, data_segs);
+	ck_assert_uint_eq(in.notsent, 0);
+	ck_assert_uint_eq(in.delivered, 7);   /* estimated: whole segments of the bytes acked */
+	ck_assert_uint_eq(in.total_rto, 0);
+	ck_assert_uint_lt(in.min_rtt_ms, UINT32_MAX);   /* sampled */
 	ck_assert_uint_eq(in.unacked, 0);
 	ck_assert_uint_eq(in.lost, 0);
 	ck_assert_uint_eq(in.retransmits, 0);
@@ -476,6 +521,7 @@ static Suite *suite(void)
 	tcase_add_test(t, rst_reply_leaves_on_arrival_nif);
 	tcase_add_test(t, sndbuf_grows_midstream);
 	tcase_add_test(t, info_for_tcp_info);
+	tcase_add_test(t, notsent_lowat_bounds_unsent_bytes);
 	suite_add_tcase(s, t);
 	return s;
 }

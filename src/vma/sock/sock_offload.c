@@ -535,6 +535,20 @@ static enum tcp_ts_mode sock_offload_ts_mode(void)
 	return v ? TCP_TS_ON : TCP_TS_OFF;
 }
 
+/* net.ipv4.tcp_notsent_lowat: TCP_NOTSENT_LOWAT of sockets that set none
+ * (Linux's default, UINT32_MAX, means none). */
+static uint32_t sock_offload_notsent_lowat(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_notsent_lowat", "re");
+	unsigned long v = UINT32_MAX;
+	if (f) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = UINT32_MAX;
+		fclose(f);
+	}
+	return v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 static void sock_offload_tcp_create(struct sock_offload *ctx)
 {
 	struct tcp_settings set;
@@ -542,6 +556,7 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	set.nodelay = g_cfg.tcp_nodelay != 0;
 	set.quickack = g_cfg.tcp_quickack != 0;
 	set.timestamps = sock_offload_ts_mode();
+	set.notsent_lowat = sock_offload_notsent_lowat();
 	set.cc_algo = g_cfg.tcp_cc_algo == 1 ? TCP_CC_CUBIC : g_cfg.tcp_cc_algo == 2 ? TCP_CC_NONE : TCP_CC_NEWRENO;
 	set.mss = g_cfg.mss > 0 ? (uint32_t)g_cfg.mss : 0;
 	set.mtu = g_cfg.mtu > 0 ? (uint32_t)g_cfg.mtu : 0;

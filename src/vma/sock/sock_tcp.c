@@ -145,8 +145,9 @@ void sock_tcp_snd_refresh_locked(struct sock_tcp *s)
 	s->snd_free = tcp_sndbuf_free(s->pcb);
 	s->snd_used = tcp_sndbuf_used(s->pcb);
 	/* sk_stream_is_writeable: free space at least half of what is queued
-	 * (a third of the buffer). */
-	bool now = s->snd_free > 0 && s->snd_free >= s->snd_used / 2;
+	 * (a third of the buffer), and TCP_NOTSENT_LOWAT's rule for poll. */
+	s->snd_room = s->snd_free > 0 && tcp_sndbuf_lowat_room(s->pcb) > 0;
+	bool now = s->snd_free > 0 && s->snd_free >= s->snd_used / 2 && tcp_sndbuf_lowat_writable(s->pcb);
 	bool rose = now && !s->writeable;
 	s->writeable = now;
 	if (s->stats)
@@ -248,6 +249,7 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s)
 	if (s->keep_params_set)
 		tcp_set_keepalive_params(pcb, s->keep_idle_s * 1000u, s->keep_intvl_s * 1000u, s->keep_cnt);
 	tcp_set_keepalive(pcb, s->keepalive);
+	tcp_set_notsent_lowat(pcb, s->notsent_lowat);
 }
 
 void sock_tcp_pcb_setup_locked(struct sock_tcp *s, struct tcp_pcb *pcb)

@@ -93,7 +93,8 @@ struct sock_tcp {
 
 	/* Send space mirrors (refreshed under lock). */
 	uint32_t snd_free, snd_used;
-	bool writeable;
+	bool writeable;              /* poll's EPOLLOUT (sk_stream_is_writeable, TCP_NOTSENT_LOWAT) */
+	bool snd_room;               /* a send may queue bytes now (free space, below TCP_NOTSENT_LOWAT) */
 
 	/* Listener: established children waiting for accept(). */
 	struct sock_tcp *acceptq_head, *acceptq_tail;
@@ -116,6 +117,7 @@ struct sock_tcp {
 	bool keep_params_set;
 	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
 	uint32_t maxseg, syncnt;
+	uint32_t notsent_lowat;          /* TCP_NOTSENT_LOWAT as set; 0: net.ipv4.tcp_notsent_lowat */
 	bool user_bound;
 	/* SOCK_TCP_OPT_* options whose mirror holds exactly what Linux would
 	 * report: set by the application (on this socket or, for a child, its
@@ -147,6 +149,7 @@ struct sock_tcp {
 #define SOCK_TCP_OPT_KEEPIDLE  0x08u
 #define SOCK_TCP_OPT_KEEPINTVL 0x10u
 #define SOCK_TCP_OPT_KEEPCNT   0x20u
+#define SOCK_TCP_OPT_NOTSENT_LOWAT 0x40u
 
 static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
 {

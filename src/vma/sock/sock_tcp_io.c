@@ -331,7 +331,7 @@ int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 
 static bool sock_tcp_tx_ready(const struct sock_tcp *s)
 {
-	return s->writeable || !s->pcb || s->reset || s->shut_send || s->snd_free > 0;
+	return s->writeable || !s->pcb || s->reset || s->shut_send || s->snd_room;
 }
 
 /* An offloaded socket whose context is gone (forked child, after the exit
@@ -406,6 +406,15 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 				continue;
 			}
 			uint32_t chunk = left > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)left;
+			/* TCP_NOTSENT_LOWAT: queue only while few bytes wait unsent */
+			uint32_t lowat_room = tcp_sndbuf_lowat_room(s->pcb);
+			if (__builtin_expect(lowat_room != UINT32_MAX, 0)) {
+				if (!lowat_room) {
+					r = -EAGAIN;
+					break;
+				}
+				chunk = chunk < lowat_room ? chunk : lowat_room;
+			}
 			bool last = sent + chunk >= total;
 			unsigned wf = (!last || (flags & MSG_MORE)) ? TCP_WRITE_MORE : 0;
 			/* VMA_TX_PREFETCH_BYTES: the data tcp_write copies. */

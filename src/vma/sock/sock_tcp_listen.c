@@ -271,6 +271,7 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->rcvtimeo_ms = l->rcvtimeo_ms;
 	c->sndtimeo_ms = l->sndtimeo_ms;
 	c->maxseg = l->maxseg;
+	c->notsent_lowat = l->notsent_lowat;
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
 	 * which reports its own fresh state, as the placeholder does. */

@@ -6,6 +6,7 @@
  * and calls the offloaded path does not implement meet
  * VMA_EXCEPTION_HANDLING (sock_unsupported.h). */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>   /* netinet/tcp.h names states as the engine does */
@@ -16,6 +17,7 @@
 #include "config/cfg_params.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "sock/sock_tcp_info.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_unsupported.h"
 
@@ -106,6 +108,7 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case TCP_KEEPCNT:
 		case TCP_SYNCNT:
 		case TCP_QUICKACK:
+		case TCP_NOTSENT_LOWAT:
 			return true;
 		}
 		return false;
@@ -157,6 +160,7 @@ static unsigned sock_tcp_opt_bit(int level, int name)
 	case TCP_KEEPIDLE: return SOCK_TCP_OPT_KEEPIDLE;
 	case TCP_KEEPINTVL: return SOCK_TCP_OPT_KEEPINTVL;
 	case TCP_KEEPCNT: return SOCK_TCP_OPT_KEEPCNT;
+	case TCP_NOTSENT_LOWAT: return SOCK_TCP_OPT_NOTSENT_LOWAT;
 	}
 	return 0;
 }
@@ -171,6 +175,7 @@ static int sock_tcp_opt_value(const struct sock_tcp *s, unsigned bit)
 	case SOCK_TCP_OPT_KEEPIDLE: return (int)s->keep_idle_s;
 	case SOCK_TCP_OPT_KEEPINTVL: return (int)s->keep_intvl_s;
 	case SOCK_TCP_OPT_KEEPCNT: return (int)s->keep_cnt;
+	case SOCK_TCP_OPT_NOTSENT_LOWAT: return (int)s->notsent_lowat;
 	}
 	return 0;
 }
@@ -187,6 +192,7 @@ void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd)
 		{ SOCK_TCP_OPT_KEEPINTVL, IPPROTO_TCP, TCP_KEEPINTVL },
 		{ SOCK_TCP_OPT_KEEPCNT, IPPROTO_TCP, TCP_KEEPCNT },
 		{ SOCK_TCP_OPT_KEEPALIVE, SOL_SOCKET, SO_KEEPALIVE },
+		{ SOCK_TCP_OPT_NOTSENT_LOWAT, IPPROTO_TCP, TCP_NOTSENT_LOWAT },
 	};
 	unsigned lacks = s->opts_kernel_lacks;
 	if (!lacks)
@@ -268,6 +274,11 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 			break;
 		case TCP_SYNCNT:
 			s->syncnt = (uint32_t)v;
+			apply = true;
+			break;
+		case TCP_NOTSENT_LOWAT:
+			/* Linux keeps the int as an unsigned: -1 is "unlimited" */
+			s->notsent_lowat = (uint32_t)v;
 			apply = true;
 			break;
 		}
@@ -367,7 +378,29 @@ static int sock_tcp_put_int(void *val, socklen_t *len, int v)
 	return 0;
 }
 
-static void sock_tcp_fill_info(struct sock_tcp *s, struct tcp_info *ti)
+/* The fields the build's <linux/tcp.h> knows sit where the kernel puts them. */
+#define SOCK_TCP_INFO_SAME(field) \
+	_Static_assert(offsetof(struct tcp_info, field) == offsetof(struct sock_tcp_info, field), #field)
+SOCK_TCP_INFO_SAME(tcpi_rto);
+SOCK_TCP_INFO_SAME(tcpi_total_retrans);
+SOCK_TCP_INFO_SAME(tcpi_pacing_rate);
+SOCK_TCP_INFO_SAME(tcpi_segs_in);
+SOCK_TCP_INFO_SAME(tcpi_data_segs_out);
+SOCK_TCP_INFO_SAME(tcpi_delivery_rate);
+SOCK_TCP_INFO_SAME(tcpi_delivered_ce);
+SOCK_TCP_INFO_SAME(tcpi_bytes_retrans);
+SOCK_TCP_INFO_SAME(tcpi_rcv_ooopack);
+SOCK_TCP_INFO_SAME(tcpi_snd_wnd);
+_Static_assert(sizeof(struct tcp_info) <= sizeof(struct sock_tcp_info), "headers newer than Linux 6.18");
+
+#define SOCK_TCP_LINUX_INFINITE_SSTHRESH 0x7fffffffu
+#define SOCK_TCP_LINUX_MSS_DEFAULT 536u   /* Linux's first guess of the peer's MSS */
+#define SOCK_TCP_LINUX_REORDERING 3u      /* net.ipv4.tcp_reordering */
+#define SOCK_TCP_TS_OPTION_BYTES 12u
+
+/* Our engine's view in the kernel's units: times in µs (ages in ms),
+ * windows in segments, sizes in bytes, counters as RFC 4898 defines. */
+static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 {
 	memset(ti, 0, sizeof(*ti));
 	if (!s->pcb) {
@@ -382,24 +415,82 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct tcp_info *ti)
 		[TCP_ESTABLISHED] = 1, [TCP_FIN_WAIT_1] = 4, [TCP_FIN_WAIT_2] = 5, [TCP_CLOSE_WAIT] = 8,
 		[TCP_CLOSING] = 11, [TCP_LAST_ACK] = 9, [TCP_TIME_WAIT] = 6,
 	};
+	uint32_t mss = in.mss ? in.mss : SOCK_TCP_LINUX_MSS_DEFAULT;
 	ti->tcpi_state = (unsigned)in.state < sizeof(linux_state) ? linux_state[in.state] : 0;
+	/* TCP_CA_Loss after an RTO, TCP_CA_Recovery in fast recovery, else TCP_CA_Open */
+	ti->tcpi_ca_state = in.backoff && in.unacked ? 4 : in.in_recovery ? 3 : 0;
+	ti->tcpi_retransmits = (uint8_t)(in.backoff > 255 ? 255 : in.backoff);
+	ti->tcpi_probes = (uint8_t)(in.probes > 255 ? 255 : in.probes);
+	ti->tcpi_backoff = ti->tcpi_retransmits;
+	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
+			   (in.ws_ok ? TCPI_OPT_WSCALE : 0);
+	if (in.ws_ok)
+		ti->tcpi_wscales = (uint8_t)((in.snd_wscale & 0xf) | (in.rcv_wscale & 0xf) << 4);
+	ti->tcpi_rto = in.rto_ms * 1000;
+	ti->tcpi_ato = in.delack_ms * 1000;
 	ti->tcpi_snd_mss = in.mss;
-	ti->tcpi_rcv_mss = in.mss;
-	ti->tcpi_snd_cwnd = in.mss ? in.cwnd / in.mss : 0;
-	ti->tcpi_snd_ssthresh = in.mss ? in.ssthresh / in.mss : 0;
+	/* Linux starts from 536 and moves to the largest segment received */
+	uint32_t rcv_mss = in.mss < SOCK_TCP_LINUX_MSS_DEFAULT ? in.mss : SOCK_TCP_LINUX_MSS_DEFAULT;
+	ti->tcpi_rcv_mss = in.rcv_mss > rcv_mss ? in.rcv_mss : rcv_mss;
+	ti->tcpi_unacked = in.unacked;
+	ti->tcpi_sacked = in.sacked;
+	ti->tcpi_lost = in.lost;
+	ti->tcpi_last_data_sent = in.last_data_sent_ms;
+	ti->tcpi_last_data_recv = in.last_data_recv_ms;
+	ti->tcpi_last_ack_recv = in.last_ack_recv_ms;
+	ti->tcpi_pmtu = in.pmtu;
+	ti->tcpi_rcv_ssthresh = in.rcv_wnd_max;
 	ti->tcpi_rtt = in.srtt_ms * 1000;
 	ti->tcpi_rttvar = in.rttvar_ms * 1000;
-	ti->tcpi_rto = in.rto_ms * 1000;
-	ti->tcpi_backoff = (uint8_t)in.backoff;
-	ti->tcpi_snd_wscale = in.snd_wscale & 0xf;
-	ti->tcpi_rcv_wscale = in.rcv_wscale & 0xf;
-	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
-			   (in.snd_wscale || in.rcv_wscale ? TCPI_OPT_WSCALE : 0);
-	ti->tcpi_ca_state = in.in_recovery ? 3 : 0;   /* TCP_CA_Recovery : TCP_CA_Open */
-	ti->tcpi_unacked = in.mss ? (in.flight + in.mss - 1) / in.mss : 0;
+	ti->tcpi_snd_ssthresh = in.ssthresh >= SOCK_TCP_LINUX_INFINITE_SSTHRESH ? SOCK_TCP_LINUX_INFINITE_SSTHRESH :
+										 in.ssthresh / mss;
+	ti->tcpi_snd_cwnd = in.cwnd / mss;
+	/* Linux's advmss leaves out the timestamp option once it is agreed */
+	ti->tcpi_advmss = in.adv_mss - (in.ts_ok && in.adv_mss > SOCK_TCP_TS_OPTION_BYTES ? SOCK_TCP_TS_OPTION_BYTES : 0);
+	ti->tcpi_reordering = SOCK_TCP_LINUX_REORDERING;
+	ti->tcpi_rcv_space = in.rcv_space;
 	ti->tcpi_total_retrans = (uint32_t)in.retransmits;
-	ti->tcpi_rcv_space = in.rcv_wnd;
-	ti->tcpi_pmtu = in.mss + 40;
+	/* Not paced: the rate Linux would pace at (twice cwnd per RTT in slow
+	 * start, 1.2 times after) as an estimate, no cap. */
+	if (in.srtt_ms) {
+		uint64_t per_rtt = (uint64_t)in.cwnd * 1000 / in.srtt_ms;
+		ti->tcpi_pacing_rate = in.cwnd < in.ssthresh ? 2 * per_rtt : per_rtt * 6 / 5;
+	}
+	ti->tcpi_max_pacing_rate = UINT64_MAX;
+	ti->tcpi_bytes_acked = in.bytes_acked;
+	ti->tcpi_bytes_received = in.bytes_received;
+	ti->tcpi_segs_out = (uint32_t)in.segs_out;
+	ti->tcpi_segs_in = (uint32_t)in.segs_in;
+	ti->tcpi_notsent_bytes = in.notsent;
+	ti->tcpi_min_rtt = in.min_rtt_ms == UINT32_MAX ? UINT32_MAX : in.min_rtt_ms * 1000;
+	ti->tcpi_data_segs_in = in.data_segs_in;
+	ti->tcpi_data_segs_out = in.data_segs_out;
+	ti->tcpi_delivered = in.delivered;
+	ti->tcpi_bytes_sent = in.bytes_sent;
+	ti->tcpi_bytes_retrans = in.bytes_retrans;
+	ti->tcpi_rcv_ooopack = in.rcv_ooopack;
+	ti->tcpi_snd_wnd = in.snd_wnd;
+	ti->tcpi_rcv_wnd = in.rcv_wnd;
+	ti->tcpi_total_rto = (uint16_t)(in.total_rto > UINT16_MAX ? UINT16_MAX : in.total_rto);
+}
+
+/* How many bytes the running kernel answers TCP_INFO with: asked once of
+ * the kernel socket under an offloaded fd (every such fd has one), so our
+ * answer is as long as the kernel's would be. */
+static socklen_t sock_tcp_info_len(int kernel_fd)
+{
+	static socklen_t kernel_len;
+	socklen_t len = __atomic_load_n(&kernel_len, __ATOMIC_RELAXED);
+	if (len)
+		return len;
+	unsigned char probe[SOCK_TCP_INFO_MAX];
+	len = sizeof(probe);
+	int saved = errno;
+	if (REDIRECT_ORIG_FN(getsockopt)(kernel_fd, IPPROTO_TCP, TCP_INFO, probe, &len) != 0 || len == 0)
+		len = sizeof(struct sock_tcp_info);
+	errno = saved;
+	__atomic_store_n(&kernel_len, len, __ATOMIC_RELAXED);
+	return len;
 }
 
 int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val, socklen_t *len)
@@ -431,18 +522,29 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 			errno = EINVAL;
 			return -1;
 		}
-		struct tcp_info ti;
+		/* The kernel's layout and length: a shorter buffer gets a prefix, a
+		 * longer one the kernel's length (zeros past what we know). */
+		union {
+			struct sock_tcp_info ti;
+			unsigned char bytes[SOCK_TCP_INFO_MAX];
+		} out;
+		memset(&out, 0, sizeof(out));
+		socklen_t full = sock_tcp_info_len(obj->fd);
 		sock_offload_lock(ctx);
 		if (s->mode == SOCK_TCP_LISTENER) {
-			memset(&ti, 0, sizeof(ti));
-			ti.tcpi_state = 10;
+			out.ti.tcpi_state = 10;
+			out.ti.tcpi_reordering = SOCK_TCP_LINUX_REORDERING;
 		} else {
-			sock_tcp_fill_info(s, &ti);
+			sock_tcp_fill_info(s, &out.ti);
 		}
 		sock_offload_unlock(ctx);
-		size_t n = *len < sizeof(ti) ? *len : sizeof(ti);
-		memcpy(val, &ti, n);
-		*len = (socklen_t)n;
+		socklen_t n = *len < full ? *len : full;
+		if (n && !val) {
+			errno = EFAULT;
+			return -1;
+		}
+		memcpy(val, out.bytes, n);
+		*len = n;
 		return 0;
 	}
 	if (level == IPPROTO_TCP && name == TCP_MAXSEG && s->mode == SOCK_TCP_ACTIVE && s->pcb) {

@@ -55,6 +55,9 @@ struct tcp_settings {
 	uint32_t invalid_ack_interval_ms;
 	uint32_t none_cwnd_segments;   /* cwnd of the "none" algorithm, in segments */
 	uint32_t gro_streams_max;      /* VMA_GRO_STREAMS_MAX: pcbs coalescing in one rx batch; 0 = off */
+	/* TCP_NOTSENT_LOWAT of pcbs that did not set one (net.ipv4.tcp_notsent_lowat);
+	 * 0 or UINT32_MAX = none */
+	uint32_t notsent_lowat;
 	uint64_t isn_secret[2];        /* RFC 6528 key; all zero = random at create */
 };
 
@@ -111,7 +114,8 @@ struct tcp_callbacks {
 	 * = bytes); the callee owns one reference. buf NULL: the peer's FIN.
 	 * The window reopens only when the app calls tcp_recved. */
 	void (*recv)(void *arg, struct tcp_pcb *pcb, struct ring_buf *buf);
-	/* Bytes of written data acknowledged (send buffer space freed). */
+	/* Bytes of written data acknowledged (send buffer space freed); 0 when
+	 * transmitting took the unsent bytes below TCP_NOTSENT_LOWAT. */
 	void (*sent)(void *arg, struct tcp_pcb *pcb, uint32_t acked);
 	/* Fatal: ECONNRESET, ECONNREFUSED, ETIMEDOUT. The pcb is already gone. */
 	void (*err)(void *arg, int err);
@@ -145,7 +149,17 @@ struct tcp_pcb_info {
 	uint32_t snd_buf_used, rcv_unread;              /* queued to send; given to recv, not consumed */
 	uint32_t probes;                                /* unanswered keepalive / zero-window probes */
 	uint32_t last_data_recv_ms, last_ack_recv_ms, last_data_sent_ms; /* ages, ms */
-	uint64_t bytes_acked, bytes_received, segs_in, segs_out;
+	uint64_t bytes_acked, bytes_received, segs_in, segs_out;   /* bytes_acked: the SYN too, as Linux */
+	uint64_t bytes_sent, bytes_retrans;             /* payload sent (resends included), resent */
+	uint32_t data_segs_in, data_segs_out;           /* segments carrying payload */
+	uint32_t rcv_ooopack;                           /* segments queued out of order */
+	uint32_t total_rto;                             /* RTO expiries, SYN ones included */
+	uint32_t notsent;                               /* queued, never transmitted */
+	uint32_t pmtu;                                  /* the interface's IP MTU */
+	uint32_t delack_ms;                             /* delayed-ACK timeout (tcpi_ato) */
+	uint32_t delivered;                             /* segments acknowledged (estimated from bytes) */
+	uint32_t rcv_wnd_max;                           /* most window we would offer (tcpi_rcv_ssthresh) */
+	uint32_t min_rtt_ms;                            /* smallest RTT sample; UINT32_MAX = none */
 };
 
 /* What the kernel needs to continue an established connection (TCP_REPAIR,
@@ -232,6 +246,20 @@ void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries);
 void tcp_set_mss_clamp(struct tcp_pcb *pcb, uint32_t mss);
 /* Bytes in the send buffer: not yet sent plus sent and not acknowledged. */
 uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb);
+/* Bytes in the send buffer never transmitted (Linux's write_seq - snd_nxt). */
+uint32_t tcp_sndbuf_notsent(const struct tcp_pcb *pcb);
+/* TCP_NOTSENT_LOWAT (0 = the ctx's settings.notsent_lowat; children inherit
+ * it): when a transmission takes the unsent bytes from at least lowat to
+ * below it, the sent callback runs with acked = 0 so a held writer can go on. */
+void tcp_set_notsent_lowat(struct tcp_pcb *pcb, uint32_t lowat);
+/* Bytes a write may queue under TCP_NOTSENT_LOWAT: UINT32_MAX without one,
+ * 0 while the unsent bytes reach it, else up to it but at least one MSS
+ * (as Linux fills the segment it started below the mark). */
+uint32_t tcp_sndbuf_lowat_room(const struct tcp_pcb *pcb);
+/* poll's side of TCP_NOTSENT_LOWAT (Linux tcp_stream_memory_free with
+ * wake): writable while twice the unsent bytes stay below the mark, so a
+ * woken writer finds room for a good part of it. */
+bool tcp_sndbuf_lowat_writable(const struct tcp_pcb *pcb);
 
 /* Receive coalescing across one ring poll batch (VMA_GRO_STREAMS_MAX =
  * settings.gro_streams_max). Between begin and end, in-order payload of up to

@@ -899,6 +899,7 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		pcb->last_ack_rx_ms = ctx->now_ms;
 		if (seg.len) {
 			pcb->last_data_rx_ms = ctx->now_ms;
+			pcb->data_segs_in++;
 			if (seg.len > pcb->rcv_mss)
 				pcb->rcv_mss = seg.len;
 		}

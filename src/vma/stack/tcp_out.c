@@ -201,14 +201,19 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		pcb->segs_unacked = 0;
 		pcb->ofo_held_acks = 0;
 	}
-	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max))
+	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max)) {
 		pcb->retransmits++, pcb->ctx->cnt.tx_retransmits++;
-	else if (len)
+		pcb->bytes_retrans += len;
+	} else if (len) {
 		pcb->ctx->cnt.tx_payload_bytes += len;
-	else if (!(flags & (TCP_SYN | TCP_FIN)))
+	} else if (!(flags & (TCP_SYN | TCP_FIN))) {
 		pcb->ctx->cnt.tx_pure_acks++;
-	if (len)
+	}
+	if (len) {
 		pcb->last_data_tx_ms = pcb->ctx->now_ms;
+		pcb->bytes_sent += len;
+		pcb->data_segs_out++;
+	}
 	pcb->segs_out++;
 	return emit(pcb->ctx, pcb->nif, &e, pcb, len);
 }
@@ -464,6 +469,7 @@ int tcp_output(struct tcp_pcb *pcb)
 	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
 	uint32_t pipe = pcb->in_recovery ? recovery_pipe(pcb) : tcp_flight(pcb);
 	bool sent_any = false;
+	bool above_lowat = pcb->notsent_lowat != UINT32_MAX && tcp_sndbuf_notsent(pcb) >= pcb->notsent_lowat;
 
 	if (pcb->in_recovery && pcb->sack_ok && pcb->nsacked)
 		resend_holes(pcb, &pipe);
@@ -532,6 +538,10 @@ int tcp_output(struct tcp_pcb *pcb)
 	}
 	if (sent_any && pcb->rto_at)
 		tcp_arm_tlp(pcb);   /* measured from the last segment of the flight */
+	/* A writer held by TCP_NOTSENT_LOWAT waits for transmission, not for an
+	 * ACK: tell it now (an ACK that opened the window acked nothing new). */
+	if (above_lowat && sent_any && tcp_sndbuf_notsent(pcb) < pcb->notsent_lowat && pcb->cb.sent)
+		pcb->cb.sent(pcb->cb_arg, pcb, 0);
 	if (!sent_any && pcb->ack_now)
 		tcp_send_ack(pcb);
 	return 0;

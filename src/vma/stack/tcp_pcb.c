@@ -296,7 +296,9 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		pcb->ka_probes = tmpl->ka_probes;
 		pcb->syn_retries = tmpl->syn_retries;
 		pcb->mss_clamp = tmpl->mss_clamp;
+		pcb->notsent_lowat = tmpl->notsent_lowat;
 	} else {
+		pcb->notsent_lowat = s->notsent_lowat ? s->notsent_lowat : UINT32_MAX;
 		pcb->rcv_buf = s->rcv_buf;
 		pcb->nodelay = s->nodelay;
 		pcb->quickack = s->quickack;
@@ -307,6 +309,7 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 	}
 	pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
 	pcb->rto_ms = ctx->set.rto_initial_ms ? ctx->set.rto_initial_ms : 1000;
+	pcb->min_rtt_ms = UINT32_MAX;
 	pcb->next = ctx->pcbs;
 	if (ctx->pcbs)
 		ctx->pcbs->prev = pcb;
@@ -695,6 +698,35 @@ uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb)
 	return pcb->sbuf_len;
 }
 
+uint32_t tcp_sndbuf_notsent(const struct tcp_pcb *pcb)
+{
+	/* snd_max, not snd_nxt: bytes an RTO put back for resending were sent */
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	return SEQ_GT(data_end, pcb->snd_max) ? data_end - pcb->snd_max : 0;
+}
+
+void tcp_set_notsent_lowat(struct tcp_pcb *pcb, uint32_t lowat)
+{
+	if (!lowat)
+		lowat = pcb->ctx->set.notsent_lowat;
+	pcb->notsent_lowat = lowat ? lowat : UINT32_MAX;
+}
+
+uint32_t tcp_sndbuf_lowat_room(const struct tcp_pcb *pcb)
+{
+	if (pcb->notsent_lowat == UINT32_MAX)
+		return UINT32_MAX;
+	uint32_t notsent = tcp_sndbuf_notsent(pcb);
+	if (notsent >= pcb->notsent_lowat)
+		return 0;
+	return tcp_max32(pcb->notsent_lowat - notsent, pcb->mss);
+}
+
+bool tcp_sndbuf_lowat_writable(const struct tcp_pcb *pcb)
+{
+	return pcb->notsent_lowat == UINT32_MAX || 2ull * tcp_sndbuf_notsent(pcb) < pcb->notsent_lowat;
+}
+
 enum tcp_state tcp_pcb_state(const struct tcp_pcb *pcb)
 {
 	return pcb->state;
@@ -813,8 +845,21 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->last_data_recv_ms = (uint32_t)(now - (pcb->last_data_rx_ms ? pcb->last_data_rx_ms : now));
 	o->last_ack_recv_ms = (uint32_t)(now - (pcb->last_ack_rx_ms ? pcb->last_ack_rx_ms : now));
 	o->last_data_sent_ms = (uint32_t)(now - (pcb->last_data_tx_ms ? pcb->last_data_tx_ms : now));
-	o->bytes_acked = pcb->bytes_acked;
+	o->bytes_acked = pcb->bytes_acked + (pcb->syn_acked ? 1 : 0);   /* RFC 4898 counts the SYN */
 	o->bytes_received = pcb->bytes_received;
 	o->segs_in = pcb->segs_in;
 	o->segs_out = pcb->segs_out;
+	o->bytes_sent = pcb->bytes_sent;
+	o->bytes_retrans = pcb->bytes_retrans;
+	o->data_segs_in = pcb->data_segs_in;
+	o->data_segs_out = pcb->data_segs_out;
+	o->rcv_ooopack = pcb->rcv_ooopack;
+	o->total_rto = pcb->total_rto;
+	o->notsent = tcp_sndbuf_notsent(pcb);
+	o->pmtu = pcb->nif ? pcb->nif->mtu : 0;
+	o->delack_ms = pcb->ctx->set.delack_ms;
+	/* No per-segment records: whole segments of what was acknowledged. */
+	o->delivered = (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
+	o->rcv_wnd_max = tcp_min32(pcb->rcv_buf, 65535u << pcb->rcv_wscale);
+	o->min_rtt_ms = pcb->min_rtt_ms;
 }

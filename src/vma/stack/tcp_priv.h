@@ -113,11 +113,19 @@ struct tcp_pcb {
 	struct tcp_cc_state cc;
 	/* RTT (RFC 6298) */
 	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;
+	uint32_t min_rtt_ms;             /* smallest sample (tcpi_min_rtt); UINT32_MAX = none yet */
 	bool rtt_timing;
 	uint32_t rtt_seq;
 	uint64_t rtt_start_ms;
 	uint64_t retransmits;
 	uint64_t bytes_acked, segs_out, last_data_tx_ms;
+	/* TCP_INFO's RFC 4898 counters: payload bytes sent (retransmissions
+	 * included) and resent, segments carrying data, RTO expiries */
+	uint64_t bytes_sent, bytes_retrans;
+	uint32_t data_segs_out, total_rto;
+	/* TCP_NOTSENT_LOWAT: the sent callback also fires (acked = 0) when
+	 * transmitting takes the unsent bytes below this; UINT32_MAX = off */
+	uint32_t notsent_lowat;
 	bool counted_estab;              /* in cnt.curr_estab */
 
 	/* receive side */
@@ -156,6 +164,7 @@ struct tcp_pcb {
 	 * a peer spraying segments past a hole gets a trickle of ACKs. */
 	uint32_t ofo_ack_rcv_nxt, ofo_quick_acks, ofo_held_acks;
 	uint64_t bytes_received, segs_in, last_data_rx_ms, last_ack_rx_ms;
+	uint32_t data_segs_in, rcv_ooopack;   /* segments with data; queued out of order */
 	/* rx batch: in-order payload waiting for tcp_rx_batch_end */
 	struct ring_buf *batch_head, *batch_tail;
 	struct tcp_pcb *batch_next;      /* ctx->batch list, oldest first */

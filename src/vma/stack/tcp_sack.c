@@ -201,6 +201,7 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pcb->ooo_max_end = end;
 	pcb->ooo_mem += buf->size;
 	pcb->ooo_count++;
+	pcb->rcv_ooopack++;
 	return true;
 }
 

@@ -11,6 +11,8 @@ void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t r)
 {
 	const struct tcp_settings *s = &pcb->ctx->set;
 
+	if (r < pcb->min_rtt_ms)
+		pcb->min_rtt_ms = r;
 	if (!pcb->srtt_ms && !pcb->rttvar_ms) {
 		pcb->srtt_ms = r ? r : 1;
 		pcb->rttvar_ms = r / 2;
@@ -29,6 +31,7 @@ static void on_rto(struct tcp_pcb *pcb)
 
 	pcb->rto_at = 0;
 	ctx->cnt.tx_rto_expiries++;
+	pcb->total_rto++;
 	uint32_t limit = (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD) ?
 			 pcb->syn_retries : ctx->set.max_retries;
 	if (pcb->backoff >= limit) {
