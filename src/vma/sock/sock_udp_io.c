@@ -588,8 +588,9 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		sock_prefetch(msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, g_cfg.tx_prefetch_bytes);
 	int r;
 	const struct stack_netif *nif = &ifc->nif;
-	/* SO_TIMESTAMPING: one flag test when off. */
-	uint32_t ts_flags = s->tstamp.flags & SOCK_TSTAMP_TX_RECORD;
+	/* SO_TIMESTAMPING: one flag test when off. TX_ACK is TCP's alone:
+	 * Linux neither stamps nor counts a datagram for it. */
+	uint32_t ts_flags = s->tstamp.flags & (SOCK_TSTAMP_TX_RECORD & ~(uint32_t)SOF_TIMESTAMPING_TX_ACK);
 	struct sock_udp_tx_watch watch;
 	uint64_t sched_ns = 0;
 	if (__builtin_expect(ts_flags != 0, 0)) {
