@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "../../src/vma/sock/sock_tcp_info.h"   /* the kernel's struct tcp_info, newer than glibc's */
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
 
 #define CTL_PORT 9400
 #define PEER_PORT 9500
@@ -1990,6 +1992,100 @@ static void test_signals(void)
 	test_signal_reentry();
 }
 
+/* ---- SO_TIMESTAMPING (issue 13 item 6) ----
+ * Receive stamps on a connection: Linux reports the stamp of the last
+ * segment a recvmsg read from. */
+#define TS_OPT_ID_TCP (1 << 16)   /* newer than some headers */
+
+static double wall_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* recvmsg of up to n bytes; *stamp the SCM_TIMESTAMPING software stamp in
+ * seconds (0: none), *zero_rest whether ts[1] and ts[2] are zero. */
+static ssize_t ts_recv(int fd, size_t n, double *stamp, int *zero_rest)
+{
+	unsigned char b[4096];
+	char ctl[256];
+	struct iovec iov = { b, n < sizeof(b) ? n : sizeof(b) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	*stamp = 0;
+	*zero_rest = 0;
+	ssize_t r = recvmsg(fd, &m, 0);
+	for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SO_TIMESTAMPING ||
+		    c->cmsg_len != CMSG_LEN(sizeof(struct scm_timestamping)))
+			continue;
+		struct scm_timestamping t;
+		memcpy(&t, CMSG_DATA(c), sizeof(t));
+		*stamp = (double)t.ts[0].tv_sec + (double)t.ts[0].tv_nsec / 1e9;
+		*zero_rest = !t.ts[1].tv_sec && !t.ts[1].tv_nsec && !t.ts[2].tv_sec && !t.ts[2].tv_nsec;
+	}
+	return r;
+}
+
+static void test_timestamping(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int flags = TS_OPT_ID_TCP;
+	EXPECT_ERR("SO_TIMESTAMPING OPT_ID_TCP without OPT_ID",
+		   setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags)), EINVAL);
+	flags = SOF_TIMESTAMPING_OPT_ID;
+	EXPECT_ERR("SO_TIMESTAMPING OPT_ID on a listener",
+		   setsockopt(test_listen_fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags)), EINVAL);
+	flags = 1 << 30;
+	EXPECT_ERR("SO_TIMESTAMPING with an unknown bit", setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags,
+								     sizeof(flags)), EINVAL);
+	flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
+		SOF_TIMESTAMPING_RAW_HARDWARE;
+	EXPECT_OK("SO_TIMESTAMPING RX_SOFTWARE|SOFTWARE|OPT_ID|RAW_HARDWARE on a connection",
+		  setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags)));
+	int got = -1;
+	socklen_t gl = sizeof(got);
+	getsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &got, &gl);
+	expect_int("SO_TIMESTAMPING reads back", got, flags);
+	/* Linux turns its receive stamping on from a work item. */
+	usleep(200000);
+
+	/* Two sends 150 ms apart, each read alone. */
+	double t0 = wall_s();
+	ASK("SENDS %d 2 100 150", key);
+	double s1, s2, s3;
+	int z1, z2, z3;
+	wait_bytes(fd, 100, 3);
+	ssize_t r1 = ts_recv(fd, 100, &s1, &z1);
+	wait_bytes(fd, 100, 3);
+	ssize_t r2 = ts_recv(fd, 100, &s2, &z2);
+	double t1 = wall_s();
+	result(r1 == 100 && s1 >= t0 - 0.001 && s1 <= t1 + 0.001 && z1, "RX: SCM_TIMESTAMPING with a software stamp",
+	       "read %zd, stamp %.6f s after the request, ts[1]/ts[2] zero %d", r1, s1 - t0, z1);
+	result(r2 == 100 && s2 - s1 > 0.1 && s2 <= t1 + 0.001 && z2, "RX: the second send's stamp is ~150 ms later",
+	       "read %zd, %+.6f s", r2, s2 - s1);
+
+	/* Both sends in one read: the later segment's stamp. */
+	t0 = wall_s();
+	ASK("SENDS %d 2 100 150", key);
+	usleep(400000);
+	wait_bytes(fd, 200, 3);
+	ssize_t r3 = ts_recv(fd, 200, &s3, &z3);
+	result(r3 == 200 && s3 - t0 > 0.1 && s3 <= wall_s(), "RX: one read of two segments gets the last one's stamp",
+	       "read %zd, stamp %.6f s after the request", r3, s3 - t0);
+
+	/* Reporting off: no control message. */
+	flags = SOF_TIMESTAMPING_RX_SOFTWARE;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+	ASK("SEND %d 50", key);
+	wait_bytes(fd, 50, 3);
+	r3 = ts_recv(fd, 50, &s3, &z3);
+	result(r3 == 50 && s3 == 0, "RX: RX_SOFTWARE without SOFTWARE reports nothing", "read %zd, stamp %.6f", r3, s3);
+	close_conn(fd, key);
+}
+
 /* Whether name is one of the comma-separated names of list. */
 static int name_in_list(const char *name, const char *list)
 {
@@ -2046,6 +2142,7 @@ int main(int argc, char **argv)
 		{ "shutdown", test_shutdown, 1 },      { "resets", test_resets, 1 },
 		{ "fullpipe", test_full_pipe, 1 },     { "keepalive", test_keepalive, 1 },
 		{ "sendfile", test_sendfile, 1 },      { "signals", test_signals, 1 },
+		{ "timestamping", test_timestamping, 1 },
 	};
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		if (only && !name_in_list(sections[i].name, only))

@@ -19,12 +19,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
 
 #define PEER_PORT 9100
 #define PEER_ALT_PORT 9101
@@ -666,6 +671,240 @@ static void test_first_sleepers(void)
 	      "(most a socket gained: %d; sockets that gained one: %d)", SOCKETS, THREADS, worst, slept);
 }
 
+/* ---- SO_TIMESTAMPING (issue 13 item 6) ---- */
+
+#define TS_PORT 9207
+#define TS_DISCARD_PORT 9   /* nobody listens on the peer: no echo comes back */
+#define TS_OPT_ID_TCP (1 << 16)   /* newer than some headers */
+
+struct ts_msg {
+	ssize_t r;
+	int flags;
+	int have_ts, ts_len_ok, have_err, have_other;
+	struct timespec ts[3];
+	struct sock_extended_err ee;
+	struct sockaddr_in offender;
+	int first_type;              /* the first cmsg's type */
+	unsigned char data[2048];
+};
+
+static double ts_seconds(const struct timespec *t)
+{
+	return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+static double wall_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return ts_seconds(&t);
+}
+
+/* One recvmsg with room for payload (up to room bytes) and control. */
+static void ts_recv(int fd, int flags, size_t room, struct ts_msg *out)
+{
+	char ctl[512];
+	memset(out, 0, sizeof(*out));
+	struct iovec iov = { out->data, room };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	out->first_type = -1;
+	out->r = recvmsg(fd, &m, flags);
+	if (out->r < 0)
+		return;
+	out->flags = m.msg_flags;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (out->first_type < 0)
+			out->first_type = c->cmsg_type;
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
+			out->have_ts = 1;
+			out->ts_len_ok = c->cmsg_len == CMSG_LEN(sizeof(struct scm_timestamping));
+			memcpy(out->ts, CMSG_DATA(c), sizeof(out->ts));
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR) {
+			out->have_err = 1;
+			memcpy(&out->ee, CMSG_DATA(c), sizeof(out->ee));
+			memcpy(&out->offender, CMSG_DATA(c) + sizeof(out->ee), sizeof(out->offender));
+		} else {
+			out->have_other = 1;
+		}
+	}
+}
+
+static int ts_set(int fd, int flags)
+{
+	return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+}
+
+static int ts_sane(const struct ts_msg *m, double before, double after)
+{
+	double t = ts_seconds(&m->ts[0]);
+	return m->have_ts && m->ts_len_ok && t >= before - 0.001 && t <= after + 0.001 && m->ts[1].tv_sec == 0 &&
+	       m->ts[1].tv_nsec == 0 && m->ts[2].tv_sec == 0 && m->ts[2].tv_nsec == 0;
+}
+
+static void test_timestamping_flags(void)
+{
+	int fd = udp_bound("0.0.0.0", 0, 0);
+	int bad_bit = 1 << 30;
+	errno = 0;
+	CHECK(ts_set(fd, bad_bit) < 0 && errno == EINVAL, "SO_TIMESTAMPING with an unknown bit: EINVAL");
+	errno = 0;
+	CHECK(ts_set(fd, SOF_TIMESTAMPING_OPT_STATS) < 0 && errno == EINVAL,
+	      "SO_TIMESTAMPING OPT_STATS without OPT_TSONLY: EINVAL");
+	errno = 0;
+	CHECK(ts_set(fd, TS_OPT_ID_TCP) < 0 && errno == EINVAL, "SO_TIMESTAMPING OPT_ID_TCP without OPT_ID: EINVAL");
+	short small = SOF_TIMESTAMPING_SOFTWARE;
+	errno = 0;
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &small, sizeof(small)) < 0 && errno == EINVAL,
+	      "SO_TIMESTAMPING with a 2-byte value: EINVAL");
+	int hw = SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
+	CHECK(ts_set(fd, hw) == 0, "hardware flags are accepted");
+	int got = -1;
+	socklen_t len = sizeof(got);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &got, &len) == 0 && got == hw && len == sizeof(got),
+	      "getsockopt reads the flags back (%#x)", got);
+	struct so_timestamping both = { .flags = SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE };
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &both, sizeof(both)) == 0,
+	      "struct so_timestamping form accepted");
+	struct so_timestamping back = { -1, -1 };
+	len = sizeof(back);
+	CHECK(getsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &back, &len) == 0 && len == sizeof(back) &&
+	      back.flags == both.flags && back.bind_phc == 0,
+	      "getsockopt in struct form (%#x, phc %d, len %u)", back.flags, back.bind_phc, len);
+	close(fd);
+}
+
+static void test_timestamping_rx(void)
+{
+	int fd = udp_bound("0.0.0.0", TS_PORT, 0);
+	int one = 1;
+	CHECK(ts_set(fd, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE) == 0,
+	      "SO_TIMESTAMPING RX_SOFTWARE|SOFTWARE set");
+	/* Linux switches its receive stamping on from a work item: a datagram
+	 * right after the call may come unstamped (our stamps are always on). */
+	usleep(200000);
+	double before = wall_s();
+	request(2, 40, TS_PORT, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	usleep(100000);
+	struct ts_msg a, b;
+	ts_recv(fd, 0, 1500, &a);
+	ts_recv(fd, 0, 1500, &b);
+	double after = wall_s();
+	CHECK(a.r == 40 && ts_sane(&a, before, after), "RX: SCM_TIMESTAMPING with a software stamp (%.6f s before the "
+	      "read), ts[1] and ts[2] zero (%zd bytes)", after - ts_seconds(&a.ts[0]), a.r);
+	CHECK(b.r == 40 && ts_sane(&b, before, after) && ts_seconds(&b.ts[0]) >= ts_seconds(&a.ts[0]),
+	      "RX: the second datagram's stamp is not older (%+.6f s)", ts_seconds(&b.ts[0]) - ts_seconds(&a.ts[0]));
+
+	/* With SO_TIMESTAMPNS too: both, in Linux's order. */
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	request(1, 41, TS_PORT, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	ts_recv(fd, 0, 1500, &a);
+	CHECK(a.r == 41 && a.have_ts && a.have_other && a.first_type == SCM_TIMESTAMPNS,
+	      "RX: SO_TIMESTAMPNS comes first, then SCM_TIMESTAMPING (first type %d)", a.first_type);
+	int zero = 0;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &zero, sizeof(zero));
+
+	/* Generation without reporting: no stamp. */
+	ts_set(fd, SOF_TIMESTAMPING_RX_SOFTWARE);
+	request(1, 42, TS_PORT, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	ts_recv(fd, 0, 1500, &a);
+	CHECK(a.r == 42 && !a.have_ts, "RX: RX_SOFTWARE without SOFTWARE reports nothing");
+	close(fd);
+}
+
+static int ts_sendto_peer(int fd, const void *buf, size_t len)
+{
+	struct sockaddr_in to = peer_addr;
+	to.sin_port = htons(TS_DISCARD_PORT);
+	return (int)sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to));
+}
+
+static void test_timestamping_tx(void)
+{
+	int fd = udp_bound(local_ip, 0, 0);
+	unsigned char out[100];
+	pattern(out, sizeof(out), 5);
+	struct ts_msg a, b, c;
+
+	/* OPT_TSONLY with OPT_ID: empty payload, counter 0 then 1. */
+	CHECK(ts_set(fd, SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
+			      SOF_TIMESTAMPING_OPT_TSONLY) == 0, "TX: SO_TIMESTAMPING TX_SOFTWARE|OPT_ID|OPT_TSONLY set");
+	struct pollfd p = { fd, 0, 0 };
+	CHECK(poll(&p, 1, 0) == 0, "TX: no POLLERR before a send (%#x)", p.revents);
+	double before = wall_s();
+	ts_sendto_peer(fd, out, 60);
+	ts_sendto_peer(fd, out, 70);
+	p.revents = 0;
+	int pr = poll(&p, 1, 1000);
+	CHECK(pr == 1 && (p.revents & POLLERR), "TX: poll reports POLLERR for the error queue (%#x)", p.revents);
+	ts_recv(fd, MSG_ERRQUEUE, 1500, &a);
+	ts_recv(fd, MSG_ERRQUEUE, 1500, &b);
+	double after = wall_s();
+	CHECK(a.r == 0 && (a.flags & MSG_ERRQUEUE) && ts_sane(&a, before, after) && a.have_err &&
+	      a.ee.ee_errno == ENOMSG && a.ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING && a.ee.ee_info == SCM_TSTAMP_SND &&
+	      a.ee.ee_data == 0 && a.first_type == SO_TIMESTAMPING,
+	      "TX: error queue: 0 bytes, SCM_TIMESTAMPING then IP_RECVERR ENOMSG/TIMESTAMPING/SND, key 0 (r %zd, "
+	      "flags %#x, errno %u origin %u info %u data %u)", a.r, a.flags, a.ee.ee_errno, a.ee.ee_origin,
+	      a.ee.ee_info, a.ee.ee_data);
+	CHECK(b.r == 0 && ts_sane(&b, before, after) && b.ee.ee_data == 1 &&
+	      ts_seconds(&b.ts[0]) >= ts_seconds(&a.ts[0]),
+	      "TX: second stamp: key 1, not older (%u, %+.6f s)", b.ee.ee_data,
+	      ts_seconds(&b.ts[0]) - ts_seconds(&a.ts[0]));
+	errno = 0;
+	ts_recv(fd, MSG_ERRQUEUE | MSG_DONTWAIT, 1500, &c);
+	CHECK(c.r < 0 && errno == EAGAIN, "TX: error queue drained: EAGAIN");
+	p.revents = 0;
+	CHECK(poll(&p, 1, 0) == 0, "TX: no POLLERR once drained (%#x)", p.revents);
+	close(fd);
+
+	/* With the packet and TX_SCHED: SCHED then SND, each carrying the frame
+	 * from its Ethernet header; a short buffer truncates. */
+	fd = udp_bound(local_ip, 0, 0);
+	ts_set(fd, SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_SOFTWARE |
+			   SOF_TIMESTAMPING_OPT_ID);
+	ts_sendto_peer(fd, out, sizeof(out));
+	ts_sendto_peer(fd, out, 30);
+	usleep(50000);
+	ts_recv(fd, MSG_ERRQUEUE, 1500, &a);
+	ts_recv(fd, MSG_ERRQUEUE, 1500, &b);
+	const size_t hdrs = 14 + 20 + 8;
+	int frame_ok = a.r == (ssize_t)(hdrs + sizeof(out)) && a.data[12] == 0x08 && a.data[13] == 0x00 &&
+		       a.data[14] == 0x45 && a.data[23] == 17 && !memcmp(a.data + hdrs, out, sizeof(out));
+	CHECK(frame_ok && a.ee.ee_info == SCM_TSTAMP_SCHED && a.ee.ee_data == 0 && a.offender.sin_family == 0,
+	      "TX: SCHED stamp first, with the Ethernet frame as sent (%zd bytes, info %u)", a.r, a.ee.ee_info);
+	CHECK(b.r == a.r && !memcmp(a.data, b.data, (size_t)a.r) && b.ee.ee_info == SCM_TSTAMP_SND && b.ee.ee_data == 0 &&
+	      ts_seconds(&b.ts[0]) >= ts_seconds(&a.ts[0]),
+	      "TX: then the SND stamp of the same datagram (%zd bytes, info %u)", b.r, b.ee.ee_info);
+	ts_recv(fd, MSG_ERRQUEUE, 10, &a);
+	CHECK(a.r == 10 && (a.flags & MSG_TRUNC) && (a.flags & MSG_ERRQUEUE) && a.ee.ee_data == 1,
+	      "TX: a 10-byte buffer gets 10 bytes and MSG_TRUNC (%zd, flags %#x)", a.r, a.flags);
+	ts_recv(fd, MSG_ERRQUEUE, 1500, &a);
+	CHECK(a.r == (ssize_t)(hdrs + 30) && a.ee.ee_info == SCM_TSTAMP_SND && a.ee.ee_data == 1,
+	      "TX: second datagram's SND (%zd bytes)", a.r);
+
+	/* epoll reports EPOLLERR; the queue is bounded by the receive buffer. */
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	ts_sendto_peer(fd, out, 20);
+	struct epoll_event got = { 0 };
+	int n = epoll_wait(ep, &got, 1, 1000);
+	CHECK(n == 1 && (got.events & EPOLLERR), "TX: epoll_wait reports EPOLLERR (%d, %#x)", n, got.events);
+	close(ep);
+	int queued = 0;
+	ts_set(fd, SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_TSONLY);
+	for (int i = 0; i < 3000; i++)
+		ts_sendto_peer(fd, out, 20);
+	usleep(100000);
+	while (ts_recv(fd, MSG_ERRQUEUE | MSG_DONTWAIT, 1500, &a), a.r >= 0)
+		queued++;
+	CHECK(queued > 50 && queued < 3000, "TX: 3000 unread stamps: the error queue holds a bounded number (%d)",
+	      queued);
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -688,6 +927,9 @@ int main(int argc, char **argv)
 	test_blocking();
 	test_first_sleepers();
 	test_multicast(argv[2]);
+	test_timestamping_flags();
+	test_timestamping_rx();
+	test_timestamping_tx();
 	close(ctl_fd);
 	printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);
 	return failures ? 1 : 0;

@@ -10,7 +10,9 @@
 # another is offloaded, VMA_OFFLOADED_SOCKETS=0 keeps everything on the
 # kernel (server namespace Udp InDatagrams show it), and iperf2 -u with both
 # ends under libvma. UDP_SEM_PRELOAD (e.g. the ASan runtime) is put before the
-# library in LD_PRELOAD.
+# library in LD_PRELOAD. UDP_SEM_TB_PREFIX (default vmasem) names the testbed so
+# two runs can share a machine. UDP_SEM_QUICK=1 stops after the three
+# semantics passes (kernel reference, libvma vs kernel and libvma peers).
 set -u
 ARG=${1:-$(dirname "$0")/../..}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,15 +26,15 @@ if [ ! -x "$PROG" ]; then   # not built by `make check` yet: build it here
 	cc -std=gnu11 -O2 -o "$PROG" "$HERE/udp_semantics.c" -lpthread || { echo "SKIP: cannot build the helper"; exit 77; }
 fi
 command -v ethtool >/dev/null || { echo "SKIP: needs ethtool (veth checksum offload)"; exit 77; }
-export TB_PREFIX=vmasem
+export TB_PREFIX=${UDP_SEM_TB_PREFIX:-vmasem}
 bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null || { echo "SKIP: testbed"; exit 77; }
 TMP=$(mktemp -d)
 trap 'bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-A="nsenter --net=/run/netns/vmasem-a"
-B="nsenter --net=/run/netns/vmasem-b"
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
 # veth TX checksum offload leaves kernel datagrams with a partial checksum.
-$A ethtool -K vmasem-a0 tx off >/dev/null 2>&1
-$B ethtool -K vmasem-b0 tx off >/dev/null 2>&1
+$A ethtool -K $TB_PREFIX-a0 tx off >/dev/null 2>&1
+$B ethtool -K $TB_PREFIX-b0 tx off >/dev/null 2>&1
 chmod 755 "$TMP"
 VMA="env LD_PRELOAD=${UDP_SEM_PRELOAD:+$UDP_SEM_PRELOAD:}$LIB VMA_TRACELEVEL=2"   # ld.so takes ":"
 fail=0
@@ -42,7 +44,7 @@ udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 semantics() {  # $1 peer prefix, $2 test prefix, $3 label
 	$A $1 "$PROG" peer 198.18.0.1 >"$TMP/peer.log" 2>&1 & local peer=$!
 	sleep 1
-	$B $2 timeout 120 "$PROG" test 198.18.0.1 198.18.0.2 vmasem-b0 >"$TMP/test.log" 2>&1; local rc=$?
+	$B $2 timeout 120 "$PROG" test 198.18.0.1 198.18.0.2 $TB_PREFIX-b0 >"$TMP/test.log" 2>&1; local rc=$?
 	kill $peer 2>/dev/null; wait $peer 2>/dev/null
 	grep -E "^(FAIL|INFO)" "$TMP/test.log" | sed "s/^/  [$3] /"
 	grep -h -A14 -E "ERROR|runtime error" "$TMP/test.log" "$TMP/peer.log" | head -20 | sed "s/^/  [$3] /"
@@ -52,11 +54,12 @@ semantics() {  # $1 peer prefix, $2 test prefix, $3 label
 semantics "" "" "kernel reference"
 semantics "" "$VMA" "libvma test, kernel peer"
 semantics "$VMA" "$VMA" "libvma test, libvma peer"
+[ "${UDP_SEM_QUICK:-0}" = 1 ] && exit $fail
 semantics "" "$VMA setpriv --reuid 65534 --regid 65534 --clear-groups" "unprivileged libvma"
 warn=$(grep -c "VMA WARNING: ring:" "$TMP/test.log")
 grep "VMA WARNING: ring:" "$TMP/test.log" | sed 's/^/  /'
-[ "$warn" = 1 ] && grep -q "ring: vmasem-b0: .*privilege.*kernel path" "$TMP/test.log"
-check $? "unprivileged: exactly one ring warning, naming vmasem-b0 and the missing privilege ($warn)"
+[ "$warn" = 1 ] && grep -q "ring: $TB_PREFIX-b0: .*privilege.*kernel path" "$TMP/test.log"
+check $? "unprivileged: exactly one ring warning, naming $TB_PREFIX-b0 and the missing privilege ($warn)"
 
 # Receiver: counts what arrives on two ports.
 RECV='

@@ -83,6 +83,8 @@ static void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf)
 			memcpy(tail->data + tail->len, buf->data, buf->len);
 			tail->len += buf->len;
 			tail->tot_len = tail->len;
+			/* Linux's coalescing keeps the newer receive stamp too. */
+			tail->rx_time_ns = buf->rx_time_ns;
 			ring_buf_free(buf);
 			if (s->ctx)
 				s->ctx->rx_coalesced++;

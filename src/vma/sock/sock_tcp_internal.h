@@ -15,6 +15,7 @@
 
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
+#include "sock/sock_tstamp.h"
 #include "stack/tcp.h"
 #include "stats/stats.h"
 
@@ -132,6 +133,11 @@ struct sock_tcp {
 	/* The kernel socket's F_GETFL less O_NONBLOCK, once read (-1 before):
 	 * VMA_AVOID_SYS_CALLS_ON_TCP_FD answers F_GETFL from it. */
 	int kernel_fl;
+	/* SO_TIMESTAMPING as the application set it (flags 0: off). The kernel
+	 * socket of an offloaded connection listens, so it holds these flags
+	 * less OPT_ID (which Linux refuses on a listener); getsockopt answers
+	 * from here. */
+	struct sock_tstamp tstamp;
 
 	/* Wake-ups: iomux_notify and sleepers, run after the unlock. */
 	int sleepers;

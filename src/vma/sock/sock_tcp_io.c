@@ -97,7 +97,7 @@ static bool sock_tcp_rx_ready(const struct sock_tcp *s)
 /* Copies up to want bytes from the queue into the iovecs starting at byte
  * skip of them; consumes unless peek. Lock held. */
 static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, size_t iovcnt, size_t skip,
-				   size_t want, bool peek)
+				   size_t want, bool peek, uint64_t *last_rx_ns)
 {
 	size_t done = 0, vi = 0, voff = skip;
 	while (vi < iovcnt && voff >= iov[vi].iov_len) {
@@ -114,6 +114,7 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 		if (n > want - done)
 			n = want - done;
 		memcpy((char *)iov[vi].iov_base + voff, b->data + boff, n);
+		*last_rx_ns = b->rx_time_ns;
 		done += n;
 		voff += n;
 		boff += (uint32_t)n;
@@ -153,7 +154,26 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 	return done;
 }
 
+/* The receive itself; *last_rx_ns gets the receive time of the last
+ * buffer it read from (0: none). */
+static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns);
+
 static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, int flags)
+{
+	size_t ctl_room = msg->msg_controllen;
+	uint64_t last_rx_ns = 0;
+	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns);
+	/* SO_TIMESTAMPING: as Linux, the stamp of the last segment read. */
+	if (__builtin_expect(last_rx_ns != 0 && r > 0 && sock_tstamp_rx_on(&s->tstamp), 0)) {
+		size_t used = 0;
+		msg->msg_controllen = ctl_room;
+		sock_tstamp_put_rx(&s->tstamp, msg, &used, last_rx_ns);
+		msg->msg_controllen = used;
+	}
+	return r;
+}
+
+static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & (MSG_ERRQUEUE | MSG_OOB))) {
@@ -188,7 +208,8 @@ static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, i
 		bool connecting = s->connecting;
 		size_t n = 0;
 		if (s->rxq_bytes)
-			n = sock_tcp_copy_locked(s, msg->msg_iov, msg->msg_iovlen, copied, want - copied, peek);
+			n = sock_tcp_copy_locked(s, msg->msg_iov, msg->msg_iovlen, copied, want - copied, peek,
+						 last_rx_ns);
 		copied += n;
 		if (n && !peek)
 			sock_tcp_tx_kick_locked(s);   /* a window update tcp_recved sent */

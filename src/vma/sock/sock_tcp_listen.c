@@ -272,6 +272,9 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->sndtimeo_ms = l->sndtimeo_ms;
 	c->maxseg = l->maxseg;
 	c->notsent_lowat = l->notsent_lowat;
+	/* Linux clones the listener's socket: SO_TIMESTAMPING flags too. */
+	c->tstamp.flags = l->tstamp.flags;
+	c->tstamp.new_layout = l->tstamp.new_layout;
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
 	 * which reports its own fresh state, as the placeholder does. */

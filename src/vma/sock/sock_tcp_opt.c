@@ -95,6 +95,8 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case SO_RCVBUFFORCE:
 		case SO_SNDBUFFORCE:
 		case SO_BUSY_POLL:   /* we poll anyway (VMA_RX_POLL) */
+		case SO_TIMESTAMPING_OLD:
+		case SO_TIMESTAMPING_NEW:
 			return true;
 		}
 		return false;
@@ -339,6 +341,36 @@ static int sock_tcp_set_without_kernel(struct sock_tcp *s, int level, int name, 
 	return 0;
 }
 
+/* SO_TIMESTAMPING on an offloaded connection or listener. Its kernel
+ * socket listens, and Linux refuses OPT_ID on a listening (or closed)
+ * socket: that check is ours, by the state of our connection; the kernel
+ * socket validates the rest (unknown bits, OPT_STATS without OPT_TSONLY,
+ * BIND_PHC) with OPT_ID and OPT_ID_TCP left out. */
+static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *val, socklen_t len)
+{
+	if (!val || len < sizeof(int))
+		return REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, val, len);
+	struct so_timestamping ts = { 0 };
+	socklen_t n = len < sizeof(ts) ? len : sizeof(ts);
+	memcpy(&ts, val, n);
+	uint32_t flags = (uint32_t)ts.flags;
+	if ((flags & SOCK_TSTAMP_OPT_ID_TCP) && !(flags & SOF_TIMESTAMPING_OPT_ID)) {
+		errno = EINVAL;
+		return -1;
+	}
+	bool id_starts = (flags & SOF_TIMESTAMPING_OPT_ID) && !(s->tstamp.flags & SOF_TIMESTAMPING_OPT_ID);
+	if (id_starts && (s->mode != SOCK_TCP_ACTIVE || !s->pcb || s->reset)) {
+		errno = EINVAL;
+		return -1;
+	}
+	ts.flags = (int)(flags & ~(SOF_TIMESTAMPING_OPT_ID | SOCK_TSTAMP_OPT_ID_TCP));
+	if (REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
+		return -1;
+	int whole = (int)flags;
+	sock_tstamp_note_flags(&s->tstamp, name, &whole, sizeof(whole));
+	return 0;
+}
+
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
@@ -348,6 +380,9 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	if (__builtin_expect(!sock_tcp_opt_supported(level, name), 0) && (offloaded || sock_tcp_undecided(s)) &&
 	    !sock_tcp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_tcp_stuck(s))))
 		return -1;
+	bool timestamping = level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW);
+	if (timestamping && offloaded)
+		return sock_tcp_set_timestamping(s, name, val, len);
 	unsigned bit = sock_tcp_opt_bit(level, name);
 	if (bit && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd)
 		return sock_tcp_set_without_kernel(s, level, name, bit, val, len);
@@ -355,6 +390,8 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	if (ret != 0 || !val)
 		return ret;
 	int saved = errno;
+	if (timestamping)   /* a socket connect() or listen() may still offload */
+		sock_tstamp_note_flags(&s->tstamp, name, val, len);
 	s->opts_kernel_lacks &= ~bit;
 	if (sock_tcp_note_option(s, level, name, val, len))
 		sock_tcp_options_push(s);
@@ -560,6 +597,16 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		sock_offload_unlock(ctx);
 		if (have)
 			return sock_tcp_put_int(val, len, (int)in.mss);
+	}
+	if (level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW)) {
+		/* The kernel's answer (its length rules, bind_phc) with our flags:
+		 * its socket lacks OPT_ID (see sock_tcp_set_timestamping). */
+		int ret = REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		if (ret == 0 && val && *len >= sizeof(int)) {
+			int flags = (int)s->tstamp.flags;
+			memcpy(val, &flags, sizeof(flags));
+		}
+		return ret;
 	}
 	/* The mirror answers what the kernel socket lacks, and under
 	 * VMA_AVOID_SYS_CALLS_ON_TCP_FD whatever it knows exactly; odd

@@ -437,6 +437,12 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
 			if (sock_udp_getint(val, len, &v) == 0)
 				s->timestampns = v != 0;
 			break;
+		case SO_TIMESTAMPING_OLD:
+		case SO_TIMESTAMPING_NEW:
+			/* Linux restarts a UDP socket's OPT_ID counter at 0. */
+			if (sock_tstamp_note_flags(&s->tstamp, name, val, len))
+				s->tstamp.key_next = 0;
+			break;
 		}
 		return;
 	}
@@ -520,6 +526,8 @@ static bool sock_udp_opt_supported(int level, int name)
 		case SO_BROADCAST:
 		case SO_TIMESTAMP:
 		case SO_TIMESTAMPNS:
+		case SO_TIMESTAMPING_OLD:
+		case SO_TIMESTAMPING_NEW:
 		case SO_BUSY_POLL:     /* we poll anyway (VMA_RX_POLL) */
 			return true;
 		}
@@ -672,6 +680,10 @@ static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
 	 * next read takes them. */
 	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) || sock_udp_has_strays(s))
 		ev |= EPOLLIN;
+	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while
+	 * its error queue is not empty). */
+	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
+		ev |= EPOLLERR;
 	return ev;
 }
 
@@ -745,6 +757,7 @@ static void sock_udp_release(struct sock_obj *obj)
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;
+	sock_tstamp_clear(&s->tstamp);
 	/* The old lane's pcb of a recent move, and strays nobody read. */
 	sock_udp_migrate_release(s);
 	for (unsigned i = 0; i < s->ngroups; i++)

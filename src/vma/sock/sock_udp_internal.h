@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "sock/sock_offload.h"
+#include "sock/sock_tstamp.h"
 #include "sock/sock_udp.h"
 #include "sock/sock_udp_queue.h"
 #include "stats/stats.h"
@@ -82,6 +83,7 @@ struct sock_udp {
 	uint32_t mc_if_addr;
 	int mc_ifindex;
 	bool pktinfo, recvtos, recvttl, timestamp, timestampns;
+	struct sock_tstamp tstamp;   /* SO_TIMESTAMPING (flags 0: off) */
 
 	unsigned os_poll_count;
 	int sleepers;

@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 
@@ -71,6 +73,9 @@ static void sock_udp_fill_cmsgs(struct sock_udp *s, const struct sock_udp_entry 
 				       .tv_nsec = (long)(e->rx_time_ns % 1000000000u) };
 		sock_udp_put_cmsg(msg, &used, SOL_SOCKET, SCM_TIMESTAMPNS, &ts, sizeof(ts));
 	}
+	/* Linux's order: SO_TIMESTAMP(NS), SCM_TIMESTAMPING, then IP's. */
+	if (__builtin_expect(sock_tstamp_rx_on(&s->tstamp), 0))
+		sock_tstamp_put_rx(&s->tstamp, msg, &used, e->rx_time_ns);
 	if (s->pktinfo) {
 		struct in_pktinfo pi = { .ipi_ifindex = e->info.ifindex };
 		int slot = sock_offload_if_slot(s->ctx, e->info.ifindex);
@@ -210,9 +215,23 @@ int sock_udp_rx_poll_budget(const struct sock_udp *s)
 	return g_cfg.rx_poll_init;
 }
 
+/* recvmsg(MSG_ERRQUEUE): our transmit stamps first, then whatever the
+ * kernel socket queued (its own sends' stamps, ICMP errors). Never blocks,
+ * as Linux's error-queue read. */
+static ssize_t sock_udp_recv_errqueue(struct sock_udp *s, struct msghdr *msg, int flags)
+{
+	const struct sock_tstamp_ip_cmsgs ip = { .pktinfo = s->pktinfo, .ttl = s->recvttl, .tos = s->recvtos };
+	ssize_t r = sock_tstamp_errq_recv(&s->tstamp, msg, &ip);
+	if (r != SOCK_TSTAMP_ERRQ_EMPTY)
+		return r;
+	return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+}
+
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
 {
 	sock_udp_fork_check(s);
+	if (__builtin_expect(flags & (MSG_ERRQUEUE | MSG_OOB), 0) && (flags & MSG_ERRQUEUE) && !s->released)
+		return sock_udp_recv_errqueue(s, msg, flags);
 	if (!sock_udp_ctx(s) || (flags & (MSG_ERRQUEUE | MSG_OOB)))
 		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
 	/* Before this call's first lock: a move, if this call ends a window,
@@ -423,6 +442,91 @@ done:
 	return rt->via_os;
 }
 
+/* SO_TIMESTAMPING on a send: the interface the stack sends through, with
+ * its frames watched so the first one (what Linux's error queue returns
+ * without OPT_TSONLY: the frame from its Ethernet header) is copied. */
+#define SOCK_UDP_FRAME_IP_END (STACK_ETH_HLEN + STACK_IP4_HLEN)
+struct sock_udp_tx_watch {
+	struct stack_netif nif;
+	const struct stack_netif *real;
+	bool want_frame;
+	unsigned char *frame;        /* malloc'd copy of the first frame */
+	uint32_t frame_len;
+};
+
+static struct ring_buf *sock_udp_watch_alloc(void *arg)
+{
+	const struct sock_udp_tx_watch *w = arg;
+	return w->real->tx_alloc(w->real->ctx);
+}
+
+static int sock_udp_watch_send(void *arg, struct ring_buf *frame)
+{
+	struct sock_udp_tx_watch *w = arg;
+	if (w->want_frame && !w->frame) {
+		w->frame = malloc(frame->len);
+		if (w->frame) {
+			memcpy(w->frame, frame->data, frame->len);
+			w->frame_len = frame->len;
+		}
+	}
+	return w->real->tx_send(w->real->ctx, frame);
+}
+
+static const struct stack_netif *sock_udp_watch_begin(struct sock_udp_tx_watch *w, const struct stack_netif *real,
+						      uint32_t flags)
+{
+	*w = (struct sock_udp_tx_watch){ .nif = *real, .real = real,
+					 .want_frame = !(flags & SOF_TIMESTAMPING_OPT_TSONLY) };
+	w->nif.ctx = w;
+	w->nif.tx_alloc = sock_udp_watch_alloc;
+	w->nif.tx_send = sock_udp_watch_send;
+	return &w->nif;
+}
+
+/* Queues the stamps of one sent datagram: SCM_TSTAMP_SCHED (taken before
+ * the stack built it) then SCM_TSTAMP_SND (now: its frames are on the
+ * ring), each a copy of the frame unless OPT_TSONLY; the OPT_ID counter
+ * advances per datagram, as Linux's does for a UDP send that asked for a
+ * stamp. */
+static void sock_udp_tx_stamped(struct sock_udp *s, struct sock_udp_tx_watch *w, uint32_t flags, uint64_t sched_ns,
+				int ifindex)
+{
+	uint64_t snd_ns = sock_tstamp_now_ns();
+	uint32_t key = s->tstamp.key_next++;
+	uint64_t limit = s->rcvbuf;
+	bool queued = false;
+	static const uint32_t kinds[] = { SCM_TSTAMP_SCHED, SCM_TSTAMP_SND };
+	for (unsigned i = 0; i < 2; i++) {
+		uint32_t gen = kinds[i] == SCM_TSTAMP_SCHED ? SOF_TIMESTAMPING_TX_SCHED : SOF_TIMESTAMPING_TX_SOFTWARE;
+		if (!(flags & gen))
+			continue;
+		bool with_frame = w->want_frame && w->frame && w->frame_len >= SOCK_UDP_FRAME_IP_END;
+		struct sock_tstamp_note *n = sock_tstamp_note_new(with_frame ? w->frame_len : 0);
+		if (!n)
+			continue;
+		n->stamp_ns = kinds[i] == SCM_TSTAMP_SCHED ? sched_ns : snd_ns;
+		n->kind = kinds[i];
+		n->key = key;
+		if (with_frame) {
+			memcpy(n->data, w->frame, w->frame_len);
+			n->has_packet = true;
+			n->ifindex = ifindex;
+			/* What OPT_CMSG reports, from the IP header as sent. */
+			const unsigned char *ip = w->frame + STACK_ETH_HLEN;
+			memcpy(&n->src_ip, ip + 12, 4);
+			memcpy(&n->dst_ip, ip + 16, 4);
+			n->ttl = ip[8];
+			n->tos = ip[1];
+		}
+		queued |= sock_tstamp_queue(&s->tstamp, n, limit);
+	}
+	free(w->frame);
+	w->frame = NULL;
+	if (queued)
+		iomux_notify(&s->obj, EPOLLERR);
+}
+
 ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, int flags, bool flush)
 {
 	struct sock_offload *ctx = sock_udp_ctx(s);
@@ -485,8 +589,20 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	if (msg->msg_iovlen > 0 && msg->msg_iov)
 		sock_prefetch(msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, g_cfg.tx_prefetch_bytes);
 	int r;
+	const struct stack_netif *nif = &ifc->nif;
+	/* SO_TIMESTAMPING: one flag test when off. TX_ACK is TCP's alone:
+	 * Linux neither stamps nor counts a datagram for it. */
+	uint32_t ts_flags = s->tstamp.flags & (SOCK_TSTAMP_TX_RECORD & ~(uint32_t)SOF_TIMESTAMPING_TX_ACK);
+	struct sock_udp_tx_watch watch;
+	uint64_t sched_ns = 0;
+	if (__builtin_expect(ts_flags != 0, 0)) {
+		ts_flags = s->tstamp.flags;
+		nif = sock_udp_watch_begin(&watch, nif, ts_flags);
+		if (ts_flags & SOF_TIMESTAMPING_TX_SCHED)
+			sched_ns = sock_tstamp_now_ns();
+	}
 	for (int attempt = 0;; attempt++) {
-		r = stack_udp_send(ctx->stack, &ifc->nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);
+		r = stack_udp_send(ctx->stack, nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 		if (r != -ENOBUFS || (nonblock && attempt > 0) || attempt >= SOCK_UDP_TX_RETRIES)
 			break;
 		ring_tx_flush(ifc->ring);   /* rings the doorbell and reaps completions */
@@ -495,7 +611,14 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		ring_tx_send_done(ifc->ring);   /* now, or later in a burst (docs/ring.md) */
 	if (r >= 0 && rt->multicast && s->mc_loop)
 		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
+	int ifindex = ifc->nif.ifindex;
 	sock_offload_unlock(ctx);
+	if (__builtin_expect(ts_flags != 0, 0)) {
+		if (r >= 0)
+			sock_udp_tx_stamped(s, &watch, ts_flags, sched_ns, ifindex);
+		else
+			free(watch.frame);
+	}
 	if (r == -ENOBUFS && nonblock && !g_cfg.tx_nonblocked_eagains) {
 		s->stats->c.tx_dummy++;   /* dropped, reported sent (VMA_TX_NONBLOCKED_EAGAINS=0) */
 		return (ssize_t)total;
