@@ -1,0 +1,189 @@
+/* Busy-polling permits (ring/ring_spin.c): at most the limit of threads
+ * hold one, a permit goes back before a sleep, a lease its holder stopped
+ * renewing (a killed process) is taken over, and a process sharing the
+ * board (fork) counts against the same limit. */
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ring/ring_spin.h"
+
+static struct ring_spin_board *board;
+
+static void setup(void)
+{
+	board = mmap(NULL, sizeof(*board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(board, MAP_FAILED);
+	ring_spin_board_set(board, 2);
+}
+
+static void teardown(void)
+{
+	ring_spin_board_set(NULL, -1);
+	munmap(board, sizeof(*board));
+}
+
+/* A thread that asks for a permit, reports, and holds it (or not) until
+ * told to release. */
+struct asker {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int step;     /* 0 ask, 1 asked, 2 release, 3 released */
+	bool granted;
+};
+
+static void *asker_main(void *arg)
+{
+	struct asker *a = arg;
+	bool granted = ring_spin_permit();
+	pthread_mutex_lock(&a->mu);
+	a->granted = granted;
+	a->step = 1;
+	pthread_cond_broadcast(&a->cv);
+	while (a->step != 2)
+		pthread_cond_wait(&a->cv, &a->mu);
+	ring_spin_release();
+	a->step = 3;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+static bool asker_start(struct asker *a)
+{
+	memset(a, 0, sizeof(*a));
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	pthread_create(&a->thread, NULL, asker_main, a);
+	pthread_mutex_lock(&a->mu);
+	while (a->step != 1)
+		pthread_cond_wait(&a->cv, &a->mu);
+	bool granted = a->granted;
+	pthread_mutex_unlock(&a->mu);
+	return granted;
+}
+
+static void asker_stop(struct asker *a)
+{
+	pthread_mutex_lock(&a->mu);
+	a->step = 2;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);
+}
+
+START_TEST(no_more_holders_than_the_limit)
+{
+	struct asker a, b, c;
+	ck_assert(asker_start(&a));
+	ck_assert(asker_start(&b));
+	ck_assert_int_eq(ring_spin_holders(), 2);
+	ck_assert(!asker_start(&c));   /* both permits held: sleep instead */
+	asker_stop(&c);
+	asker_stop(&a);                /* released before its sleep */
+	ck_assert_int_eq(ring_spin_holders(), 1);
+	ck_assert(asker_start(&c));
+	asker_stop(&b);
+	asker_stop(&c);
+	ck_assert_int_eq(ring_spin_holders(), 0);
+}
+END_TEST
+
+START_TEST(a_holder_keeps_its_permit_across_calls)
+{
+	ck_assert(ring_spin_permit());
+	for (int i = 0; i < 1000; i++)
+		ck_assert(ring_spin_permit());
+	ck_assert_int_eq(ring_spin_holders(), 1);
+	ring_spin_release();
+	ring_spin_release();   /* twice is harmless */
+	ck_assert_int_eq(ring_spin_holders(), 0);
+}
+END_TEST
+
+START_TEST(a_lease_not_renewed_is_taken_over)
+{
+	/* Two slots held by a process that died: leases that ended. */
+	board->slots[0].lease_end_ns = 1;
+	board->slots[1].lease_end_ns = 2;
+	ck_assert_int_eq(ring_spin_holders(), 0);
+	ck_assert(ring_spin_permit());
+	ck_assert_int_eq(board->slots[0].pid, getpid());
+	ring_spin_release();
+	/* Live leases of another process: none for us. */
+	board->slots[0].lease_end_ns = UINT64_MAX;
+	board->slots[1].lease_end_ns = UINT64_MAX;
+	ck_assert(!ring_spin_permit());
+	board->slots[0].lease_end_ns = 0;
+	board->slots[1].lease_end_ns = 0;
+}
+END_TEST
+
+START_TEST(a_forked_child_shares_the_limit)
+{
+	ck_assert(ring_spin_permit());   /* one of two */
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		ring_spin_after_fork_child();   /* the parent's permit is not ours */
+		int ok = ring_spin_permit() && ring_spin_holders() == 2;
+		struct asker other;
+		ok = ok && !asker_start(&other);   /* the parent holds the other */
+		asker_stop(&other);
+		ring_spin_release();
+		char c = ok ? 'y' : 'n';
+		if (write(pipefd[1], &c, 1) != 1)
+			_exit(2);
+		_exit(0);
+	}
+	char c = 0;
+	ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert_int_eq(c, 'y');
+	ck_assert_int_eq(ring_spin_holders(), 1);   /* ours, still */
+	ring_spin_release();
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+END_TEST
+
+START_TEST(without_a_board_every_thread_polls)
+{
+	ring_spin_board_set(NULL, -1);
+	struct asker a, b, c;
+	ck_assert(asker_start(&a));
+	ck_assert(asker_start(&b));
+	ck_assert(asker_start(&c));
+	asker_stop(&a);
+	asker_stop(&b);
+	asker_stop(&c);
+	ck_assert_int_eq(ring_spin_limit(), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ring_spin");
+	TCase *tc = tcase_create("permits");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, no_more_holders_than_the_limit);
+	tcase_add_test(tc, a_holder_keeps_its_permit_across_calls);
+	tcase_add_test(tc, a_lease_not_renewed_is_taken_over);
+	tcase_add_test(tc, a_forked_child_shares_the_limit);
+	tcase_add_test(tc, without_a_board_every_thread_polls);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
