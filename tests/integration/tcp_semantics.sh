@@ -21,7 +21,7 @@
 # each run and the total count close the output.
 # TCP_SEM_RUNS limits the runs (e.g. "kernel libvma"); TCP_SEM_ONLY runs one
 # section of the program (connect accept data sockopts shutdown resets
-# fullpipe keepalive sendfile signals); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
+# fullpipe keepalive sendfile splice signals); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
 # before the library in LD_PRELOAD.
 set -u
 ARG=${1:-$(dirname "$0")/../..}

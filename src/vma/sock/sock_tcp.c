@@ -714,6 +714,7 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.sendmmsg = sock_tcp_op_sendmmsg,
 	.sendfile = sock_tcp_op_sendfile,
 	.sendfile64 = sock_tcp_op_sendfile64,
+	.splice = sock_tcp_op_splice,
 	.poll_ready = sock_tcp_poll_ready,
 	.progress = sock_tcp_progress,
 	.wait_prepare = sock_tcp_wait_prepare,
