@@ -318,7 +318,8 @@ static int run_peer(void)
 			memset(&ti, 0, sizeof(ti));
 			getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
 			getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
-			snprintf(reply, sizeof(reply), "OK %d %d %d", mss, ti.tcpi_state, ti.tcpi_options);
+			snprintf(reply, sizeof(reply), "OK %d %d %d %u", mss, ti.tcpi_state, ti.tcpi_options,
+				 ti.tcpi_rcv_mss);
 		} else if (!strcmp(verb, "SILENT")) {
 			peer_silence((int)key, (int)x);
 		} else if (!strcmp(verb, "CONNECT")) {
@@ -1398,6 +1399,40 @@ static void test_sendfile(void)
 	close_conn(fd, key);
 }
 
+/* Issue 13 item 4: tcp_semantics.sh sets `ip route replace 198.18.0.0/24
+ * dev B mtu 1400 advmss 1300` in the test namespace and TCP_SEM_ROUTE=1
+ * for this section. As Linux: our SYN / SYN-ACK announces 1300 (the peer's
+ * TCP_MAXSEG), we send within the path MTU (1400 - 40, less timestamps). */
+static void test_route_mss(void)
+{
+	if (!getenv("TCP_SEM_ROUTE")) {
+		printf("INFO: %s: routemss needs the route set by tcp_semantics.sh (TCP_SEM_ROUTE)\n", role);
+		return;
+	}
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int ts = 0;
+	int mss = connected_mss(fd, &ts, NULL);
+	result(mss == 1360 - ts, "route mtu 1400: our TCP_MAXSEG is the path MTU's", "expected %d, got %d", 1360 - ts,
+	       mss);
+	int pmss = 0, pstate = 0, popts = 0;
+	unsigned prcv = 0;
+	sscanf(ASK("INFO %d", key), "OK %d %d %d %u", &pmss, &pstate, &popts, &prcv);
+	int pts = (popts & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+	result(pmss == 1300 - pts, "route advmss 1300: the MSS our SYN announced (the peer's TCP_MAXSEG)",
+	       "expected %d, got %d", 1300 - pts, pmss);
+	const size_t size = 256 * 1024;
+	ask_send("RECV %d %zu 5000", key, size);
+	ssize_t sent = send_pattern(fd, size, MSG_NOSIGNAL);
+	struct peer_recv pr = parse_recv(ask_wait());
+	sscanf(ASK("INFO %d", key), "OK %d %d %d %u", &pmss, &pstate, &popts, &prcv);
+	result(sent == (ssize_t)size && pr.got == size && prcv >= 1000 && prcv <= (unsigned)(1360 - pts),
+	       "route mtu 1400: the segments we send fit it (the peer's tcpi_rcv_mss)",
+	       "sent %zd, peer got %zu, its rcv_mss %u (at most %d)", sent, pr.got, prcv, 1360 - pts);
+	close_conn(fd, key);
+}
+
 /* Reads everything the pipe holds (non-blocking read end), checking it is
  * the pattern from *off on; returns 0 on a mismatch. */
 static int pipe_drain_pattern(int rd, size_t *off)
@@ -2058,7 +2093,7 @@ int main(int argc, char **argv)
 		{ "shutdown", test_shutdown, 1 },      { "resets", test_resets, 1 },
 		{ "fullpipe", test_full_pipe, 1 },     { "keepalive", test_keepalive, 1 },
 		{ "sendfile", test_sendfile, 1 },      { "splice", test_splice, 1 },
-		{ "signals", test_signals, 1 },
+		{ "routemss", test_route_mss, 1 },     { "signals", test_signals, 1 },
 	};
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		if (only && !name_in_list(sections[i].name, only))
