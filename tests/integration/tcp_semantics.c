@@ -322,7 +322,8 @@ static int run_peer(void)
 			memset(&ti, 0, sizeof(ti));
 			getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
 			getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &il);
-			snprintf(reply, sizeof(reply), "OK %d %d %d", mss, ti.tcpi_state, ti.tcpi_options);
+			snprintf(reply, sizeof(reply), "OK %d %d %d %u", mss, ti.tcpi_state, ti.tcpi_options,
+				 ti.tcpi_rcv_mss);
 		} else if (!strcmp(verb, "SILENT")) {
 			peer_silence((int)key, (int)x);
 		} else if (!strcmp(verb, "CONNECT")) {
@@ -413,6 +414,7 @@ static const char *errname(int e)
 	case ECONNABORTED: return "ECONNABORTED";
 	case EINTR: return "EINTR";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case ESPIPE: return "ESPIPE";
 	default: snprintf(other, sizeof(other), "errno %d", e); return other;
 	}
 }
@@ -1564,6 +1566,216 @@ static void test_sendfile(void)
 	close_conn(fd, key);
 }
 
+/* Issue 13 item 4: tcp_semantics.sh sets `ip route replace 198.18.0.0/24
+ * dev B mtu 1400 advmss 1300` in the test namespace and TCP_SEM_ROUTE=1
+ * for this section. As Linux: our SYN / SYN-ACK announces 1300 (the peer's
+ * TCP_MAXSEG), we send within the path MTU (1400 - 40, less timestamps). */
+static void test_route_mss(void)
+{
+	if (!getenv("TCP_SEM_ROUTE")) {
+		printf("INFO: %s: routemss needs the route set by tcp_semantics.sh (TCP_SEM_ROUTE)\n", role);
+		return;
+	}
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int ts = 0;
+	int mss = connected_mss(fd, &ts, NULL);
+	result(mss == 1360 - ts, "route mtu 1400: our TCP_MAXSEG is the path MTU's", "expected %d, got %d", 1360 - ts,
+	       mss);
+	int pmss = 0, pstate = 0, popts = 0;
+	unsigned prcv = 0;
+	sscanf(ASK("INFO %d", key), "OK %d %d %d %u", &pmss, &pstate, &popts, &prcv);
+	int pts = (popts & TCPI_OPT_TIMESTAMPS) ? 12 : 0;
+	result(pmss == 1300 - pts, "route advmss 1300: the MSS our SYN announced (the peer's TCP_MAXSEG)",
+	       "expected %d, got %d", 1300 - pts, pmss);
+	const size_t size = 256 * 1024;
+	ask_send("RECV %d %zu 5000", key, size);
+	ssize_t sent = send_pattern(fd, size, MSG_NOSIGNAL);
+	struct peer_recv pr = parse_recv(ask_wait());
+	sscanf(ASK("INFO %d", key), "OK %d %d %d %u", &pmss, &pstate, &popts, &prcv);
+	result(sent == (ssize_t)size && pr.got == size && prcv >= 1000 && prcv <= (unsigned)(1360 - pts),
+	       "route mtu 1400: the segments we send fit it (the peer's tcpi_rcv_mss)",
+	       "sent %zd, peer got %zu, its rcv_mss %u (at most %d)", sent, pr.got, prcv, 1360 - pts);
+	close_conn(fd, key);
+}
+
+/* Reads everything the pipe holds (non-blocking read end), checking it is
+ * the pattern from *off on; returns 0 on a mismatch. */
+static int pipe_drain_pattern(int rd, size_t *off)
+{
+	static unsigned char b[65536];
+	int ok = 1;
+	for (;;) {
+		ssize_t r = read(rd, b, sizeof(b));
+		if (r <= 0)
+			return ok;
+		ok = ok && is_pattern(b, (size_t)r, *off);
+		*off += (size_t)r;
+	}
+}
+
+/* splice(2) between the connection and a pipe, both ways: the kernel
+ * socket under an offloaded fd holds no connection, so libvma must move the
+ * bytes itself (issue 13 item 5). */
+static void test_splice(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	const size_t size = 1 << 20;
+	static unsigned char b[65536];
+	int p[2];
+	if (pipe2(p, O_NONBLOCK) < 0) {
+		result(0, "pipe2", "%s", errname(errno));
+		close_conn(fd, key);
+		return;
+	}
+	loff_t off = 0;
+
+	/* pipe -> socket: the pipe is fed in 40000-byte writes, SPLICE_F_MORE
+	 * while more is to come. */
+	ask_send("RECV %d %zu 5000", key, size);
+	size_t queued = 0, sent = 0;
+	ssize_t r = 0;
+	int err = 0;
+	while (sent < size) {
+		if (queued == sent) {
+			size_t k = size - queued < 40000 ? size - queued : 40000;
+			fill_pattern(b, k, queued);
+			if (write(p[1], b, k) != (ssize_t)k)
+				break;
+			queued += k;
+		}
+		errno = 0;
+		r = splice(p[0], NULL, fd, NULL, queued - sent, queued < size ? SPLICE_F_MORE : 0);
+		err = errno;
+		if (r <= 0)
+			break;
+		sent += (size_t)r;
+	}
+	struct peer_recv pr = parse_recv(ask_wait());
+	result(sent == size && pr.got == size && pr.hash == pattern_hash(size),
+	       "splice pipe -> socket of 1 MiB arrives intact", "spliced %zu (last %zd/%s), peer got %zu hash %s", sent, r,
+	       r < 0 ? errname(err) : "-", pr.got, pr.hash == pattern_hash(size) ? "ok" : "BAD");
+	EXPECT_ERR("splice from an empty pipe (O_NONBLOCK): EAGAIN", splice(p[0], NULL, fd, NULL, 4096, 0), EAGAIN);
+	if (write(p[1], b, 100) != 100)
+		result(0, "write 100 bytes into the pipe", "%s", errname(errno));
+	EXPECT_ERR("splice pipe -> socket with an offset on the pipe: ESPIPE", splice(p[0], &off, fd, NULL, 100, 0),
+		   ESPIPE);
+	EXPECT_ERR("splice pipe -> socket with an offset on the socket: EINVAL", splice(p[0], NULL, fd, &off, 100, 0),
+		   EINVAL);
+	int queued_in_pipe = -1;
+	ioctl(p[0], FIONREAD, &queued_in_pipe);
+	expect_int("the refused splices left the pipe's bytes", queued_in_pipe, 100);
+	if (read(p[0], b, sizeof(b)) != 100)
+		result(0, "read the 100 bytes back", "%s", errname(errno));
+
+	/* socket -> pipe: the peer sends 1 MiB, each splice is drained from
+	 * the pipe and checked. */
+	ask_send("SEND %d %zu", key, size);
+	ask_wait();
+	size_t got = 0;
+	int intact = 1;
+	r = 0;
+	err = 0;
+	while (got < size) {
+		errno = 0;
+		r = splice(fd, NULL, p[1], NULL, size - got, 0);
+		err = errno;
+		if (r <= 0)
+			break;
+		size_t before = got;
+		intact = pipe_drain_pattern(p[0], &got) && intact;
+		if (got - before != (size_t)r) {
+			intact = 0;
+			break;
+		}
+	}
+	result(got == size && intact, "splice socket -> pipe of 1 MiB arrives intact",
+	       "got %zu of %zu (last %zd/%s), pattern %s", got, size, r, r < 0 ? errname(err) : "-", intact ? "ok" : "BAD");
+
+	/* A full pipe: EAGAIN under SPLICE_F_NONBLOCK and the socket keeps its bytes. */
+	ask_send("SEND %d 3000", key);
+	ask_wait();
+	wait_bytes(fd, 3000, 3);
+	size_t filler = 0;
+	memset(b, 'x', sizeof(b));
+	for (ssize_t w; (w = write(p[1], b, sizeof(b))) > 0;)
+		filler += (size_t)w;
+	EXPECT_ERR("splice socket -> full pipe (SPLICE_F_NONBLOCK): EAGAIN",
+		   splice(fd, NULL, p[1], NULL, 3000, SPLICE_F_NONBLOCK), EAGAIN);
+	int inq = -1;
+	ioctl(fd, FIONREAD, &inq);
+	expect_int("the socket keeps its 3000 bytes", inq, 3000);
+	while (read(p[0], b, sizeof(b)) > 0)
+		;
+	EXPECT_ERR("splice socket -> pipe with an offset on the pipe: ESPIPE", splice(fd, NULL, p[1], &off, 3000, 0),
+		   ESPIPE);
+	EXPECT_ERR("splice socket -> pipe with an offset on the socket: EINVAL", splice(fd, &off, p[1], NULL, 3000, 0),
+		   EINVAL);
+	got = 0;
+	r = splice(fd, NULL, p[1], NULL, 3000, 0);
+	intact = r == 3000 && pipe_drain_pattern(p[0], &got) && got == 3000;
+	result(intact, "then the 3000 bytes splice out intact", "splice gave %zd, pipe held %zu", r, got);
+
+	/* Non-blocking socket with nothing queued: EAGAIN; after the peer's FIN: 0. */
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	EXPECT_ERR("splice from an empty O_NONBLOCK socket: EAGAIN", splice(fd, NULL, p[1], NULL, 4096, 0), EAGAIN);
+	fcntl(fd, F_SETFL, fl);
+	ASK("SHUTWR %d", key);
+	set_rcvtimeo(fd, 3000);
+	errno = 0;
+	r = splice(fd, NULL, p[1], NULL, 4096, 0);
+	result(r == 0, "splice at EOF returns 0", "got %zd/%s", r, r < 0 ? errname(errno) : "-");
+	set_rcvtimeo(fd, 0);
+
+	/* pipe -> a full O_NONBLOCK socket: EAGAIN, and the pipe keeps its bytes. */
+	int sb = 32768;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	/* Full: nothing more goes in after a pause (the peer's window closed). */
+	size_t stuffed = fill_until_eagain(fd);
+	for (int i = 0; i < 50; i++) {
+		usleep(100000);
+		size_t more = fill_until_eagain(fd);
+		stuffed += more;
+		if (!more)
+			break;
+	}
+	if (write(p[1], b, 100) != 100)
+		result(0, "write 100 bytes into the pipe", "%s", errname(errno));
+	/* A peer that still opens its window by a few bytes now and then may
+	 * let the 100 bytes in (our stack frees send space per byte acked,
+	 * Linux per buffer): either way no byte may be lost. */
+	errno = 0;
+	r = splice(p[0], NULL, fd, NULL, 100, 0);
+	err = errno;
+	queued_in_pipe = -1;
+	ioctl(p[0], FIONREAD, &queued_in_pipe);
+	result((r == -1 && err == EAGAIN && queued_in_pipe == 100) || (r == 100 && queued_in_pipe == 0),
+	       "splice pipe -> full O_NONBLOCK socket: EAGAIN with the pipe's bytes kept (or all sent)",
+	       "splice gave %zd/%s, pipe holds %d", r, r < 0 ? errname(err) : "-", queued_in_pipe);
+	while (read(p[0], b, sizeof(b)) > 0)
+		;
+	fcntl(fd, F_SETFL, fl);
+	size_t expect_drained = stuffed + (r > 0 ? (size_t)r : 0);
+	pr = parse_recv(ASK("RECV %d %zu 3000", key, expect_drained));
+	result(pr.got == expect_drained, "the peer gets every byte sent before and by the splice",
+	       "expected %zu, got %zu", expect_drained, pr.got);
+
+	/* Neither end a pipe: EINVAL. */
+	char path[] = "/tmp/tcp_semantics.XXXXXX";
+	int file = mkstemp(path);
+	unlink(path);
+	EXPECT_ERR("splice socket -> regular file: EINVAL", splice(fd, NULL, file, NULL, 100, 0), EINVAL);
+	close(file);
+	close(p[0]);
+	close(p[1]);
+	close_conn(fd, key);
+}
+
 /* ---- signals: every blocking call, with and without SA_RESTART ----
  * SIGWINCH has a handler with SA_RESTART, SIGUSR2 one without. A sender
  * thread (every signal blocked in it) delivers them to the test thread at
@@ -2141,7 +2353,8 @@ int main(int argc, char **argv)
 		{ "data", test_data, 1 },	       { "sockopts", test_sockopts, 1 },
 		{ "shutdown", test_shutdown, 1 },      { "resets", test_resets, 1 },
 		{ "fullpipe", test_full_pipe, 1 },     { "keepalive", test_keepalive, 1 },
-		{ "sendfile", test_sendfile, 1 },      { "signals", test_signals, 1 },
+		{ "sendfile", test_sendfile, 1 },      { "splice", test_splice, 1 },
+		{ "routemss", test_route_mss, 1 },     { "signals", test_signals, 1 },
 		{ "timestamping", test_timestamping, 1 },
 	};
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {

@@ -14,6 +14,9 @@
 #   libvma test with VMA_AVOID_SYS_CALLS_ON_TCP_FD=1 vs kernel peer, the
 #   sections that set options, O_NONBLOCK and FIONBIO (accept data sockopts
 #   keepalive): what libvma answers without the kernel must match Linux,
+#   kernel and libvma test with the test namespace's route to the peer set to
+#   "mtu 1400 advmss 1300" ("route"), routemss section only: the MSS our SYN
+#   and SYN-ACK announce and the segments we send follow the route as Linux,
 #   libvma test at VMA_TRACELEVEL=DEBUG, data section only ("exit"): when it
 #   exits every ring must close with every buffer back (no frame leaked by
 #   a connection), and no warning or error is printed.
@@ -21,7 +24,7 @@
 # each run and the total count close the output.
 # TCP_SEM_RUNS limits the runs (e.g. "kernel libvma"); TCP_SEM_ONLY runs one
 # section of the program (connect accept data sockopts shutdown resets
-# fullpipe keepalive sendfile signals timestamping); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
+# fullpipe keepalive sendfile splice routemss signals timestamping); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
 # before the library in LD_PRELOAD.
 set -u
 ARG=${1:-$(dirname "$0")/../..}
@@ -61,7 +64,7 @@ $A nft -f - <<-EOF || { echo "SKIP: nft rule in the peer namespace"; exit 77; }
 	}
 EOF
 VMA="env LD_PRELOAD=${TCP_SEM_PRELOAD:+$TCP_SEM_PRELOAD:}$LIB VMA_TRACELEVEL=2"   # ld.so takes ":"
-RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both spin avoid exit}
+RUNS=${TCP_SEM_RUNS:-kernel libvma vmapeer both spin avoid route exit}
 fail=0 total=0 failed=0
 tcp_in_segs() { $1 awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
 
@@ -133,6 +136,14 @@ for r in $RUNS; do
 	avoid) [ -z "${TCP_SEM_ONLY:-}" ] &&
 		run "libvma test avoiding sys-calls, kernel peer" "" "$VMA VMA_AVOID_SYS_CALLS_ON_TCP_FD=1" \
 			accept,data,sockopts,keepalive ;;
+	route) if [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = routemss ]; then
+		$B ip route replace 198.18.0.0/24 dev "$TB_PREFIX-b0" mtu 1400 advmss 1300
+		export TCP_SEM_ROUTE=1
+		run "kernel reference, route mtu 1400 advmss 1300" "" "" routemss
+		run "libvma test, route mtu 1400 advmss 1300" "" "$VMA" routemss
+		unset TCP_SEM_ROUTE
+		$B ip route replace 198.18.0.0/24 dev "$TB_PREFIX-b0" proto kernel scope link src 198.18.0.2
+	fi ;;
 	exit) [ -z "${TCP_SEM_ONLY:-}" ] || [ "$TCP_SEM_ONLY" = data ] && clean_exit ;;
 	esac
 done

@@ -102,6 +102,7 @@ START_TEST(route_conversion)
 	rtnl_route_set_type(obj, RTN_UNICAST);
 	rtnl_route_set_priority(obj, 42);
 	ck_assert_int_eq(rtnl_route_set_metric(obj, RTAX_MTU, 1400), 0);
+	ck_assert_int_eq(rtnl_route_set_metric(obj, RTAX_ADVMSS, 1300), 0);
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
 	rtnl_route_nh_set_ifindex(nh, 7);
 	rtnl_route_nh_set_gateway(nh, gw);
@@ -116,6 +117,7 @@ START_TEST(route_conversion)
 	ck_assert_int_eq(out.oif, 7);
 	ck_assert_uint_eq(out.metric, 42);
 	ck_assert_uint_eq(out.mtu, 1400);
+	ck_assert_uint_eq(out.advmss, 1300);
 	ck_assert_uint_eq(out.table, RT_TABLE_MAIN);
 	ck_assert_uint_eq(out.type, RTN_UNICAST);
 	nl_addr_put(dst);
@@ -135,6 +137,7 @@ START_TEST(route_conversion)
 	ck_assert_uint_eq(out.prefix, 0);
 	ck_assert_int_eq(out.oif, 0);
 	ck_assert_uint_eq(out.gateway, 0);
+	ck_assert_uint_eq(out.advmss, 0);
 	ck_assert_uint_eq(out.mtu, 0);
 	ck_assert_uint_eq(out.type, RTN_UNREACHABLE);
 	ck_assert_uint_eq(out.table, RT_TABLE_LOCAL);

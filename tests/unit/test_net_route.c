@@ -127,6 +127,23 @@ START_TEST(longest_prefix_wins_over_shorter)
 }
 END_TEST
 
+/* ip route ... mtu 1400 advmss 1300: both metrics reach the result (TCP
+ * announces the advmss); without advmss it is 0. */
+START_TEST(route_advmss_metric)
+{
+	struct net_route r = { .table = RT_TABLE_MAIN, .type = RTN_UNICAST, .dst = ip("198.18.40.0"), .prefix = 24,
+			       .oif = ETH0, .mtu = 1400, .advmss = 1300 };
+	ck_assert_int_eq(net_snapshot_add_route(&snap, &r), 0);
+	struct net_route_result res;
+	ck_assert_int_eq(lookup("198.18.40.7", &res), 0);
+	ck_assert_uint_eq(res.mtu, 1400);
+	ck_assert_uint_eq(res.advmss, 1300);
+	ck_assert_int_eq(lookup("198.18.0.7", &res), 0);
+	ck_assert_uint_eq(res.mtu, 1500);
+	ck_assert_uint_eq(res.advmss, 0);
+}
+END_TEST
+
 START_TEST(default_route_lowest_metric)
 {
 	struct net_route_result r;
@@ -335,6 +352,7 @@ int main(void)
 	tcase_add_test(tc, source_selection_rules);
 	tcase_add_test(tc, reject_routes_give_kernel_errnos);
 	tcase_add_test(tc, no_route_is_enetunreach);
+	tcase_add_test(tc, route_advmss_metric);
 	tcase_add_test(tc, snapshot_helpers);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

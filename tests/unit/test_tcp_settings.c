@@ -300,6 +300,85 @@ static int nif2_send(void *ctx, struct ring_buf *b)
 	return 0;
 }
 
+/* The route's metrics (ip route ... mtu 1400 advmss 1300), as Linux: the
+ * SYN announces the advmss, we send within the path MTU (1400 - 40), the
+ * peer within what we announced. */
+START_TEST(route_metrics_active_open)
+{
+	th_init(w, &sa, &sb, 10);
+	th_listen(&w->side[1], 80);
+	w->capture = true;
+	struct tcp_pcb *p = client(4000);
+	struct tcp_route_metrics rm = { .mtu = 1400, .advmss = 1300 };
+	tcp_set_route_metrics(p, &rm);
+	connect_to(p, 80);
+	struct th_tcp t = captured(0);
+	ck_assert_int_eq(opt_value(&t, 2), 1300);
+	struct ring_buf *f = w->captured[0];
+	w->ncaptured = 0;
+	w->capture = false;
+	stack_input(w->side[1].st, &w->side[1].nif, f);
+	ck_assert(th_run_until(w, both_connected, 100));
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.mss, 1300);   /* the peer keeps to what we announced */
+	tcp_pcb_get_info(p, &in);
+	ck_assert_uint_eq(in.mss, 1360);   /* we keep to the path MTU, not to our advmss */
+	ck_assert_uint_eq(in.adv_mss, 1300);
+	w->side[0].tx_goal = 5000;
+	w->capture = true;
+	th_pump(&w->side[0]);
+	ck_assert_uint_ge(w->ncaptured, 2);
+	ck_assert_uint_le(captured(0).len, 1360);
+	ck_assert_uint_ge(captured(0).len, 1360 - 12);
+	th_capture_clear(w);
+}
+END_TEST
+
+static struct tcp_route_metrics hook_metrics;
+static unsigned hook_calls;
+
+static void route_hook(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out)
+{
+	(void)arg;
+	ck_assert_uint_eq(remote_ip, w->side[0].nif.ip);
+	hook_calls++;
+	*out = hook_metrics;
+}
+
+/* Passive opens ask the ctx's hook for the route toward the SYN's sender:
+ * the SYN-ACK announces its advmss, or its mtu less 40 without one. */
+START_TEST(route_metrics_passive_open)
+{
+	static const struct { struct tcp_route_metrics rm; uint32_t client_mss, server_mss; } cases[] = {
+		{ { 1400, 1300 }, 1300, 1360 },
+		{ { 1400, 0 }, 1360, 1360 },
+		{ { 0, 0 }, 1460, 1460 },
+	};
+	th_init(w, &sa, &sb, 11);
+	tcp_ctx_set_route_hook(w->side[1].tcp, route_hook, NULL);
+	th_listen(&w->side[1], 80);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hook_metrics = cases[i].rm;
+		hook_calls = 0;
+		w->side[0].connected = w->side[1].connected = false;
+		struct tcp_pcb *p = client((uint16_t)(4000 + i));
+		connect_to(p, 80);
+		ck_assert(th_run_until(w, both_connected, 100));
+		ck_assert_uint_eq(hook_calls, 1);
+		struct tcp_pcb_info in;
+		tcp_pcb_get_info(p, &in);
+		ck_assert_uint_eq(in.mss, cases[i].client_mss);
+		tcp_pcb_get_info(w->side[1].pcb, &in);
+		ck_assert_uint_eq(in.mss, cases[i].server_mss);
+		ck_assert_uint_eq(in.adv_mss, cases[i].client_mss);
+		tcp_abort(w->side[1].pcb);
+		w->side[1].pcb = NULL;
+		tcp_abort(p);
+	}
+}
+END_TEST
+
 static void make_nif2(int side)
 {
 	nif2 = w->side[side].nif;
@@ -511,6 +590,8 @@ static Suite *suite(void)
 	tcase_add_test(t, window_scale_from_rcv_buf);
 	tcase_add_test(t, listener_children_inherit_bufsizes_and_clamp);
 	tcase_add_test(t, mss_clamp_in_syn);
+	tcase_add_test(t, route_metrics_active_open);
+	tcase_add_test(t, route_metrics_passive_open);
 	tcase_add_test(t, syn_retries_then_etimedout);
 	tcase_add_test(t, syn_retries_default_from_settings);
 	tcase_add_test(t, keepalive_params_per_pcb_and_inherited);

@@ -55,6 +55,7 @@ struct net_route {
 	uint32_t metric;         /* priority; lower wins */
 	uint32_t table;          /* RT_TABLE_MAIN, RT_TABLE_LOCAL ... */
 	uint32_t mtu;            /* RTAX_MTU; 0: the link's */
+	uint32_t advmss;         /* RTAX_ADVMSS; 0: TCP derives it from the MTU */
 };
 
 struct net_neigh {
@@ -118,6 +119,7 @@ struct net_route_result {
 	in_addr_t next_hop;      /* gateway, or dst itself */
 	in_addr_t src;
 	unsigned int mtu;        /* route MTU, else the link's */
+	unsigned int advmss;     /* the route's advmss metric (the MSS TCP announces); 0: none */
 };
 
 /* Kernel-style lookup without policy rules: the local table first (longest

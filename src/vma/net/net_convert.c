@@ -88,6 +88,9 @@ int net_route_from_nl(struct rtnl_route *obj, struct net_route *out)
 	uint32_t mtu = 0;
 	if (rtnl_route_get_metric(obj, RTAX_MTU, &mtu) == 0)
 		out->mtu = mtu;
+	uint32_t advmss = 0;
+	if (rtnl_route_get_metric(obj, RTAX_ADVMSS, &advmss) == 0)
+		out->advmss = advmss;
 	/* Multipath: the first hop stands for the route until we balance. */
 	if (rtnl_route_get_nnexthops(obj) > 0) {
 		struct rtnl_nexthop *nh = rtnl_route_nexthop_n(obj, 0);

@@ -202,6 +202,7 @@ int net_snapshot_route_lookup(const struct net_snapshot *snap, const struct net_
 			if (!res->src)
 				res->src = net_snapshot_select_source(snap, local->oif, dst);
 			res->mtu = local->mtu ? local->mtu : link_mtu(snap, local->oif);
+			res->advmss = local->advmss;
 			return 0;
 		}
 		res->kind = NET_ROUTE_UNICAST;
@@ -228,5 +229,6 @@ int net_snapshot_route_lookup(const struct net_snapshot *snap, const struct net_
 	}
 	res->src = r->prefsrc ? r->prefsrc : net_snapshot_select_source(snap, r->oif, res->next_hop);
 	res->mtu = r->mtu ? r->mtu : link_mtu(snap, r->oif);
+	res->advmss = r->advmss;
 	return 0;
 }

@@ -1,4 +1,5 @@
-/* Data calls: the hot path. Each is REDIRECT_FD_CALL and nothing else. */
+/* Data calls: the hot path. Each is REDIRECT_FD_CALL and nothing else, but
+ * splice, which has two descriptors. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
 
@@ -72,6 +73,25 @@ REDIRECT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t co
 REDIRECT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
 	REDIRECT_FD_CALL(sendfile64, out_fd, in_fd, offset, count);
+}
+
+/* splice: either end may be our socket (the other must be a pipe), so the
+ * object of fd_in is asked first, then fd_out's. tee() and vmsplice() take
+ * pipes only and stay the kernel's: on a socket fd they fail there exactly
+ * as without libvma. */
+REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
+{
+	REDIRECT_ENSURE_ORIGINALS();
+	struct sock_obj *obj = sock_fd_get(fd_in);
+	if (!obj || !obj->ops->splice)
+		obj = sock_fd_get(fd_out);
+	if (obj && obj->ops->splice) {
+		sock_obj_pin(obj);
+		ssize_t ret = obj->ops->splice(obj, fd_in, off_in, fd_out, off_out, len, flags);
+		sock_obj_unpin(obj);
+		return ret;
+	}
+	REDIRECT_PASS(splice, fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 /* The fortified variants: a program built with _FORTIFY_SOURCE calls only

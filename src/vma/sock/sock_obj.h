@@ -61,6 +61,11 @@ struct sock_ops {
 	int (*sendmmsg)(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
 	ssize_t (*sendfile)(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
 	ssize_t (*sendfile64)(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
+	/* splice(): obj is fd_in or fd_out (the interposer asks fd_in's object
+	 * first, then fd_out's); the op answers the whole call, handing it to
+	 * the original splice when its socket is not the offloaded end. */
+	ssize_t (*splice)(struct sock_obj *obj, int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			  unsigned int flags);
 
 	/* ---- readiness, for select/poll/epoll (src/vma/iomux/) ----
 	 * Offloaded kinds supply all three; NULL means the kernel fd alone

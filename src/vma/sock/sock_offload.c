@@ -549,6 +549,18 @@ static uint32_t sock_offload_notsent_lowat(void)
 	return v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
+/* The route toward a SYN's sender, asked by the engine before it answers
+ * (Linux routes every SYN-ACK): its mtu and advmss metrics set the MSS the
+ * SYN-ACK announces and bound the segments the connection sends. */
+static void sock_offload_tcp_route_metrics(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out)
+{
+	struct sock_offload *ctx = arg;
+	struct net_route_query q = { .dst = remote_ip };
+	struct net_route_result r;
+	if (ctx->net && net_route_lookup(ctx->net, &q, &r) == 0 && r.kind == NET_ROUTE_UNICAST)
+		*out = (struct tcp_route_metrics){ .mtu = r.mtu, .advmss = r.advmss };
+}
+
 static void sock_offload_tcp_create(struct sock_offload *ctx)
 {
 	struct tcp_settings set;
@@ -570,6 +582,8 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	ctx->tcp = tcp_ctx_create(ctx->stack, &ctx->ifs[0].nif, &set);
 	if (!ctx->tcp)
 		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
+	else
+		tcp_ctx_set_route_hook(ctx->tcp, sock_offload_tcp_route_metrics, ctx);
 }
 
 /* Builds lane `lane` (lane 0 opens the netlink view, the others use it). */

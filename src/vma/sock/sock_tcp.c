@@ -291,10 +291,10 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 	}
 }
 
-/* Where a connect to dst goes. 0: offloaded on *slot with src and mac;
- * 1: the kernel's. */
+/* Where a connect to dst goes. 0: offloaded on *slot with src, mac and the
+ * route's MTU/advmss metrics; 1: the kernel's. */
 static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const struct sockaddr_in *dst,
-			  int *slot, uint32_t *src, uint8_t mac[6])
+			  int *slot, uint32_t *src, uint8_t mac[6], struct tcp_route_metrics *rm)
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
@@ -314,6 +314,9 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
 		return 1;   /* a secondary address: the stack answers for the primary only */
 	if (net_neigh_resolve(ctx->net, r.ifindex, r.next_hop, mac, SOCK_TCP_NEIGH_TIMEOUT_MS) < 0)
 		return 1;
+	/* r.mtu is the route's metric or the link's: the engine keeps the
+	 * smaller of it and the interface's. */
+	*rm = (struct tcp_route_metrics){ .mtu = r.mtu, .advmss = r.advmss };
 	return 0;
 }
 
@@ -347,7 +350,8 @@ static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx
 	int slot;
 	uint32_t src;
 	uint8_t mac[6];
-	if (sock_tcp_route(s, ctx, dst, &slot, &src, mac) != 0)
+	struct tcp_route_metrics rm;
+	if (sock_tcp_route(s, ctx, dst, &slot, &src, mac, &rm) != 0)
 		return 1;
 	bool autobound = false;
 	int port_retries = 0;
@@ -411,6 +415,8 @@ retry_port:;
 	s->err = 0;
 	s->mode = SOCK_TCP_ACTIVE;
 	sock_offload_clock_locked(ctx);
+	if (s->pcb)
+		tcp_set_route_metrics(s->pcb, &rm);
 	err = s->pcb ? tcp_connect(s->pcb, dst->sin_addr.s_addr, dst->sin_port, src, mac) : -ECONNABORTED;
 	if (err == -EADDRNOTAVAIL && autobound && port_retries < SOCK_TCP_PORT_RETRIES) {
 		/* Our closing connection holds that tuple: another port. */
@@ -727,6 +733,7 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.sendmmsg = sock_tcp_op_sendmmsg,
 	.sendfile = sock_tcp_op_sendfile,
 	.sendfile64 = sock_tcp_op_sendfile64,
+	.splice = sock_tcp_op_splice,
 	.poll_ready = sock_tcp_poll_ready,
 	.progress = sock_tcp_progress,
 	.wait_prepare = sock_tcp_wait_prepare,

@@ -249,6 +249,16 @@ ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int 
 int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
 ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
 ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
+/* Sends all len bytes (flags as send()), waiting for space even on an
+ * O_NONBLOCK socket; short only when interrupted, timed out (SO_SNDTIMEO)
+ * or the connection failed. For splice, which took the bytes from a pipe. */
+ssize_t sock_tcp_send_all(struct sock_tcp *s, const void *buf, size_t len, int flags);
+/* Send space free right now; 0 while connecting; -1 when a send would fail
+ * at once (no connection, send side shut, not offloaded). */
+long sock_tcp_send_room(struct sock_tcp *s);
+/* splice() with this connection at one end (sock_tcp_splice.c). */
+ssize_t sock_tcp_op_splice(struct sock_obj *obj, int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			   unsigned int flags);
 /* Waits for a connect in progress (blocking connect, blocking send/recv
  * on a connecting socket). 0 when established, -1 with errno. */
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms);

@@ -377,7 +377,9 @@ static ssize_t sock_tcp_epipe(int flags)
 	return -1;
 }
 
-static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *msg, int flags)
+/* must_block: wait for send space even on an O_NONBLOCK socket (splice
+ * already took these bytes out of a pipe and cannot put them back). */
+static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *msg, int flags, bool must_block)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (sock_tcp_detached(s))
@@ -388,7 +390,7 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 			return -1;
 		return REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
 	}
-	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	bool nonblock = !must_block && (s->nonblocking || (flags & MSG_DONTWAIT));
 	if (s->connecting) {
 		if (nonblock) {
 			errno = EAGAIN;
@@ -488,6 +490,32 @@ static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *
 		}
 		sock_offload_progress(ctx);
 	}
+}
+
+static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *msg, int flags)
+{
+	return sock_tcp_sendmsg_impl(s, msg, flags, false);
+}
+
+ssize_t sock_tcp_send_all(struct sock_tcp *s, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	return sock_tcp_sendmsg_impl(s, &msg, flags, true);
+}
+
+long sock_tcp_send_room(struct sock_tcp *s)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (!ctx)
+		return -1;
+	sock_offload_lock(ctx);
+	/* What a send would find now (it does not poll the rings first either). */
+	if (s->pcb)
+		sock_tcp_snd_refresh_locked(s);
+	long room = !s->pcb || s->shut_send ? -1 : s->connecting ? 0 : (long)s->snd_free;
+	sock_offload_unlock(ctx);
+	return room;
 }
 
 ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags)

@@ -244,6 +244,21 @@ void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t in
 void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries);
 /* TCP_MAXSEG: upper bound on our MSS (advertised in the SYN); 0 = none. */
 void tcp_set_mss_clamp(struct tcp_pcb *pcb, uint32_t mss);
+/* A route's TCP metrics (`ip route ... mtu M advmss A`); 0 = not set. */
+struct tcp_route_metrics {
+	uint32_t mtu;      /* path MTU: segments we send fit in it */
+	uint32_t advmss;   /* the MSS our SYN / SYN-ACK announces */
+};
+/* Active open, before tcp_connect: the route toward the peer. As Linux: the
+ * MSS we announce is advmss if set, else the path MTU (the route's, else
+ * the interface's) less 40; the MSS we send with is the peer's, bounded by
+ * the path MTU less 40 (and by TCP_MAXSEG / VMA_MSS). NULL clears them. */
+void tcp_set_route_metrics(struct tcp_pcb *pcb, const struct tcp_route_metrics *rm);
+/* Passive opens: fn is asked for the route toward the sender of every SYN
+ * a listener answers, before its SYN-ACK (NULL fn: no route metrics). It
+ * runs inside input and must not call into the engine. */
+typedef void (*tcp_route_fn)(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out);
+void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg);
 /* Bytes in the send buffer: not yet sent plus sent and not acknowledged. */
 uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb);
 /* Bytes in the send buffer never transmitted (Linux's write_seq - snd_nxt). */

@@ -115,7 +115,9 @@ static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_of
 	pcb->peer_mss = peer_mss;
 	if (!we_offered)
 		pcb->adv_mss = tcp_local_mss(pcb);
-	pcb->mss = tcp_min32(pcb->adv_mss, peer_mss);
+	/* As Linux: the peer's MSS within our path MTU; what we announced
+	 * bounds what we receive, not what we send. */
+	pcb->mss = tcp_min32(tcp_path_mss(pcb), peer_mss);
 	if (pcb->mss < 64)
 		pcb->mss = 64;
 	pcb->ws_ok = s->window_scaling && seg->opt.has_ws;
@@ -256,10 +258,13 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 		 * without keeping state; the ACK's cookie makes the connection. */
 		ctx->cnt.rx_backlog_full++;
 		uint32_t peer_mss = seg->opt.has_mss && seg->opt.mss ? seg->opt.mss : 536;
-		uint32_t mss = tcp_min32(peer_mss, tcp_mss_for(ctx, nif, lis->mss_clamp));
+		struct tcp_route_metrics rm = { 0, 0 };
+		if (ctx->route_fn)
+			ctx->route_fn(ctx->route_arg, ip->src, &rm);
+		uint32_t mss = tcp_min32(peer_mss, tcp_path_mss_for(ctx, nif, lis->mss_clamp, &rm));
 		uint32_t cookie = tcp_syncookie_make(ctx, ip->dst, dport, ip->src, sport, seg->seq, mss);
-		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1, mss,
-				       cookie_window(lis));
+		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1,
+				       tcp_mss_for(ctx, nif, lis->mss_clamp, &rm), cookie_window(lis));
 		return;
 	}
 	/* The child inherits the listener's settings; it answers on the
@@ -282,6 +287,8 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	if (c->syn_retries > TCP_SYNACK_RETRIES)
 		c->syn_retries = TCP_SYNACK_RETRIES;
 	tcp_pcb_hash_conn(c);
+	if (ctx->route_fn)
+		ctx->route_fn(ctx->route_arg, c->remote_ip, &c->route);
 	negotiate(c, seg, false);
 	c->iss = isn ? *isn : tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
 	c->snd_una = c->snd_sml = c->iss;

@@ -44,25 +44,75 @@ const char *tcp_state_name(enum tcp_state s)
 	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
 }
 
-uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp)
+/* announce: the MSS our SYN carries (the route's advmss wins); else the
+ * bound on what we send (the path MTU). */
+static uint32_t mss_limit(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
+			  const struct tcp_route_metrics *rm, bool announce)
 {
 	/* VMA_MTU may lower the interface's MTU, never raise it: the ring's
 	 * frames bound the interface's (ring_xdp.c). */
-	uint32_t mtu = nif && nif->mtu ? nif->mtu : ctx->set.mtu;
-	if (ctx->set.mtu && ctx->set.mtu < mtu)
-		mtu = ctx->set.mtu;
-	uint32_t mss = ctx->set.mss ? ctx->set.mss : (mtu > 40 ? mtu - 40 : 536);
-	/* Leave room for 40 option bytes in a frame of our own MTU. */
-	if (mtu > 80 && mss > mtu - 40)
-		mss = mtu - 40;
+	uint32_t if_mtu = nif && nif->mtu ? nif->mtu : ctx->set.mtu;
+	if (ctx->set.mtu && ctx->set.mtu < if_mtu)
+		if_mtu = ctx->set.mtu;
+	/* The route's mtu metric is the path MTU (Linux's dst_mtu). */
+	uint32_t mtu = if_mtu;
+	if (rm && rm->mtu >= 68 && (!mtu || rm->mtu < mtu))
+		mtu = rm->mtu;
+	uint32_t mss;
+	if (announce && rm && rm->advmss)
+		mss = rm->advmss;
+	else
+		mss = ctx->set.mss ? ctx->set.mss : (mtu > 40 ? mtu - 40 : 536);
+	/* Announced: never more than a frame of our interface receives
+	 * (Linux would announce any advmss; our rings could not take it).
+	 * Sent: never more than the path carries. */
+	uint32_t bound = announce ? if_mtu : mtu;
+	if (bound > 80 && mss > bound - 40)
+		mss = bound - 40;
 	if (mss_clamp && mss > mss_clamp)
 		mss = mss_clamp;
 	return mss < 64 ? 64 : mss;
 }
 
+uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
+		     const struct tcp_route_metrics *rm)
+{
+	return mss_limit(ctx, nif, mss_clamp, rm, true);
+}
+
+uint32_t tcp_path_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
+			  const struct tcp_route_metrics *rm)
+{
+	return mss_limit(ctx, nif, mss_clamp, rm, false);
+}
+
 uint32_t tcp_local_mss(const struct tcp_pcb *pcb)
 {
-	return tcp_mss_for(pcb->ctx, pcb->nif, pcb->mss_clamp);
+	return tcp_mss_for(pcb->ctx, pcb->nif, pcb->mss_clamp, &pcb->route);
+}
+
+uint32_t tcp_path_mss(const struct tcp_pcb *pcb)
+{
+	return tcp_path_mss_for(pcb->ctx, pcb->nif, pcb->mss_clamp, &pcb->route);
+}
+
+void tcp_mss_reset(struct tcp_pcb *pcb)
+{
+	pcb->adv_mss = tcp_local_mss(pcb);
+	pcb->mss = tcp_path_mss(pcb);
+}
+
+void tcp_set_route_metrics(struct tcp_pcb *pcb, const struct tcp_route_metrics *rm)
+{
+	pcb->route = rm ? *rm : (struct tcp_route_metrics){ 0, 0 };
+	if (pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN)
+		tcp_mss_reset(pcb);
+}
+
+void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg)
+{
+	ctx->route_fn = fn;
+	ctx->route_arg = arg;
 }
 
 uint8_t tcp_wscale_for(uint32_t rcv_buf)
@@ -307,7 +357,7 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		pcb->ka_probes = s->keepalive_probes;
 		pcb->syn_retries = s->syn_retries;
 	}
-	pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+	tcp_mss_reset(pcb);
 	pcb->rto_ms = ctx->set.rto_initial_ms ? ctx->set.rto_initial_ms : 1000;
 	pcb->min_rtt_ms = UINT32_MAX;
 	pcb->next = ctx->pcbs;
@@ -434,7 +484,7 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
 	pcb->sbuf_seq = pcb->iss + 1;
 	pcb->state = TCP_SYN_SENT;
 	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_wscale_for(pcb->rcv_buf) : 0;
-	pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+	tcp_mss_reset(pcb);
 	pcb->rtt_start_ms = pcb->ctx->now_ms;
 	pcb->ctx->cnt.active_opens++;
 	tcp_cc_init(pcb);
@@ -630,7 +680,7 @@ void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif)
 		return;
 	pcb->nif = nif;
 	if (pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN)
-		pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+		tcp_mss_reset(pcb);
 }
 
 /* Re-homes the circular send buffer linearly into a new one of size bytes. */
@@ -688,7 +738,7 @@ void tcp_set_mss_clamp(struct tcp_pcb *pcb, uint32_t mss)
 {
 	pcb->mss_clamp = mss;
 	if (pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN)
-		pcb->mss = pcb->adv_mss = tcp_local_mss(pcb);
+		tcp_mss_reset(pcb);
 	else if (mss && pcb->mss > mss && mss >= 64)
 		pcb->mss = mss;   /* Linux lowers a live connection's MSS too */
 }

@@ -92,6 +92,7 @@ struct tcp_pcb {
 	uint32_t snd_sml;                /* end of the last small segment sent (Minshall's Nagle) */
 	uint32_t mss, peer_mss;
 	uint32_t adv_mss, mss_clamp;     /* MSS we advertise; TCP_MAXSEG (0 = none) */
+	struct tcp_route_metrics route;  /* of the route toward the peer (0s: none) */
 	uint32_t syn_retries;
 	uint32_t ka_idle_ms, ka_intvl_ms, ka_probes;
 	uint8_t snd_wscale, rcv_wscale;
@@ -218,6 +219,9 @@ struct tcp_ctx {
 		uint16_t lport, rport;
 	} handed[TCP_HANDED_RECENT];
 	unsigned handed_next;
+	/* Route metrics toward the sender of a SYN (tcp_ctx_set_route_hook). */
+	tcp_route_fn route_fn;
+	void *route_arg;
 };
 
 /* Whether (lip, lport, rip, rport) was handed to the kernel lately. */
@@ -241,10 +245,20 @@ void tcp_reap(struct tcp_ctx *ctx);
 /* tmpl: the listener a child inherits its settings from, or NULL (ctx defaults). */
 struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 			      const struct stack_netif *nif);
-/* Our MSS on the pcb's netif, clamped by TCP_MAXSEG. */
+/* The MSS the pcb announces (its netif, TCP_MAXSEG, route). */
 uint32_t tcp_local_mss(const struct tcp_pcb *pcb);
-/* The same for a netif and clamp without a pcb (a cookie SYN-ACK). */
-uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp);
+/* The MSS a SYN announces on nif with TCP_MAXSEG mss_clamp and the route's
+ * metrics rm (NULL: none). */
+uint32_t tcp_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
+		     const struct tcp_route_metrics *rm);
+/* The largest MSS we may send with there (before the peer's MSS bounds it):
+ * the path MTU less 40, TCP_MAXSEG, VMA_MSS. */
+uint32_t tcp_path_mss_for(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
+			  const struct tcp_route_metrics *rm);
+uint32_t tcp_path_mss(const struct tcp_pcb *pcb);
+/* A pcb not connected yet (CLOSED, LISTEN, SYN_SENT before the answer):
+ * both MSS values from its interface, clamp and route. */
+void tcp_mss_reset(struct tcp_pcb *pcb);
 uint8_t tcp_wscale_for(uint32_t rcv_buf);
 void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
 /* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
