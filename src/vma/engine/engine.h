@@ -115,6 +115,8 @@ int engine_tick(void);
 
 /* Milliseconds on CLOCK_MONOTONIC, or the test clock. */
 uint64_t engine_now_ms(void);
+/* The same clock in microseconds (a test clock hook's ms times 1000). */
+uint64_t engine_now_us(void);
 /* Replaces the clock (NULL restores CLOCK_MONOTONIC). For tests. */
 void engine_set_clock(uint64_t (*now_ms)(void));
 

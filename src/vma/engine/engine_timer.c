@@ -8,6 +8,16 @@
 
 static uint64_t (*engine_clock_hook)(void);
 
+uint64_t engine_now_us(void)
+{
+	uint64_t (*hook)(void) = __atomic_load_n(&engine_clock_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		return hook() * 1000u;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 uint64_t engine_now_ms(void)
 {
 	uint64_t (*hook)(void) = __atomic_load_n(&engine_clock_hook, __ATOMIC_ACQUIRE);

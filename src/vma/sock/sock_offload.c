@@ -191,7 +191,7 @@ static int sock_offload_drain_if_locked(struct sock_offload *ctx, struct sock_of
 {
 	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
 	int done = 0;
-	stack_clock_set(ctx->stack, engine_now_ms());
+	stack_clock_set_us(ctx->stack, engine_now_us());
 	while (done < budget) {
 		int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
 		if (n <= 0)
@@ -926,8 +926,8 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	int total = 0;
 	/* The engine stamps segments with the stack's clock (RTT, RTO): keep
 	 * it current on every pass, timers or not. */
-	uint64_t now = engine_now_ms();
-	stack_clock_set(ctx->stack, now);
+	uint64_t now_us = engine_now_us(), now = now_us / 1000;
+	stack_clock_set_us(ctx->stack, now_us);
 	if (ctx->timers_by_app)
 		sock_offload_timers_locked(ctx, now);
 	for (unsigned i = 0; i < ctx->nifs; i++)
@@ -996,7 +996,7 @@ void sock_offload_tx_kick_owed(struct sock_offload *ctx)
 
 void sock_offload_clock_locked(struct sock_offload *ctx)
 {
-	stack_clock_set(ctx->stack, engine_now_ms());
+	stack_clock_set_us(ctx->stack, engine_now_us());
 }
 
 int sock_offload_progress_try(struct sock_offload *ctx)

@@ -477,8 +477,10 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_last_ack_recv = in.last_ack_recv_ms;
 	ti->tcpi_pmtu = in.pmtu;
 	ti->tcpi_rcv_ssthresh = in.rcv_wnd_max;
-	ti->tcpi_rtt = in.srtt_ms * 1000;
-	ti->tcpi_rttvar = in.rttvar_ms * 1000;
+	/* Microsecond samples of timed segments where there are some; the
+	 * millisecond estimate (timestamps) before the first. */
+	ti->tcpi_rtt = in.srtt_us ? in.srtt_us : in.srtt_ms * 1000;
+	ti->tcpi_rttvar = in.srtt_us ? in.rttvar_us : in.rttvar_ms * 1000;
 	ti->tcpi_snd_ssthresh = in.ssthresh >= SOCK_TCP_LINUX_INFINITE_SSTHRESH ? SOCK_TCP_LINUX_INFINITE_SSTHRESH :
 										 in.ssthresh / mss;
 	ti->tcpi_snd_cwnd = in.cwnd / mss;
@@ -489,8 +491,8 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_total_retrans = (uint32_t)in.retransmits;
 	/* Not paced: the rate Linux would pace at (twice cwnd per RTT in slow
 	 * start, 1.2 times after) as an estimate, no cap. */
-	if (in.srtt_ms) {
-		uint64_t per_rtt = (uint64_t)in.cwnd * 1000 / in.srtt_ms;
+	if (ti->tcpi_rtt) {
+		uint64_t per_rtt = (uint64_t)in.cwnd * 1000000 / ti->tcpi_rtt;
 		ti->tcpi_pacing_rate = in.cwnd < in.ssthresh ? 2 * per_rtt : per_rtt * 6 / 5;
 	}
 	ti->tcpi_max_pacing_rate = UINT64_MAX;
@@ -499,7 +501,8 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_segs_out = (uint32_t)in.segs_out;
 	ti->tcpi_segs_in = (uint32_t)in.segs_in;
 	ti->tcpi_notsent_bytes = in.notsent;
-	ti->tcpi_min_rtt = in.min_rtt_ms == UINT32_MAX ? UINT32_MAX : in.min_rtt_ms * 1000;
+	ti->tcpi_min_rtt = in.min_rtt_us != UINT32_MAX ? in.min_rtt_us
+			   : in.min_rtt_ms == UINT32_MAX ? UINT32_MAX : in.min_rtt_ms * 1000;
 	ti->tcpi_data_segs_in = in.data_segs_in;
 	ti->tcpi_data_segs_out = in.data_segs_out;
 	ti->tcpi_delivered = in.delivered;

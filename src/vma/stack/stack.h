@@ -100,6 +100,8 @@ void stack_timer_tick(struct stack *st, uint64_t now_ms);
  * the real time, not from the last tick (which may be a timer period old, or
  * 0 before the first one). Never moves the clock back. */
 void stack_clock_set(struct stack *st, uint64_t now_ms);
+/* The same with microseconds (RTT samples for TCP_INFO). */
+void stack_clock_set_us(struct stack *st, uint64_t now_us);
 
 /* Reassemblies in progress and the buffer memory they hold (tests, stats). */
 unsigned stack_reass_pending(const struct stack *st, uint32_t *bytes_held);

@@ -110,6 +110,14 @@ void stack_timer_tick(struct stack *st, uint64_t now_ms)
 
 void stack_clock_set(struct stack *st, uint64_t now_ms)
 {
+	stack_clock_set_us(st, now_ms * 1000);
+}
+
+void stack_clock_set_us(struct stack *st, uint64_t now_us)
+{
+	if (st->tcp && now_us > st->tcp->now_us)
+		st->tcp->now_us = now_us;
+	uint64_t now_ms = now_us / 1000;
 	if (now_ms <= st->now_ms)
 		return;
 	st->now_ms = now_ms;

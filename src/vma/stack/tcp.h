@@ -160,6 +160,8 @@ struct tcp_pcb_info {
 	uint32_t delivered;                             /* segments acknowledged (estimated from bytes) */
 	uint32_t rcv_wnd_max;                           /* most window we would offer (tcpi_rcv_ssthresh) */
 	uint32_t min_rtt_ms;                            /* smallest RTT sample; UINT32_MAX = none */
+	/* From timed segments in microseconds (0 / UINT32_MAX: none yet). */
+	uint32_t srtt_us, rttvar_us, min_rtt_us;
 };
 
 /* What the kernel needs to continue an established connection (TCP_REPAIR,

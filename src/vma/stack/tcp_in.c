@@ -295,9 +295,10 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	c->sbuf_seq = c->iss + 1;
 	tcp_send_segment(c, c->iss, 0, TCP_SYN);
 	c->snd_nxt = c->snd_max = c->iss + 1;
-	c->rtt_timing = !c->ts_ok;
+	c->rtt_timing = true;
 	c->rtt_seq = c->iss + 1;
 	c->rtt_start_ms = ctx->now_ms;
+	c->rtt_start_us = ctx->now_us;
 	tcp_arm_rto(c);
 }
 
@@ -341,6 +342,8 @@ static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struc
 			tcp_rtt_sample(pcb, (uint32_t)pcb->ctx->now_ms - seg->opt.ts_ecr);
 		else if (!pcb->backoff)
 			tcp_rtt_sample(pcb, (uint32_t)(pcb->ctx->now_ms - pcb->rtt_start_ms));
+		if (!pcb->backoff)
+			tcp_rtt_sample_us(pcb, pcb->ctx->now_us - pcb->rtt_start_us);
 		pcb->snd_una = seg->ack;
 		established(pcb);
 		tcp_send_ack(pcb);
@@ -446,10 +449,13 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	}
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
 		uint32_t acked = seg->ack - pcb->snd_una;
+		bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
 		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
 			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
-		else if (pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq)) {
+		else if (timed)
 			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+		if (timed) {
+			tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
 			pcb->rtt_timing = false;
 		}
 		pcb->backoff = 0;
@@ -784,8 +790,11 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 			ctx->cnt.rx_accept_queue_full++;
 			return;
 		}
-		if (!pcb->ts_ok && pcb->rtt_timing && !pcb->backoff)
-			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+		if (pcb->rtt_timing && !pcb->backoff) {
+			if (!pcb->ts_ok)
+				tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+			tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
+		}
 		pcb->rtt_timing = false;
 		pcb->snd_una = seg->ack;
 		pcb->snd_wnd = seg->wnd << pcb->snd_wscale;

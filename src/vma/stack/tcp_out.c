@@ -502,10 +502,11 @@ int tcp_output(struct tcp_pcb *pcb)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
 		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
 			break;
-		if (!pcb->ts_ok && !pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
+		if (!pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
 			pcb->rtt_timing = true;
 			pcb->rtt_seq = seq + len;
 			pcb->rtt_start_ms = pcb->ctx->now_ms;
+			pcb->rtt_start_us = pcb->ctx->now_us;
 		}
 		pcb->snd_nxt = seq + len;
 		if (len < seg_max)

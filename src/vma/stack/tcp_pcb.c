@@ -166,6 +166,7 @@ struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
 		ctx->hash_key[1] = 0xbf58476d1ce4e5b9ull ^ st->now_ms;
 	}
 	ctx->now_ms = st->now_ms;
+	ctx->now_us = st->now_ms * 1000;
 	st->tcp = ctx;
 	return ctx;
 }
@@ -360,6 +361,7 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 	tcp_mss_reset(pcb);
 	pcb->rto_ms = ctx->set.rto_initial_ms ? ctx->set.rto_initial_ms : 1000;
 	pcb->min_rtt_ms = UINT32_MAX;
+	pcb->min_rtt_us = UINT32_MAX;
 	pcb->next = ctx->pcbs;
 	if (ctx->pcbs)
 		ctx->pcbs->prev = pcb;
@@ -486,6 +488,7 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
 	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_wscale_for(pcb->rcv_buf) : 0;
 	tcp_mss_reset(pcb);
 	pcb->rtt_start_ms = pcb->ctx->now_ms;
+	pcb->rtt_start_us = pcb->ctx->now_us;
 	pcb->ctx->cnt.active_opens++;
 	tcp_cc_init(pcb);
 	int rc = tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
@@ -912,4 +915,7 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->delivered = (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
 	o->rcv_wnd_max = tcp_min32(pcb->rcv_buf, 65535u << pcb->rcv_wscale);
 	o->min_rtt_ms = pcb->min_rtt_ms;
+	o->srtt_us = pcb->srtt_us;
+	o->rttvar_us = pcb->rttvar_us;
+	o->min_rtt_us = pcb->min_rtt_us;
 }

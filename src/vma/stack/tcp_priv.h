@@ -118,6 +118,11 @@ struct tcp_pcb {
 	bool rtt_timing;
 	uint32_t rtt_seq;
 	uint64_t rtt_start_ms;
+	/* Microsecond RTT of the timed segment, for TCP_INFO only (timers
+	 * keep the millisecond estimate above, which timestamps also feed):
+	 * a veth or a NIC next door answers in well under a millisecond. */
+	uint64_t rtt_start_us;
+	uint32_t srtt_us, rttvar_us, min_rtt_us;   /* min: UINT32_MAX = none */
 	uint64_t retransmits;
 	uint64_t bytes_acked, segs_out, last_data_tx_ms;
 	/* TCP_INFO's RFC 4898 counters: payload bytes sent (retransmissions
@@ -197,6 +202,7 @@ struct tcp_ctx {
 	struct tcp_settings set;
 	struct tcp_counters cnt;
 	uint64_t now_ms, next_fast_ms, next_slow_ms;
+	uint64_t now_us;   /* the same clock in microseconds, for RTT samples */
 	/* Lower bound of every pcb's fine deadline (RTO, TLP, recovery probe,
 	 * delayed ACK, persist); UINT64_MAX = none. Lowered when one is armed,
 	 * made exact by each timer scan, so a stale value only costs a scan. */
@@ -329,6 +335,8 @@ void tcp_cc_on_rto(struct tcp_pcb *pcb);
 
 /* tcp_timer.c */
 void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);
+/* The timed segment (rtt_seq) was acknowledged, not resent: its RTT. */
+void tcp_rtt_sample_us(struct tcp_pcb *pcb, uint64_t rtt_us);
 
 /* Every fine timer is armed through this, so the socket layer learns when
  * to run tcp_timer_tick (tcp_ctx_next_deadline_ms). */

@@ -25,6 +25,23 @@ void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t r)
 	pcb->rto_ms = tcp_min32(tcp_max32(rto, s->rto_min_ms), s->rto_max_ms);
 }
 
+void tcp_rtt_sample_us(struct tcp_pcb *pcb, uint64_t rtt_us)
+{
+	uint32_t r = rtt_us > UINT32_MAX / 8 ? UINT32_MAX / 8 : (uint32_t)rtt_us;
+	if (!r)
+		r = 1;
+	if (r < pcb->min_rtt_us)
+		pcb->min_rtt_us = r;
+	if (!pcb->srtt_us) {
+		pcb->srtt_us = r;
+		pcb->rttvar_us = r / 2;
+	} else {
+		uint32_t diff = pcb->srtt_us > r ? pcb->srtt_us - r : r - pcb->srtt_us;
+		pcb->rttvar_us = (3 * pcb->rttvar_us + diff) / 4;
+		pcb->srtt_us = (7 * pcb->srtt_us + r) / 8;
+	}
+}
+
 static void on_rto(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
