@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2239,6 +2240,293 @@ static ssize_t ts_recv(int fd, size_t n, double *stamp, int *zero_rest)
 	return r;
 }
 
+/* recvmsg of up to n bytes; *ns the SO_TIMESTAMPNS (or SO_TIMESTAMP) stamp
+ * in seconds (0: none), *type the cmsg type found, *tsing whether an
+ * SCM_TIMESTAMPING followed it. */
+static ssize_t ts_recv_so(int fd, size_t n, double *stamp, int *type, int *tsing)
+{
+	unsigned char b[4096];
+	char ctl[256];
+	struct iovec iov = { b, n < sizeof(b) ? n : sizeof(b) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	*stamp = 0;
+	*type = 0;
+	*tsing = 0;
+	ssize_t r = recvmsg(fd, &m, 0);
+	for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SO_TIMESTAMPNS && c->cmsg_len == CMSG_LEN(sizeof(struct timespec))) {
+			struct timespec t;
+			memcpy(&t, CMSG_DATA(c), sizeof(t));
+			*stamp = (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+			*type = c->cmsg_type;
+		} else if (c->cmsg_type == SO_TIMESTAMP && c->cmsg_len == CMSG_LEN(sizeof(struct timeval))) {
+			struct timeval t;
+			memcpy(&t, CMSG_DATA(c), sizeof(t));
+			*stamp = (double)t.tv_sec + (double)t.tv_usec / 1e6;
+			*type = c->cmsg_type;
+		} else if (c->cmsg_type == SO_TIMESTAMPING && *type) {
+			*tsing = 1;
+		}
+	}
+	return r;
+}
+
+/* SO_TIMESTAMPNS / SO_TIMESTAMP on a connection: the receive time of the
+ * last segment read (tcp_recv_timestamp), before any SCM_TIMESTAMPING. */
+static void test_rx_timestamp_cmsgs(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int one = 1;
+	int set_rc = setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	usleep(200000);   /* Linux turns receive stamping on from a work item */
+	double t0 = wall_s(), st;
+	int type, tsing;
+	ASK("SEND %d 100", key);
+	wait_bytes(fd, 100, 3);
+	ssize_t r = ts_recv_so(fd, 100, &st, &type, &tsing);
+	double t1 = wall_s();
+	result(set_rc == 0 && r == 100 && type == SO_TIMESTAMPNS && st >= t0 - 0.001 && st <= t1 + 0.001,
+	       "RX: SO_TIMESTAMPNS cmsg with the segment's receive time", "set %d, read %zd, cmsg type %d, stamp %+.6f s",
+	       set_rc, r, type, st - t0);
+	/* Both sends in one read: the later segment's time. */
+	t0 = wall_s();
+	ASK("SENDS %d 2 100 150", key);
+	usleep(400000);
+	wait_bytes(fd, 200, 3);
+	r = ts_recv_so(fd, 200, &st, &type, &tsing);
+	result(r == 200 && type == SO_TIMESTAMPNS && st - t0 > 0.1 && st <= wall_s(),
+	       "RX: SO_TIMESTAMPNS of one read of two segments is the last one's", "read %zd, type %d, %+.6f s", r,
+	       type, st - t0);
+	/* SO_TIMESTAMP replaces it (microseconds); SOFTWARE reporting adds
+	 * SCM_TIMESTAMPING after it, the segment being stamped for this socket. */
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+	int flags = SOF_TIMESTAMPING_SOFTWARE;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+	t0 = wall_s();
+	ASK("SEND %d 60", key);
+	wait_bytes(fd, 60, 3);
+	r = ts_recv_so(fd, 60, &st, &type, &tsing);
+	int ok = r == 60 && type == SO_TIMESTAMP && tsing && st >= t0 - 0.001 && st <= wall_s() + 0.001;
+	double st_on = st;
+	int type_on = type, tsing_on = tsing;
+	int zero = 0;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &zero, sizeof(zero));
+	ASK("SEND %d 40", key);
+	wait_bytes(fd, 40, 3);
+	ssize_t r_off = ts_recv_so(fd, 40, &st, &type, &tsing);
+	result(ok && r_off == 40 && type == 0, "RX: SO_TIMESTAMP cmsg, then SCM_TIMESTAMPING with SOFTWARE; none once off",
+	       "read %zd, type %d, timestamping %d, %+.6f s; off: read %zd, type %d", r, type_on, tsing_on, st_on - t0,
+	       r_off, type);
+	close_conn(fd, key);
+}
+
+/* One entry of the error queue. */
+struct ts_entry {
+	ssize_t len;            /* payload bytes; -1: nothing queued (errno) */
+	int err, msg_flags;
+	int has_ee, has_ts;
+	struct sock_extended_err ee;
+	double stamp;           /* ts[0] */
+	int zero_rest;          /* ts[1], ts[2] zero */
+	unsigned char data[4096];
+};
+
+static void ts_errq_read(int fd, struct ts_entry *e)
+{
+	char ctl[512];
+	struct iovec iov = { e->data, sizeof(e->data) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	memset(e, 0, offsetof(struct ts_entry, data));
+	errno = 0;
+	e->len = recvmsg(fd, &m, MSG_ERRQUEUE);
+	e->err = errno;
+	if (e->len < 0)
+		return;
+	e->msg_flags = m.msg_flags;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct sock_extended_err))) {
+			memcpy(&e->ee, CMSG_DATA(c), sizeof(e->ee));
+			e->has_ee = 1;
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING &&
+			   c->cmsg_len == CMSG_LEN(sizeof(struct scm_timestamping))) {
+			struct scm_timestamping t;
+			memcpy(&t, CMSG_DATA(c), sizeof(t));
+			e->stamp = (double)t.ts[0].tv_sec + (double)t.ts[0].tv_nsec / 1e9;
+			e->zero_rest = !t.ts[1].tv_sec && !t.ts[1].tv_nsec && !t.ts[2].tv_sec && !t.ts[2].tv_nsec;
+			e->has_ts = 1;
+		}
+	}
+}
+
+/* Waits up to ms for POLLERR (an error-queue entry). */
+static int wait_pollerr(int fd, int ms)
+{
+	double end = now_s() + ms / 1000.0;
+	do {
+		struct pollfd p = { fd, 0, 0 };
+		if (poll(&p, 1, 10) > 0 && (p.revents & POLLERR))
+			return 1;
+	} while (now_s() < end);
+	return 0;
+}
+
+static const char *ts_kind(unsigned info)
+{
+	return info == SCM_TSTAMP_SCHED ? "SCHED" : info == SCM_TSTAMP_SND ? "SND" : info == SCM_TSTAMP_ACK ? "ACK" : "?";
+}
+
+/* Transmit stamps (timestamping.rst): each send's last byte gets SCHED,
+ * SND and ACK entries on the error queue; OPT_ID keys them by byte offset. */
+static void test_tx_timestamping(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	int flags = SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_TX_ACK |
+		    SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
+	int set_rc = setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+	struct ts_entry e;
+	ts_errq_read(fd, &e);
+	ssize_t empty_len = e.len;
+	int empty_err = e.err;
+	static const size_t sizes[3] = { 1000, 2000, 500 };
+	static const unsigned keys[3] = { 999, 2999, 3499 };
+	double t0 = wall_s();
+	size_t off = 0;
+	for (int i = 0; i < 3; i++) {
+		static unsigned char b[4096];
+		fill_pattern(b, sizes[i], off);
+		send(fd, b, sizes[i], MSG_NOSIGNAL);
+		off += sizes[i];
+		usleep(60000);   /* each send leaves (and is acknowledged) alone */
+	}
+	usleep(100000);
+	struct pollfd p = { fd, POLLIN, 0 };
+	int pr = poll(&p, 1, 0);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	int en = epoll_wait(ep, &out, 1, 0);
+	int queued_ok = pr == 1 && (p.revents & POLLERR) && en == 1 && (out.events & EPOLLERR);
+	unsigned queued_revents = p.revents, queued_events = en == 1 ? out.events : 0;
+	char list[512] = "";
+	int n = 0, shape_ok = 1, stamps_ok = 1, order_ok = 1;
+	double last[3] = { 0, 0, 0 }, t1 = wall_s();
+	unsigned got_info[16], got_key[16];
+	for (; n < 16; n++) {
+		ts_errq_read(fd, &e);
+		if (e.len < 0)
+			break;
+		got_info[n] = e.ee.ee_info;
+		got_key[n] = e.ee.ee_data;
+		size_t k = strlen(list);
+		snprintf(list + k, sizeof(list) - k, "%s%s/%u", n ? " " : "", ts_kind(e.ee.ee_info), e.ee.ee_data);
+		if (e.len != 0 || !(e.msg_flags & MSG_ERRQUEUE) || !e.has_ee || !e.has_ts || !e.zero_rest ||
+		    e.ee.ee_errno != ENOMSG || e.ee.ee_origin != SO_EE_ORIGIN_TIMESTAMPING)
+			shape_ok = 0;
+		if (e.stamp < t0 - 0.001 || e.stamp > t1 + 0.001)
+			stamps_ok = 0;
+		for (int i = 0; i < 3; i++)
+			if (e.ee.ee_data == keys[i] && e.ee.ee_info <= SCM_TSTAMP_ACK) {
+				if (e.stamp < last[i])
+					stamps_ok = 0;
+				last[i] = e.stamp;
+			}
+	}
+	printf("INFO: TX entries (%s): %s\n", role, list);
+	/* Per send: SCHED, SND, ACK, keyed by the last byte's offset. */
+	static const unsigned want_info[3] = { SCM_TSTAMP_SCHED, SCM_TSTAMP_SND, SCM_TSTAMP_ACK };
+	if (n != 9)
+		order_ok = 0;
+	for (int i = 0; i < n && i < 9; i++)
+		if (got_key[i] != keys[i / 3] || got_info[i] != want_info[i % 3])
+			order_ok = 0;
+	result(set_rc == 0 && order_ok, "TX: SCHED, SND, ACK per send with OPT_ID byte offsets 999, 2999, 3499",
+	       "set %d, %d entries: %s", set_rc, n, list);
+	result(n && shape_ok, "TX: entry shape (no payload with OPT_TSONLY, MSG_ERRQUEUE, ENOMSG, "
+	       "SO_EE_ORIGIN_TIMESTAMPING, SCM_TIMESTAMPING software stamp only)", "%d entries", n);
+	result(n && stamps_ok, "TX: stamps between the first send and now, each send's SCHED <= SND <= ACK",
+	       "first send at %.6f, read at %.6f", t0, t1);
+	ts_errq_read(fd, &e);
+	p.revents = 0;
+	pr = poll(&p, 1, 0);
+	result(empty_len < 0 && empty_err == EAGAIN && queued_ok && e.len < 0 && e.err == EAGAIN &&
+	       !(p.revents & POLLERR),
+	       "TX: POLLERR / EPOLLERR exactly while stamps are queued; the empty queue reads EAGAIN at once",
+	       "before: %zd %s; queued: revents 0x%x, epoll 0x%x; drained: %zd %s, revents 0x%x", empty_len,
+	       errname(empty_err), queued_revents, queued_events, e.len, errname(e.err), p.revents);
+
+	/* Without OPT_TSONLY Linux loops the packet back: SND from the
+	 * Ethernet header, ACK the payload it still held. */
+	flags &= ~SOF_TIMESTAMPING_OPT_TSONLY;
+	flags &= ~SOF_TIMESTAMPING_TX_SCHED;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+	static unsigned char b[1000];
+	fill_pattern(b, sizeof(b), off);
+	send(fd, b, sizeof(b), MSG_NOSIGNAL);
+	usleep(150000);
+	struct ts_entry snd, ack;
+	ts_errq_read(fd, &snd);
+	ts_errq_read(fd, &ack);
+	size_t hdrs = snd.len > 1000 ? (size_t)snd.len - 1000 : 0;
+	printf("INFO: TX payloads (%s): SND %zd bytes, ACK %zd bytes\n", role, snd.len, ack.len);
+	result(snd.len > 0 && snd.ee.ee_info == SCM_TSTAMP_SND && snd.ee.ee_data == 4499 && hdrs >= 54 && hdrs <= 94 &&
+	       !memcmp(snd.data + hdrs, b, sizeof(b)),
+	       "TX: SND without OPT_TSONLY carries the packet (headers, then the send's bytes)", "%s/%u, %zd bytes",
+	       ts_kind(snd.ee.ee_info), snd.ee.ee_data, snd.len);
+	result(ack.len == 1000 && ack.ee.ee_info == SCM_TSTAMP_ACK && ack.ee.ee_data == 4499 && !memcmp(ack.data, b, 1000),
+	       "TX: ACK without OPT_TSONLY carries the send's bytes", "%s/%u, %zd bytes", ts_kind(ack.ee.ee_info),
+	       ack.ee.ee_data, ack.len);
+	close(ep);
+	close_conn(fd, key);
+}
+
+/* OPT_ID counts from snd_una when set, OPT_ID_TCP from write_seq: with
+ * bytes unacknowledged (the peer's window full) they differ by those. */
+static void test_tx_timestamping_opt_id_base(void)
+{
+	int key, fd = open_conn(&key);
+	if (fd < 0)
+		return;
+	for (int tcp_base = 0; tcp_base < 2; tcp_base++) {
+		size_t filled = fill_until_eagain(fd);
+		int outq = -1;
+		ioctl(fd, SIOCOUTQ, &outq);
+		int flags = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
+			    SOF_TIMESTAMPING_OPT_TSONLY | (tcp_base ? TS_OPT_ID_TCP : 0);
+		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+		ask_send("DRAIN %d %zu 65536 0", key, filled + 200);
+		ask_wait();
+		static unsigned char b[200];
+		memset(b, 'f', sizeof(b));
+		set_rcvtimeo(fd, 0);
+		ssize_t r = send(fd, b, sizeof(b), MSG_NOSIGNAL);
+		struct ts_entry e;
+		e.len = -1;
+		if (wait_pollerr(fd, 3000))
+			ts_errq_read(fd, &e);
+		unsigned want = tcp_base ? 199u : (unsigned)outq + 199u;
+		result(r == 200 && outq > 0 && e.len == 0 && e.ee.ee_info == SCM_TSTAMP_SND && e.ee.ee_data == want,
+		       tcp_base ? "TX: OPT_ID_TCP counts from write_seq (bytes queued when set not counted)"
+				: "TX: OPT_ID counts from snd_una (bytes unacknowledged when set counted)",
+		       "SIOCOUTQ %d at set, entry %s/%u (len %zd), want key %u", outq, ts_kind(e.ee.ee_info),
+		       e.ee.ee_data, e.len, want);
+		flags = 0;
+		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
+		usleep(200000);   /* the drain ends */
+		while (ts_errq_read(fd, &e), e.len >= 0)
+			;
+	}
+	close_conn(fd, key);
+}
+
 static void test_timestamping(void)
 {
 	int key, fd = open_conn(&key);
@@ -2296,6 +2584,9 @@ static void test_timestamping(void)
 	r3 = ts_recv(fd, 50, &s3, &z3);
 	result(r3 == 50 && s3 == 0, "RX: RX_SOFTWARE without SOFTWARE reports nothing", "read %zd, stamp %.6f", r3, s3);
 	close_conn(fd, key);
+	test_rx_timestamp_cmsgs();
+	test_tx_timestamping();
+	test_tx_timestamping_opt_id_base();
 }
 
 /* Whether name is one of the comma-separated names of list. */

@@ -405,6 +405,127 @@ START_TEST(options_both_on)
 }
 END_TEST
 
+/* Transmit stamps (tcp_tx_stamp_request): what the tx_stamp callback saw. */
+struct stamp_ev { unsigned kind; uint32_t start, end, hdr_len; };
+static struct stamp_ev stamps[256];
+static unsigned nstamps;
+
+static void record_stamp(void *arg, struct tcp_pcb *pcb, unsigned kind, uint32_t start, uint32_t end,
+			 const uint8_t *hdr, uint32_t hdr_len)
+{
+	(void)arg;
+	(void)pcb;
+	(void)hdr;
+	if (nstamps < 256)
+		stamps[nstamps++] = (struct stamp_ev){ kind, start, end, hdr_len };
+}
+
+static uint64_t stamp_off;
+
+static void write_pattern(struct tcp_pcb *pcb, uint32_t len)
+{
+	uint8_t b[2048];
+	for (uint32_t i = 0; i < len; i++)
+		b[i] = th_pattern(stamp_off + i);
+	ck_assert_int_eq(tcp_write(pcb, b, len, TCP_WRITE_MORE), (int)len);
+	stamp_off += len;
+}
+
+static void stamps_open(void)
+{
+	open_pair();
+	static struct tcp_callbacks cb;
+	cb = th_callbacks;
+	cb.tx_stamp = record_stamp;
+	tcp_set_callbacks(w->side[0].pcb, &cb, &w->side[0]);
+	nstamps = 0;
+	stamp_off = 0;
+}
+
+/* Each stamped write: SCHED, SND when its segment leaves (with the
+ * segment's headers), ACK when acknowledged, keyed by its last byte. */
+START_TEST(tx_stamps_per_write)
+{
+	stamps_open();
+	struct tcp_pcb *pcb = w->side[0].pcb;
+	uint32_t base = tcp_write_seq(pcb);
+	ck_assert_uint_eq(base, tcp_snd_una(pcb));
+	const unsigned all = TCP_TX_STAMP_SCHED | TCP_TX_STAMP_SND | TCP_TX_STAMP_ACK;
+	write_pattern(pcb, 1000);
+	ck_assert(tcp_tx_stamp_request(pcb, all, 1000));
+	ck_assert_uint_eq(nstamps, 0);   /* nothing left yet */
+	tcp_output(pcb);
+	ck_assert_uint_eq(nstamps, 2);
+	ck_assert_uint_eq(stamps[0].kind, TCP_TX_STAMP_SCHED);
+	ck_assert_uint_eq(stamps[1].kind, TCP_TX_STAMP_SND);
+	ck_assert_uint_eq(stamps[1].end, base + 1000);
+	ck_assert_uint_eq(stamps[1].start, base);
+	ck_assert_uint_gt(stamps[1].hdr_len, 53);
+	uint8_t peek[1000];
+	ck_assert_uint_eq(tcp_sndbuf_peek(pcb, base, 1000, peek), 1000);
+	ck_assert_uint_eq(peek[999], th_pattern(999));
+	th_run(w, 100);
+	ck_assert_uint_eq(nstamps, 3);
+	ck_assert_uint_eq(stamps[2].kind, TCP_TX_STAMP_ACK);
+	ck_assert_uint_eq(stamps[2].end, base + 1000);
+	/* Only ACK asked; a write that spans segments is stamped at its end. */
+	write_pattern(pcb, 1500);
+	write_pattern(pcb, 1500);
+	ck_assert(tcp_tx_stamp_request(pcb, TCP_TX_STAMP_ACK, 3000));
+	tcp_output(pcb);
+	ck_assert_uint_eq(nstamps, 3);
+	th_run(w, 100);
+	ck_assert_uint_eq(nstamps, 4);
+	ck_assert_uint_eq(stamps[3].kind, TCP_TX_STAMP_ACK);
+	ck_assert_uint_eq(stamps[3].end, base + 4000);
+	ck_assert_uint_eq(stamps[3].start, base + 1000);
+	/* Asked after the byte left: transmit stamps at once, no headers. */
+	write_pattern(pcb, 10);
+	tcp_output(pcb);
+	ck_assert(tcp_tx_stamp_request(pcb, all, 10));
+	ck_assert_uint_eq(nstamps, 6);
+	ck_assert_uint_eq(stamps[5].kind, TCP_TX_STAMP_SND);
+	ck_assert_uint_eq(stamps[5].hdr_len, 0);
+	th_run(w, 100);
+	ck_assert_uint_eq(nstamps, 7);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 4010);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	tcp_abort(pcb);
+	tcp_abort(w->side[1].pcb);
+	th_run(w, 10);
+}
+END_TEST
+
+/* More stamped writes unacknowledged than the ring holds: the newest
+ * record moves on, so the last write is still stamped; a resent segment
+ * is not stamped again. */
+START_TEST(tx_stamps_ring_full_and_resend)
+{
+	stamps_open();
+	struct tcp_pcb *pcb = w->side[0].pcb;
+	uint32_t base = tcp_write_seq(pcb);
+	for (unsigned i = 0; i < TCP_TX_STAMPS_MAX + 6; i++) {
+		write_pattern(pcb, 10);
+		ck_assert(tcp_tx_stamp_request(pcb, TCP_TX_STAMP_SND | TCP_TX_STAMP_ACK, 10));
+	}
+	w->drop_all = true;   /* the first flight is lost: the RTO resends it */
+	tcp_output(pcb);
+	ck_assert_uint_eq(nstamps, TCP_TX_STAMPS_MAX);
+	ck_assert_uint_eq(stamps[TCP_TX_STAMPS_MAX - 1].end, base + 10 * (TCP_TX_STAMPS_MAX + 6));
+	ck_assert_uint_eq(stamps[TCP_TX_STAMPS_MAX - 2].end, base + 10 * (TCP_TX_STAMPS_MAX - 1));
+	th_run(w, 5);
+	w->drop_all = false;
+	th_run(w, 3000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, 10 * (TCP_TX_STAMPS_MAX + 6));
+	ck_assert_uint_eq(nstamps, 2 * TCP_TX_STAMPS_MAX);   /* no second SND */
+	for (unsigned i = TCP_TX_STAMPS_MAX; i < nstamps; i++)
+		ck_assert_uint_eq(stamps[i].kind, TCP_TX_STAMP_ACK);
+	tcp_abort(pcb);
+	tcp_abort(w->side[1].pcb);
+	th_run(w, 10);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_engine");
@@ -428,6 +549,8 @@ static Suite *suite(void)
 	tcase_add_test(t, zero_window_persist);
 	tcase_add_test(t, options_negotiated);
 	tcase_add_test(t, options_both_on);
+	tcase_add_test(t, tx_stamps_per_write);
+	tcase_add_test(t, tx_stamps_ring_full_and_resend);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -227,12 +227,58 @@ static void sock_tcp_connected_cb(void *arg, struct tcp_pcb *pcb)
 	sock_tcp_notify_locked(s, EPOLLOUT);
 }
 
+/* Linux's skb of a TCP send is at most about 64 KiB: the payload a stamp
+ * loops back (without OPT_TSONLY) is at most the last this many bytes of
+ * the send call. */
+#define SOCK_TCP_TSTAMP_PAYLOAD_MAX 65536u
+
+/* A transmit stamp of a send call's last byte is due (SO_TIMESTAMPING):
+ * one note on the error queue, shaped as Linux's. Without OPT_TSONLY it
+ * carries what Linux loops back: for SCHED and SND the packet from its
+ * Ethernet header (here: the headers of the segment that carried the
+ * byte, then the call's bytes, as one unsegmented buffer), for ACK the
+ * call's bytes Linux still held in its retransmit queue. */
+static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, uint32_t start, uint32_t end,
+				 const uint8_t *hdr, uint32_t hdr_len)
+{
+	struct sock_tcp *s = arg;
+	uint32_t flags = __atomic_load_n(&s->tstamp.flags, __ATOMIC_ACQUIRE);
+	uint32_t data_len = end - start;
+	if (data_len > SOCK_TCP_TSTAMP_PAYLOAD_MAX) {
+		data_len = SOCK_TCP_TSTAMP_PAYLOAD_MAX;
+		start = end - data_len;
+	}
+	bool payload = !(flags & SOF_TIMESTAMPING_OPT_TSONLY);
+	if (!hdr)
+		hdr_len = 0;
+	struct sock_tstamp_note *n = sock_tstamp_note_new(payload ? hdr_len + data_len : 0);
+	if (!n)
+		return;
+	n->stamp_ns = sock_tstamp_now_ns();
+	n->kind = kind == TCP_TX_STAMP_SCHED ? SCM_TSTAMP_SCHED : kind == TCP_TX_STAMP_SND ? SCM_TSTAMP_SND
+										     : SCM_TSTAMP_ACK;
+	/* OPT_ID: the byte's offset from the sequence number the option
+	 * started at (snd_una, or write_seq with OPT_ID_TCP). */
+	n->key = end - 1 - s->tstamp.key_next;
+	if (payload) {
+		if (hdr_len)
+			memcpy(n->data, hdr, hdr_len);
+		/* Bytes an earlier ACK already took are gone, as Linux trims
+		 * its buffer on a partial acknowledgment. */
+		n->len = hdr_len + tcp_sndbuf_peek(pcb, start, data_len, n->data + hdr_len);
+	}
+	uint64_t limit = s->rcvbuf ? s->rcvbuf : SOCK_TCP_RCVBUF_DEFAULT;
+	if (sock_tstamp_queue(&s->tstamp, n, limit))
+		sock_tcp_notify_locked(s, EPOLLERR);
+}
+
 static const struct tcp_callbacks sock_tcp_callbacks = {
 	.recv = sock_tcp_recv_cb,
 	.sent = sock_tcp_sent_cb,
 	.err = sock_tcp_err_cb,
 	.connected = sock_tcp_connected_cb,
 	.accept = sock_tcp_accept_cb,
+	.tx_stamp = sock_tcp_tx_stamp_cb,
 };
 
 void sock_tcp_apply_options_locked(struct sock_tcp *s)
@@ -583,6 +629,10 @@ static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
 	}
 	if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) > 0)
 		ev |= EPOLLERR;
+	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while its
+	 * error queue is not empty). */
+	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
+		ev |= EPOLLERR;
 	return ev;
 }
 
@@ -689,6 +739,7 @@ static void sock_tcp_destroy(struct sock_obj *obj)
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
+	sock_tstamp_clear(&s->tstamp);
 	free(s);
 }
 

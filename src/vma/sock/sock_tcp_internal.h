@@ -138,6 +138,11 @@ struct sock_tcp {
 	 * less OPT_ID (which Linux refuses on a listener); getsockopt answers
 	 * from here. */
 	struct sock_tstamp tstamp;
+	/* SO_TIMESTAMP / SO_TIMESTAMPNS as Linux keeps them (one of them on at
+	 * a time; _NEW: the 64-bit cmsg layout of SO_TIMESTAMP(NS)_NEW).
+	 * Mirrored from the kernel socket, which answers getsockopt. */
+	uint8_t rx_tstamp;           /* SOCK_TCP_RX_TSTAMP_* */
+	bool rx_tstamp_new;
 
 	/* Wake-ups: iomux_notify and sleepers, run after the unlock. */
 	int sleepers;
@@ -146,6 +151,8 @@ struct sock_tcp {
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
 };
+
+enum { SOCK_TCP_RX_TSTAMP_OFF, SOCK_TCP_RX_TSTAMP_US, SOCK_TCP_RX_TSTAMP_NS };
 
 /* The options VMA_AVOID_SYS_CALLS_ON_TCP_FD serves without the kernel:
  * plain values the offloaded path implements and Linux reports back as set. */

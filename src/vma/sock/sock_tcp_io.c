@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <linux/time_types.h>
+
 #include "config/cfg_params.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
@@ -158,24 +160,65 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
  * buffer it read from (0: none). */
 static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns);
 
+/* Receive stamps of a read whose last segment arrived at rx_ns, in Linux's
+ * order (tcp_recv_timestamp): SO_TIMESTAMP or SO_TIMESTAMPNS, then
+ * SCM_TIMESTAMPING when SOFTWARE reporting is on and the segment was
+ * stamped (RX_SOFTWARE, or this socket's own SO_TIMESTAMP(NS), which turns
+ * receive stamping on in Linux too, unless OPT_RX_FILTER asks for
+ * RX_SOFTWARE itself). */
+static void sock_tcp_put_rx_stamps(struct sock_tcp *s, struct msghdr *msg, size_t ctl_room, uint64_t rx_ns)
+{
+	size_t used = 0;
+	msg->msg_controllen = ctl_room;
+	time_t sec = (time_t)(rx_ns / 1000000000u);
+	long nsec = (long)(rx_ns % 1000000000u);
+	if (s->rx_tstamp == SOCK_TCP_RX_TSTAMP_US) {
+		if (s->rx_tstamp_new) {
+			struct __kernel_sock_timeval tv = { .tv_sec = sec, .tv_usec = nsec / 1000 };
+			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMP_NEW, &tv, sizeof(tv));
+		} else {
+			struct timeval tv = { .tv_sec = sec, .tv_usec = (suseconds_t)(nsec / 1000) };
+			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMP_OLD, &tv, sizeof(tv));
+		}
+	} else if (s->rx_tstamp == SOCK_TCP_RX_TSTAMP_NS) {
+		if (s->rx_tstamp_new) {
+			struct __kernel_timespec ts = { .tv_sec = sec, .tv_nsec = nsec };
+			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMPNS_NEW, &ts, sizeof(ts));
+		} else {
+			struct timespec ts = { .tv_sec = sec, .tv_nsec = nsec };
+			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMPNS_OLD, &ts, sizeof(ts));
+		}
+	}
+	uint32_t tsflags = __atomic_load_n(&s->tstamp.flags, __ATOMIC_RELAXED);
+	bool stamped = (tsflags & SOF_TIMESTAMPING_RX_SOFTWARE) ||
+		       (s->rx_tstamp != SOCK_TCP_RX_TSTAMP_OFF && !(tsflags & SOCK_TSTAMP_OPT_RX_FILTER));
+	if ((tsflags & SOF_TIMESTAMPING_SOFTWARE) && stamped)
+		sock_tstamp_put_rx(&s->tstamp, msg, &used, rx_ns);
+	msg->msg_controllen = used;
+}
+
 static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, int flags)
 {
 	size_t ctl_room = msg->msg_controllen;
 	uint64_t last_rx_ns = 0;
 	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns);
-	/* SO_TIMESTAMPING: as Linux, the stamp of the last segment read. */
-	if (__builtin_expect(last_rx_ns != 0 && r > 0 && sock_tstamp_rx_on(&s->tstamp), 0)) {
-		size_t used = 0;
-		msg->msg_controllen = ctl_room;
-		sock_tstamp_put_rx(&s->tstamp, msg, &used, last_rx_ns);
-		msg->msg_controllen = used;
-	}
+	/* As Linux: the stamp of the last segment read. */
+	if (__builtin_expect(last_rx_ns != 0 && r > 0 &&
+			     (s->rx_tstamp != SOCK_TCP_RX_TSTAMP_OFF || sock_tstamp_rx_on(&s->tstamp)), 0))
+		sock_tcp_put_rx_stamps(s, msg, ctl_room, last_rx_ns);
 	return r;
 }
 
 static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
+	/* Our transmit stamps first, then the kernel socket's error queue;
+	 * never blocks, as Linux's error-queue read. */
+	if (__builtin_expect(flags & MSG_ERRQUEUE, 0) && !s->released) {
+		ssize_t r = sock_tstamp_errq_recv(&s->tstamp, msg, NULL);
+		if (r != SOCK_TSTAMP_ERRQ_EMPTY)
+			return r;
+	}
 	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & (MSG_ERRQUEUE | MSG_OOB))) {
 		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
 		    !sock_tcp_unsupported_call(s, "recv(MSG_OOB) (urgent data)"))
@@ -377,6 +420,33 @@ static ssize_t sock_tcp_epipe(int flags)
 	return -1;
 }
 
+/* The stamps a send asks for its last byte (TCP_TX_STAMP_*): SO_TIMESTAMPING's
+ * TX_SCHED, TX_SOFTWARE and TX_ACK. */
+static unsigned sock_tcp_tx_stamp_kinds(const struct sock_tcp *s)
+{
+	uint32_t f = __atomic_load_n(&s->tstamp.flags, __ATOMIC_RELAXED);
+	if (__builtin_expect(!(f & (SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_SOFTWARE |
+				    SOF_TIMESTAMPING_TX_ACK)), 1))
+		return 0;
+	return ((f & SOF_TIMESTAMPING_TX_SCHED) ? TCP_TX_STAMP_SCHED : 0) |
+	       ((f & SOF_TIMESTAMPING_TX_SOFTWARE) ? TCP_TX_STAMP_SND : 0) |
+	       ((f & SOF_TIMESTAMPING_TX_ACK) ? TCP_TX_STAMP_ACK : 0);
+}
+
+/* A blocking send cut short (signal, SO_SNDTIMEO) after queuing sent bytes:
+ * Linux stamps the last byte it queued; its segment may have left while we
+ * waited, then SCHED and SND are due at once. Returns sent. */
+static ssize_t sock_tcp_tx_stamp_late(struct sock_tcp *s, struct sock_offload *ctx, unsigned kinds, size_t sent)
+{
+	if (__builtin_expect(kinds != 0, 0)) {
+		sock_offload_lock(ctx);
+		if (s->pcb)
+			tcp_tx_stamp_request(s->pcb, kinds, sent > UINT32_MAX ? UINT32_MAX : (uint32_t)sent);
+		sock_offload_unlock(ctx);
+	}
+	return (ssize_t)sent;
+}
+
 /* must_block: wait for send space even on an O_NONBLOCK socket (splice
  * already took these bytes out of a pipe and cannot put them back). */
 static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *msg, int flags, bool must_block)
@@ -405,6 +475,9 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		total += msg->msg_iov[i].iov_len;
 	size_t vi = 0, voff = 0;
 	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	/* SO_TIMESTAMPING: one flag test when off. The call's last byte is
+	 * stamped: its write holds output back until the stamp is asked. */
+	unsigned stamp_kinds = sock_tcp_tx_stamp_kinds(s);
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (!s->pcb || s->shut_send) {
@@ -439,7 +512,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 				chunk = chunk < lowat_room ? chunk : lowat_room;
 			}
 			bool last = sent + chunk >= total;
-			unsigned wf = (!last || (flags & MSG_MORE)) ? TCP_WRITE_MORE : 0;
+			unsigned wf = (!last || (flags & MSG_MORE) || stamp_kinds) ? TCP_WRITE_MORE : 0;
 			/* VMA_TX_PREFETCH_BYTES: the data tcp_write copies. */
 			sock_prefetch((const char *)msg->msg_iov[vi].iov_base + voff, chunk, g_cfg.tx_prefetch_bytes);
 			r = tcp_write(s->pcb, (const char *)msg->msg_iov[vi].iov_base + voff, chunk, wf);
@@ -447,6 +520,13 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 				break;
 			sent += (size_t)r;
 			voff += (size_t)r;
+		}
+		if (__builtin_expect(stamp_kinds != 0, 0) && sent &&
+		    (sent == total || nonblock || (r < 0 && r != -EAGAIN))) {
+			/* The call ends here: stamp its last byte, then send. */
+			tcp_tx_stamp_request(s->pcb, stamp_kinds, sent > UINT32_MAX ? UINT32_MAX : (uint32_t)sent);
+			if (!(flags & MSG_MORE))
+				tcp_output(s->pcb);
 		}
 		if (r == -EAGAIN || sent < total)
 			tcp_output(s->pcb);   /* what is queued goes while we wait */
@@ -482,10 +562,10 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		/* Linux: interrupted with bytes queued, the count; with none,
 		 * EINTR, or a restart under SA_RESTART without SO_SNDTIMEO. */
 		if (redirect_signal_interrupts(&sigmark, !deadline && !sent))
-			return sent ? (ssize_t)sent : -1;
+			return sent ? sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent) : -1;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
 			if (sent)
-				return (ssize_t)sent;
+				return sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent);
 			return -1;
 		}
 		sock_offload_progress(ctx);

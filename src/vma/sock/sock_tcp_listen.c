@@ -275,6 +275,8 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	/* Linux clones the listener's socket: SO_TIMESTAMPING flags too. */
 	c->tstamp.flags = l->tstamp.flags;
 	c->tstamp.new_layout = l->tstamp.new_layout;
+	c->rx_tstamp = l->rx_tstamp;
+	c->rx_tstamp_new = l->rx_tstamp_new;
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
 	 * which reports its own fresh state, as the placeholder does. */

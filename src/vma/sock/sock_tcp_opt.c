@@ -97,6 +97,10 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case SO_BUSY_POLL:   /* we poll anyway (VMA_RX_POLL) */
 		case SO_TIMESTAMPING_OLD:
 		case SO_TIMESTAMPING_NEW:
+		case SO_TIMESTAMP_OLD:
+		case SO_TIMESTAMP_NEW:
+		case SO_TIMESTAMPNS_OLD:
+		case SO_TIMESTAMPNS_NEW:
 			return true;
 		}
 		return false;
@@ -367,8 +371,34 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 	if (REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
 		return -1;
 	int whole = (int)flags;
-	sock_tstamp_note_flags(&s->tstamp, name, &whole, sizeof(whole));
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	sock_offload_lock(ctx);
+	/* OPT_ID switched on: byte offsets count from snd_una, or from
+	 * write_seq with OPT_ID_TCP (Linux's sk_tskey); under the lock so a
+	 * stamp falling due meanwhile reads a whole value. */
+	if (sock_tstamp_note_flags(&s->tstamp, name, &whole, sizeof(whole)) && s->pcb)
+		s->tstamp.key_next = (flags & SOCK_TSTAMP_OPT_ID_TCP) ? tcp_write_seq(s->pcb) : tcp_snd_una(s->pcb);
+	sock_offload_unlock(ctx);
 	return 0;
+}
+
+/* SO_TIMESTAMP(NS)(_OLD/_NEW) the kernel accepted, kept as Linux's
+ * sock_set_timestamp does: on selects the resolution and layout, off
+ * clears both. */
+static void sock_tcp_note_rx_tstamp(struct sock_tcp *s, int name, const void *val, socklen_t len)
+{
+	int on = 0;
+	if (len >= sizeof(int))
+		memcpy(&on, val, sizeof(on));
+	else if (len > 0)
+		on = *(const unsigned char *)val;
+	if (!on) {
+		s->rx_tstamp = SOCK_TCP_RX_TSTAMP_OFF;
+		return;
+	}
+	s->rx_tstamp_new = name == SO_TIMESTAMP_NEW || name == SO_TIMESTAMPNS_NEW;
+	s->rx_tstamp = (name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMPNS_NEW) ? SOCK_TCP_RX_TSTAMP_NS
+										   : SOCK_TCP_RX_TSTAMP_US;
 }
 
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
@@ -392,6 +422,9 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	int saved = errno;
 	if (timestamping)   /* a socket connect() or listen() may still offload */
 		sock_tstamp_note_flags(&s->tstamp, name, val, len);
+	if (level == SOL_SOCKET && (name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMP_NEW ||
+				    name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMPNS_NEW))
+		sock_tcp_note_rx_tstamp(s, name, val, len);
 	s->opts_kernel_lacks &= ~bit;
 	if (sock_tcp_note_option(s, level, name, val, len))
 		sock_tcp_options_push(s);

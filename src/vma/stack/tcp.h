@@ -126,7 +126,27 @@ struct tcp_callbacks {
 	int (*accept)(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
 	/* Every slow-timer period while the pcb lives. */
 	void (*poll)(void *arg, struct tcp_pcb *pcb);
+	/* A transmit stamp asked by tcp_tx_stamp_request is due (kind: one
+	 * TCP_TX_STAMP_*): [start, end) are the sequence numbers of the bytes
+	 * of the write it belongs to, the stamp is for the byte before end.
+	 * SCHED and SND pass the headers (Ethernet to TCP options) of the
+	 * segment that carried that byte, ACK passes none (NULL, 0). Runs
+	 * inside output or input: it must not call into the engine except
+	 * tcp_sndbuf_peek. NULL: the stamps are dropped. */
+	void (*tx_stamp)(void *arg, struct tcp_pcb *pcb, unsigned kind, uint32_t start, uint32_t end,
+			 const uint8_t *hdr, uint32_t hdr_len);
 };
+
+/* Transmit stamps of a write (SO_TIMESTAMPING on a stream, Linux's
+ * timestamping.rst: the last byte of a send call) */
+#define TCP_TX_STAMP_SCHED 0x1u   /* the segment carrying the byte goes to the ring */
+#define TCP_TX_STAMP_SND   0x2u   /* the ring took it (handed to the device) */
+#define TCP_TX_STAMP_ACK   0x4u   /* the peer acknowledged it (cumulatively) */
+/* Stamped writes a pcb tracks until their stamps are all due: with more
+ * unacknowledged, the newest record moves on to the later write (its
+ * earlier byte's remaining stamps are lost, as Linux loses the stamp of a
+ * send whose last byte shares a not yet sent buffer with a later one). */
+#define TCP_TX_STAMPS_MAX 64u
 
 /* tcp_write flags */
 #define TCP_WRITE_MORE 0x1   /* more follows: hold a partial segment (MSG_MORE) */
@@ -211,6 +231,21 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
  * fewer), -EAGAIN when full, -ENOTCONN / -EPIPE by state. Sends per Nagle
  * unless TCP_WRITE_MORE. */
 int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flags);
+/* Asks for the stamps in kinds (TCP_TX_STAMP_*) of the last byte queued in
+ * the send buffer, which ends a write of len bytes (the bytes [end - len,
+ * end) the callback names). Call it before tcp_output sends that byte;
+ * stamps of a byte already sent are due at once (SCHED, SND). The first
+ * request allocates the pcb's record ring (TCP_TX_STAMPS_MAX records);
+ * false when nothing is queued or on allocation failure. */
+bool tcp_tx_stamp_request(struct tcp_pcb *pcb, unsigned kinds, uint32_t len);
+/* Copies the bytes [seq, seq + len) still in the send buffer (the part
+ * not yet acknowledged and dropped) to dst; returns the bytes copied,
+ * which are those from max(seq, oldest byte held). */
+uint32_t tcp_sndbuf_peek(const struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t *dst);
+/* Sequence numbers Linux's SOF_TIMESTAMPING_OPT_ID counts from: snd_una
+ * (oldest unacknowledged), or write_seq (after the last byte queued). */
+uint32_t tcp_snd_una(const struct tcp_pcb *pcb);
+uint32_t tcp_write_seq(const struct tcp_pcb *pcb);
 /* Sends whatever window, cwnd and Nagle allow (and a pending ACK). */
 int tcp_output(struct tcp_pcb *pcb);
 /* The app consumed len bytes given by recv: reopens the window. */

@@ -463,6 +463,8 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
 			pcb->snd_nxt = pcb->snd_una;
 		tcp_sack_trim(pcb);
+		if (__builtin_expect(pcb->tx_stamps != NULL, 0))
+			tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
 		uint32_t data_acked = 0;
 		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
 			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);

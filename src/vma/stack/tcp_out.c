@@ -5,6 +5,7 @@
 #include "stack/stack_csum.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define IP4_DF        0x4000
@@ -35,9 +36,26 @@ static void sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst,
 	memcpy(dst + first, pcb->sbuf, len - first);
 }
 
-/* One frame: Ethernet + IPv4 (DF) + TCP + options + payload from the pcb's send buffer. */
+/* The frame of a segment that carries the last byte of stamped writes
+ * (tcp_tx_stamp_request): SCHED as it goes to the ring, SND once the ring
+ * took it. The headers are copied first: the frame is the ring's after. */
+static int emit_stamped(struct tcp_pcb *pcb, const struct stack_netif *nif, struct ring_buf *b, uint32_t end,
+			uint32_t data_len)
+{
+	uint8_t hdr[STACK_ETH_HLEN + STACK_IP4_HLEN + TCP_HLEN + TCP_MAX_OPT_LEN];
+	uint32_t hdr_len = tcp_min32(b->len - data_len, (uint32_t)sizeof(hdr));
+	memcpy(hdr, b->data, hdr_len);
+	tcp_tx_stamp_transmit(pcb, end, TCP_TX_STAMP_SCHED, hdr, hdr_len);
+	int r = nif->tx_send(nif->ctx, b);
+	if (r == 0)
+		tcp_tx_stamp_transmit(pcb, end, TCP_TX_STAMP_SND, hdr, hdr_len);
+	return r;
+}
+
+/* One frame: Ethernet + IPv4 (DF) + TCP + options + payload from the pcb's
+ * send buffer. stamp_pcb: the segment's data ends stamped writes. */
 static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_emit *e,
-		const struct tcp_pcb *data_pcb, uint32_t data_len)
+		const struct tcp_pcb *data_pcb, uint32_t data_len, struct tcp_pcb *stamp_pcb)
 {
 	uint32_t thlen = TCP_HLEN + e->optlen;
 	uint32_t total = STACK_ETH_HLEN + STACK_IP4_HLEN + thlen + data_len;
@@ -89,6 +107,8 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 	b->len = b->tot_len = total;
 	ctx->cnt.tx_segments++;
 	ctx->st->cnt.tx_frames++;
+	if (__builtin_expect(stamp_pcb != NULL, 0))
+		return emit_stamped(stamp_pcb, nif, b, e->seq + data_len, data_len);
 	return nif->tx_send(nif->ctx, b);
 }
 
@@ -215,7 +235,13 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		pcb->data_segs_out++;
 	}
 	pcb->segs_out++;
-	return emit(pcb->ctx, pcb->nif, &e, pcb, len);
+	/* New data past snd_max may end stamped writes (first transmission
+	 * only: a resent segment is not stamped again). */
+	struct tcp_pcb *stamp = NULL;
+	if (__builtin_expect(pcb->tx_stamps != NULL, 0) && len && SEQ_GT(seq + len, pcb->snd_max) &&
+	    pcb->tx_stamps->sent < pcb->tx_stamps->count)
+		stamp = pcb;
+	return emit(pcb->ctx, pcb->nif, &e, pcb, len, stamp);
 }
 
 void tcp_send_ack(struct tcp_pcb *pcb)
@@ -234,7 +260,7 @@ void tcp_send_rst(struct tcp_pcb *pcb)
 	e.wnd = 0;
 	e.optlen = 0;
 	pcb->ctx->cnt.tx_rsts++;
-	emit(pcb->ctx, pcb->nif, &e, NULL, 0);
+	emit(pcb->ctx, pcb->nif, &e, NULL, 0, NULL);
 }
 
 /* RFC 9293 3.5.2: the reset for a segment that belongs to no connection. */
@@ -264,7 +290,7 @@ void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
 	e.wnd = 0;
 	e.optlen = 0;
 	ctx->cnt.tx_rsts++;
-	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0);
+	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0, NULL);
 }
 
 void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
@@ -291,7 +317,7 @@ void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, 
 	put16(e.opts + 2, (uint16_t)mss);
 	e.optlen = 4;
 	ctx->cnt.tx_syncookies++;
-	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0);
+	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0, NULL);
 }
 
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
@@ -301,6 +327,119 @@ void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
 	pcb->sbuf_len -= n;
 	pcb->sbuf_off = (pcb->sbuf_off + n) % pcb->sbuf_size;
 	pcb->sbuf_seq += n;
+}
+
+/* ---- transmit stamps (SO_TIMESTAMPING on a stream) ---- */
+
+static struct tcp_tx_stamp_rec *tx_stamp_rec(struct tcp_tx_stamps *t, unsigned i)
+{
+	return &t->rec[(t->head + i) % TCP_TX_STAMPS_MAX];
+}
+
+static void tx_stamp_pop_done(struct tcp_tx_stamps *t)
+{
+	while (t->count && t->sent && !t->rec[t->head].owed) {
+		t->head = (t->head + 1) % TCP_TX_STAMPS_MAX;
+		t->count--;
+		t->sent--;
+	}
+}
+
+static void tx_stamp_due(struct tcp_pcb *pcb, struct tcp_tx_stamp_rec *r, unsigned kind, const uint8_t *hdr,
+			 uint32_t hdr_len)
+{
+	if (!(r->owed & kind))
+		return;
+	r->owed &= (uint8_t)~kind;
+	if (pcb->cb.tx_stamp)
+		pcb->cb.tx_stamp(pcb->cb_arg, pcb, kind, r->end - r->len, r->end, hdr, hdr_len);
+}
+
+void tcp_tx_stamp_transmit(struct tcp_pcb *pcb, uint32_t end, unsigned kind, const uint8_t *hdr, uint32_t hdr_len)
+{
+	struct tcp_tx_stamps *t = pcb->tx_stamps;
+	unsigned i = t->sent;
+	for (; i < t->count; i++) {
+		struct tcp_tx_stamp_rec *r = tx_stamp_rec(t, i);
+		if (SEQ_GT(r->end, end))
+			break;
+		tx_stamp_due(pcb, r, kind, hdr, hdr_len);
+	}
+	/* SND is the last stage of a transmission: those records are sent. */
+	if (kind == TCP_TX_STAMP_SND) {
+		t->sent = i;
+		tx_stamp_pop_done(t);
+	}
+}
+
+void tcp_tx_stamp_acked(struct tcp_pcb *pcb)
+{
+	struct tcp_tx_stamps *t = pcb->tx_stamps;
+	while (t->count && SEQ_LEQ(t->rec[t->head].end, pcb->snd_una)) {
+		tx_stamp_due(pcb, &t->rec[t->head], TCP_TX_STAMP_ACK, NULL, 0);
+		t->head = (t->head + 1) % TCP_TX_STAMPS_MAX;
+		t->count--;
+		if (t->sent)
+			t->sent--;
+	}
+}
+
+bool tcp_tx_stamp_request(struct tcp_pcb *pcb, unsigned kinds, uint32_t len)
+{
+	kinds &= TCP_TX_STAMP_SCHED | TCP_TX_STAMP_SND | TCP_TX_STAMP_ACK;
+	if (!pcb->sbuf_len || !kinds)
+		return false;
+	if (!pcb->tx_stamps) {
+		pcb->tx_stamps = calloc(1, sizeof(*pcb->tx_stamps));
+		if (!pcb->tx_stamps)
+			return false;
+	}
+	struct tcp_tx_stamps *t = pcb->tx_stamps;
+	uint32_t end = pcb->sbuf_seq + pcb->sbuf_len;
+	struct tcp_tx_stamp_rec *r;
+	if (t->count == TCP_TX_STAMPS_MAX) {
+		/* Full: the newest record stamps this later byte instead. */
+		r = tx_stamp_rec(t, t->count - 1);
+		if (t->sent == t->count)
+			t->sent--;
+	} else {
+		r = tx_stamp_rec(t, t->count++);
+	}
+	r->end = end;
+	r->len = tcp_min32(len, pcb->sbuf_len);
+	r->owed = (uint8_t)kinds;
+	/* Already on the wire (a write completed after its data left): the
+	 * transmit stamps are due now. */
+	if (SEQ_GEQ(pcb->snd_max, end)) {
+		tcp_tx_stamp_transmit(pcb, end, TCP_TX_STAMP_SCHED, NULL, 0);
+		tcp_tx_stamp_transmit(pcb, end, TCP_TX_STAMP_SND, NULL, 0);
+		if (SEQ_GEQ(pcb->snd_una, end))
+			tcp_tx_stamp_acked(pcb);
+	}
+	return true;
+}
+
+uint32_t tcp_sndbuf_peek(const struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t *dst)
+{
+	uint32_t end = seq + len, held_end = pcb->sbuf_seq + pcb->sbuf_len;
+	if (SEQ_LT(seq, pcb->sbuf_seq))
+		seq = pcb->sbuf_seq;
+	if (SEQ_GT(end, held_end))
+		end = held_end;
+	if (!pcb->sbuf || !SEQ_LT(seq, end))
+		return 0;
+	sbuf_copy_out(pcb, seq, dst, end - seq);
+	return end - seq;
+}
+
+uint32_t tcp_snd_una(const struct tcp_pcb *pcb)
+{
+	return pcb->snd_una;
+}
+
+uint32_t tcp_write_seq(const struct tcp_pcb *pcb)
+{
+	return pcb->sbuf_seq + pcb->sbuf_len;
 }
 
 uint32_t tcp_flight(const struct tcp_pcb *pcb)

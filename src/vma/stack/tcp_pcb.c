@@ -295,6 +295,7 @@ static void pcb_free_now(struct tcp_pcb *pcb)
 	tcp_batch_drop_pcb(pcb);
 	tcp_ooo_free(pcb);
 	free(pcb->sbuf);
+	free(pcb->tx_stamps);
 	free(pcb);
 }
 

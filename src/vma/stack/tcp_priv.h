@@ -184,7 +184,34 @@ struct tcp_pcb {
 	 * for the RTO. One per flight: tlp_sent is cleared by an ACK advancing. */
 	uint64_t tlp_at;
 	bool tlp_sent;
+
+	/* Transmit stamps asked (tcp_tx_stamp_request); NULL until the first
+	 * request, so a pcb without SO_TIMESTAMPING pays one pointer test per
+	 * segment and per ACK. */
+	struct tcp_tx_stamps *tx_stamps;
 };
+
+/* One stamped write: the sequence number after its last byte, its length
+ * and the stamps still owed (TCP_TX_STAMP_*). */
+struct tcp_tx_stamp_rec {
+	uint32_t end, len;
+	uint8_t owed;
+};
+
+/* Records in sequence order, a ring of TCP_TX_STAMPS_MAX: [head, head +
+ * count). The first `sent` of them have had their segment sent (SCHED and
+ * SND done, only ACK may be owed); the rest wait for transmission. */
+struct tcp_tx_stamps {
+	unsigned head, count, sent;
+	struct tcp_tx_stamp_rec rec[TCP_TX_STAMPS_MAX];
+};
+
+/* tcp_out.c: stamps of records whose last byte is below end (a new
+ * segment carried it): SCHED before the frame goes, SND after. */
+void tcp_tx_stamp_transmit(struct tcp_pcb *pcb, uint32_t end, unsigned kind, const uint8_t *hdr, uint32_t hdr_len);
+/* tcp_out.c: ACK stamps of records acknowledged (snd_una passed them),
+ * before the send buffer drops their bytes. */
+void tcp_tx_stamp_acked(struct tcp_pcb *pcb);
 
 enum { TCP_HASH_NONE, TCP_HASH_CONN, TCP_HASH_PORT };
 
