@@ -68,6 +68,12 @@ run() {
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
 	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9.]*\) .*/\1/p')
+	# A libvma run whose traffic reached the kernel, or that failed: keep
+	# the server's log for a look (offload refused, a warning).
+	if [ "$config" = libvma ] && { [ -z "$rate" ] || [ $((after - before)) -gt 1000 ]; }; then
+		cp "$TMP/srv.err" "/tmp/mp_bench.$model.$workers.$PORT.err" 2>/dev/null &&
+			echo "mp_bench: $model x$workers: server log kept in /tmp/mp_bench.$model.$workers.$PORT.err" >&2
+	fi
 	echo "${rate:-n/a} $((after - before))"
 }
 

@@ -21,12 +21,40 @@ static __thread int spin_slot = -1;
 static __thread uint64_t spin_lease_end;
 static __thread uint32_t spin_calls;
 static __thread pid_t spin_tid;
+/* Contention: a holder compares, over windows of RING_SPIN_WINDOW_NS, the
+ * CPU time it got with the time that passed. Well under it means other
+ * threads wanted this CPU (the scheduler took it away from us); the
+ * holder then sleeps instead of spinning for RING_SPIN_BACKOFF_NS. */
+static __thread uint64_t spin_window_start_ns, spin_window_cpu_ns;
+static __thread uint64_t spin_backoff_until_ns;
 
 static uint64_t ring_spin_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t ring_spin_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Holder, every RING_SPIN_WINDOW_NS: true when the last window gave this
+ * thread less than RING_SPIN_CPU_SHARE_MIN percent of a CPU. */
+static bool ring_spin_contended(uint64_t now)
+{
+	if (now - spin_window_start_ns < RING_SPIN_WINDOW_NS)
+		return false;
+	uint64_t cpu = ring_spin_thread_cpu_ns();
+	bool contended = spin_window_cpu_ns && cpu &&
+			 (cpu - spin_window_cpu_ns) * 100 < (now - spin_window_start_ns) * RING_SPIN_CPU_SHARE_MIN;
+	spin_window_start_ns = now;
+	spin_window_cpu_ns = cpu;
+	return contended;
 }
 
 static int ring_spin_limit_from_cfg(void)
@@ -96,6 +124,8 @@ static bool ring_spin_claim(struct ring_spin_board *board, uint64_t now)
 		__atomic_store_n(&slot->tid, (int32_t)spin_tid, __ATOMIC_RELAXED);
 		spin_slot = i;
 		spin_lease_end = end;
+		spin_window_start_ns = now;
+		spin_window_cpu_ns = 0;   /* sampled at the first window's end */
 		return true;
 	}
 	return false;
@@ -111,6 +141,13 @@ bool ring_spin_permit(void)
 	if (spin_slot >= 0 && (++spin_calls & 31) != 0)
 		return true;
 	uint64_t now = ring_spin_now_ns();
+	if (spin_slot >= 0 && ring_spin_contended(now)) {
+		ring_spin_release();
+		spin_backoff_until_ns = now + RING_SPIN_BACKOFF_NS;
+		return false;
+	}
+	if (now < spin_backoff_until_ns)
+		return false;
 	if (spin_slot >= 0) {
 		if (now + RING_SPIN_LEASE_NS / 2 < spin_lease_end)
 			return true;
@@ -141,6 +178,7 @@ void ring_spin_release(void)
 void ring_spin_after_fork_child(void)
 {
 	spin_slot = -1;
+	spin_backoff_until_ns = 0;
 	spin_tid = 0;
 }
 

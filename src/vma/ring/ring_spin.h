@@ -11,6 +11,9 @@
  * permit sleeps at once and is woken by the ring's interrupt, as with
  * VMA_RX_POLL=0.
  *
+ * Nor does a holder keep spinning where the scheduler shows that other
+ * threads wait for its CPU (RING_SPIN_CPU_SHARE_MIN below).
+ *
  * A permit is a lease: its holder renews it while it keeps polling or
  * working between calls, and gives it back before it sleeps in the kernel.
  * A holder that dies, stops or leaves libvma's calls for good loses the
@@ -25,6 +28,15 @@
 #define RING_SPIN_SLOTS 64
 /* A permit not renewed for this long is free for the taking. */
 #define RING_SPIN_LEASE_NS (20 * 1000 * 1000)
+/* A holder that got less than RING_SPIN_CPU_SHARE_MIN percent of a CPU
+ * over a window of RING_SPIN_WINDOW_NS was preempted for other runnable
+ * threads (more of them than CPUs: the peer on the same host, workers
+ * without a permit, other programs): spinning then takes their CPU. It
+ * gives its permit back and sleeps instead for RING_SPIN_BACKOFF_NS. On
+ * cores left to the application, a holder keeps spinning. */
+#define RING_SPIN_WINDOW_NS (2 * 1000 * 1000)
+#define RING_SPIN_CPU_SHARE_MIN 75
+#define RING_SPIN_BACKOFF_NS (50 * 1000 * 1000)
 
 struct ring_spin_slot {
 	uint64_t lease_end_ns; /* CLOCK_MONOTONIC; 0 = free */
