@@ -443,6 +443,37 @@ START_TEST(timeouts_zero_short_and_woken)
 }
 END_TEST
 
+/* A ring over several queues waits on an epoll set of its members: that
+ * fd cannot be added exclusively (EINVAL), and a sleeper must still wake
+ * when a packet lands in a member. */
+START_TEST(ring_wait_fd_that_is_an_epoll_set_wakes_a_sleeper)
+{
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	int inner = epoll_create1(EPOLL_CLOEXEC);
+	ck_assert_int_ge(inner, 0);
+	struct epoll_event member = { .events = EPOLLIN, .data.fd = f->ring_fd };
+	ck_assert_int_eq(epoll_ctl(inner, EPOLL_CTL_ADD, f->ring_fd, &member), 0);
+	f->packet_fd = f->ring_fd;
+	f->ring_fd = inner;   /* wait_prepare hands out the set */
+	struct epoll_event evs[2];
+	struct timespec t0;
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 8), 0);
+	struct delayed d = { .f = f, .ms = 80, .how = 1 };
+	pthread_t th;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 3000), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 8);
+	long long ms = elapsed_ms_since(&t0);
+	ck_assert_int_ge(ms, 70);
+	ck_assert_int_lt(ms, 1000);   /* woken by the packet, not the timeout */
+	pthread_join(th, NULL);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
 START_TEST(spin_forever_until_timeout)
 {
 	g_cfg.select_poll = -1;
@@ -558,6 +589,7 @@ int main(void)
 	tcase_add_test(tc, close_removes_from_sets);
 	tcase_add_test(tc, fd_in_two_sets);
 	tcase_add_test(tc, nested_epoll_sees_offloaded_readiness);
+	tcase_add_test(tc, ring_wait_fd_that_is_an_epoll_set_wakes_a_sleeper);
 	tcase_add_test(tc, timeouts_zero_short_and_woken);
 	tcase_add_test(tc, spin_forever_until_timeout);
 	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);

@@ -19,6 +19,9 @@ struct fake_sock {
 	struct sock_obj base;
 	uint32_t ready;        /* atomic: EPOLL* bits user space knows */
 	int ring_fd;           /* eventfd: the ring's wait fd */
+	int packet_fd;         /* where packets land: ring_fd, or an eventfd
+				* inside it when ring_fd is an epoll set (a
+				* multi-queue ring's wait fd) */
 	int peer;              /* other end of the kernel side */
 	int progress_calls;
 	int wait_prepare_calls;
@@ -34,7 +37,7 @@ static int fake_progress(struct sock_obj *obj)
 	struct fake_sock *f = (struct fake_sock *)obj;
 	__atomic_add_fetch(&f->progress_calls, 1, __ATOMIC_RELAXED);
 	uint64_t v;
-	if (read(f->ring_fd, &v, sizeof(v)) != sizeof(v))
+	if (read(f->packet_fd, &v, sizeof(v)) != sizeof(v))
 		return 0;
 	__atomic_or_fetch(&f->ready, EPOLLIN, __ATOMIC_RELEASE);
 	iomux_notify(obj, EPOLLIN);
@@ -56,6 +59,8 @@ static void fake_release(struct sock_obj *obj) { iomux_forget(obj); }
 static void fake_destroy(struct sock_obj *obj)
 {
 	struct fake_sock *f = (struct fake_sock *)obj;
+	if (f->packet_fd != f->ring_fd)
+		close(f->packet_fd);
 	close(f->ring_fd);
 	close(f->peer);
 	free(f);
@@ -97,6 +102,7 @@ static struct fake_sock *fake_new(void)
 	f->peer = sv[1];
 	f->ring_fd = eventfd(0, EFD_NONBLOCK);
 	ck_assert_int_ge(f->ring_fd, 0);
+	f->packet_fd = f->ring_fd;
 	ck_assert_int_eq(sock_fd_set(sv[0], &f->base), 0);
 	return f;
 }
@@ -113,7 +119,7 @@ static void fake_set_ready(struct fake_sock *f, uint32_t bits)
 static void fake_ring_packet(struct fake_sock *f)
 {
 	uint64_t one = 1;
-	ck_assert_int_eq(write(f->ring_fd, &one, sizeof(one)), sizeof(one));
+	ck_assert_int_eq(write(f->packet_fd, &one, sizeof(one)), sizeof(one));
 }
 
 /* close() as redirect does it: leave the table, retire, close the fd. */

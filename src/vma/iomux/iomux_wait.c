@@ -195,7 +195,13 @@ static bool rings_arm(struct iomux_epoll *ep)
 			 * common case and harmless. */
 			struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
 						  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
-			REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+			if (REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev) != 0 &&
+			    errno == EINVAL) {
+				/* A multi-queue ring's wait fd is an epoll set,
+				 * which cannot be exclusive. */
+				ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+				REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+			}
 		}
 	}
 }
