@@ -50,6 +50,8 @@ struct iomux_item {
 	int report_index;
 };
 
+#define IOMUX_ARMED_MAX 16
+
 struct iomux_epoll {
 	struct sock_obj base;     /* base.fd is the kernel epoll fd */
 	struct iomux_lock lock;
@@ -65,6 +67,13 @@ struct iomux_epoll {
 	unsigned int gen;
 	unsigned int skip_os_count;
 	unsigned int os_ratio_count;
+	/* Internal wait fds already in the kernel epoll (a failed ADD with
+	 * EEXIST was a syscall per sleep), valid for ring generation
+	 * armed_gen (ring_mgr_generation): fds are only ever reused after
+	 * their ring closed. */
+	uint32_t armed_gen;
+	int narmed;
+	int armed[IOMUX_ARMED_MAX];
 	struct stats_iomux *stats;
 };
 

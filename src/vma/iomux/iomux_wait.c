@@ -8,6 +8,7 @@
 #include "iomux/iomux_internal.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
+#include "ring/ring_mgr.h"
 #include "ring/ring_spin.h"
 
 #define IOMUX_WAIT_FDS_PER_SOCK 8
@@ -159,6 +160,29 @@ static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, in
 	return count;
 }
 
+/* Whether fd is known to be in the kernel epoll (ring generation gen). */
+static bool armed_known(struct iomux_epoll *ep, uint32_t gen, int fd)
+{
+	bool known = false;
+	iomux_lock(&ep->lock);
+	if (ep->armed_gen != gen) {
+		ep->armed_gen = gen;
+		ep->narmed = 0;
+	}
+	for (int i = 0; i < ep->narmed && !known; i++)
+		known = ep->armed[i] == fd;
+	iomux_unlock(&ep->lock);
+	return known;
+}
+
+static void armed_note(struct iomux_epoll *ep, uint32_t gen, int fd)
+{
+	iomux_lock(&ep->lock);
+	if (ep->armed_gen == gen && ep->narmed < IOMUX_ARMED_MAX)
+		ep->armed[ep->narmed++] = fd;
+	iomux_unlock(&ep->lock);
+}
+
 /* Arms every offloaded socket's rings and puts their wait fds in the
  * kernel epoll. Returns false when data arrived meanwhile (poll again). */
 static bool rings_arm(struct iomux_epoll *ep)
@@ -166,6 +190,7 @@ static bool rings_arm(struct iomux_epoll *ep)
 	int seen[IOMUX_WAIT_FDS_MAX];
 	int nseen = 0;
 	struct lanes_seen lanes = { .n = 0 };
+	uint32_t gen = ring_mgr_generation();
 	for (int i = 0;; i++) {
 		iomux_lock(&ep->lock);
 		struct sock_obj *obj = i < ep->offl_count ? ep->offl[i]->obj : NULL;
@@ -186,6 +211,8 @@ static bool rings_arm(struct iomux_epoll *ep)
 				continue;
 			if (nseen < IOMUX_WAIT_FDS_MAX)
 				seen[nseen++] = fds[k];
+			if (armed_known(ep, gen, fds[k]))
+				continue;
 			/* Edge-triggered: a ring that stays signalled must not
 			 * fill the caller's slots on every glance. Exclusive:
 			 * when the threads of one lane all sleep, a packet
@@ -195,13 +222,15 @@ static bool rings_arm(struct iomux_epoll *ep)
 			 * common case and harmless. */
 			struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
 						  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
-			if (REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev) != 0 &&
-			    errno == EINVAL) {
+			int rc = REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+			if (rc != 0 && errno == EINVAL) {
 				/* A multi-queue ring's wait fd is an epoll set,
 				 * which cannot be exclusive. */
 				ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
-				REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+				rc = REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
 			}
+			if (rc == 0 || errno == EEXIST)
+				armed_note(ep, gen, fds[k]);
 		}
 	}
 }
@@ -305,20 +334,26 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			continue;
 		}
 		int ratio = g_cfg.select_poll_os_ratio;
-		if (pass == 0 || (ratio > 0 && ++ep->os_ratio_count >= (unsigned int)ratio)) {
+		int64_t now = iomux_now_ns();
+		bool timed_out = now >= deadline;
+		bool spin = !timed_out && slept == 0 && iomux_spinning(start, now);
+		/* The first pass looks at the kernel fds too, unless it goes
+		 * to sleep right away: that sleep's epoll_pwait reports them
+		 * with the rings, one syscall instead of two. */
+		if ((pass == 0 && (spin || timed_out)) ||
+		    (ratio > 0 && ++ep->os_ratio_count >= (unsigned int)ratio)) {
 			ep->os_ratio_count = 0;
 			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
 			if (n != 0)
 				return wait_done(ep, n, start, slept);
 		}
-		int64_t now = iomux_now_ns();
-		if (now >= deadline)
+		if (timed_out)
 			return wait_done(ep, 0, start, slept);
 		/* A handler ran while we polled in user space: Linux never
 		 * restarts epoll_wait, SA_RESTART or not. */
 		if (redirect_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
-		if (slept == 0 && iomux_spinning(start, now))
+		if (spin)
 			continue;
 		if (!rings_arm(ep))
 			continue;

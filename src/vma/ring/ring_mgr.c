@@ -41,6 +41,14 @@ static struct ring_mgr_config ring_mgr_cfg;
 static int ring_mgr_configured;
 static unsigned ring_mgr_rr; /* round-robin position for shared rings */
 
+/* Bumped whenever a ring opens or goes (its fds with it). */
+static uint32_t ring_mgr_gen;
+
+uint32_t ring_mgr_generation(void)
+{
+	return __atomic_load_n(&ring_mgr_gen, __ATOMIC_ACQUIRE);
+}
+
 void ring_mgr_configure(const struct ring_mgr_config *cfg)
 {
 	pthread_mutex_lock(&ring_mgr_lock);
@@ -211,6 +219,7 @@ static struct ring *ring_mgr_get_locked(const char *ifname, unsigned ifindex, ui
 		if (queue >= 0 && (!limit || count < limit)) {
 			ring = spanning ? ring_open_queues(ifname, queues, &ring_mgr_cfg.ring)
 					: ring_open(ifname, (unsigned)queue, &ring_mgr_cfg.ring);
+			__atomic_add_fetch(&ring_mgr_gen, 1, __ATOMIC_ACQ_REL);
 			if (!ring)
 				return NULL;
 			struct ring_mgr_ring *e = calloc(1, sizeof(*e));
@@ -282,6 +291,7 @@ struct ring *ring_mgr_get_by_index(unsigned ifindex, uint64_t key)
 /* Unlinks ring and its bindings; the caller closes it (or not). */
 static void ring_mgr_unlink(struct ring *ring)
 {
+	__atomic_add_fetch(&ring_mgr_gen, 1, __ATOMIC_ACQ_REL);
 	for (struct ring_mgr_binding **b = &ring_mgr_bindings; *b;) {
 		if ((*b)->ring == ring) {
 			struct ring_mgr_binding *gone = *b;

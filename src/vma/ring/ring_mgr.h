@@ -80,4 +80,8 @@ void ring_mgr_close_all(void);
  * joins with rings of its own when it needs them (docs/process_model.md). */
 void ring_mgr_forget_after_fork(void);
 
+/* Changes whenever a ring opens or closes, or a forked child drops its
+ * parent's: a cache of ring wait fds is valid while it stays the same. */
+uint32_t ring_mgr_generation(void);
+
 #endif

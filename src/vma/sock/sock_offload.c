@@ -207,10 +207,20 @@ static int sock_offload_drain_if_locked(struct sock_offload *ctx, struct sock_of
  * poll()/select() sleeper on a ring's wait fd may have been woken by them
  * and found the ring empty when it looked again: the eventfd every sleeper
  * also waits on tells it to look at the sockets instead. */
+void sock_offload_drain_signal(struct sock_offload *ctx)
+{
+	if (ctx->drain_wake_fd < 0)
+		return;
+	/* The write first: a sleeper that sees the flag then finds the
+	 * count to reset, and one that missed the flag still wakes on it. */
+	eventfd_write(ctx->drain_wake_fd, 1);
+	__atomic_store_n(&ctx->drain_signalled, true, __ATOMIC_RELEASE);
+}
+
 static void sock_offload_drain_wake(struct sock_offload *ctx, int done)
 {
-	if (done > 0 && ctx->drain_wake_fd >= 0)
-		eventfd_write(ctx->drain_wake_fd, 1);
+	if (done > 0)
+		sock_offload_drain_signal(ctx);
 }
 
 /* Engine side: drains a ring nobody polled, never waiting for the lock. */
@@ -1123,9 +1133,13 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 			ring_tx_flush(ctx->ifs[i].ring);
 	/* The internal thread delivered packets since the last sleep: some
 	 * socket may be ready, so look again before sleeping. */
-	eventfd_t drained = 0;
-	if (ctx->drain_wake_fd >= 0 && eventfd_read(ctx->drain_wake_fd, &drained) == 0 && drained)
+	/* Read (reset) only when signalled: a read per sleep was a syscall
+	 * that almost always found nothing. */
+	if (ctx->drain_wake_fd >= 0 && __atomic_exchange_n(&ctx->drain_signalled, false, __ATOMIC_ACQ_REL)) {
+		eventfd_t drained;
+		(void)eventfd_read(ctx->drain_wake_fd, &drained);
 		return -1;
+	}
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		int armed = ring_wait_arm(ctx->ifs[i].ring);
 		if (armed == 1)

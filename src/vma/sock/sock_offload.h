@@ -119,6 +119,7 @@ struct sock_offload {
 	 * (reset) by every wait_prepare and slept on with the rings' wait fds,
 	 * so a sleeper whose packets the internal thread took still wakes. */
 	int drain_wake_fd;
+	bool drain_signalled;   /* drain_wake_fd written since the last reset */
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */
@@ -260,6 +261,10 @@ static inline void sock_offload_lock(struct sock_offload *ctx)
 		}
 	}
 }
+
+/* Wakes whoever sleeps on the lane's drain eventfd (sleepers look at their
+ * sockets again). */
+void sock_offload_drain_signal(struct sock_offload *ctx);
 
 /* Rings the doorbells the lane's rings deferred (tx_kick_owed), then
  * leaves the flight the unlock entered. */

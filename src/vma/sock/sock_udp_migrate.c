@@ -490,8 +490,7 @@ out:
 	if (err == 0) {
 		/* poll()/select() sleepers armed on the old lane (they watch its
 		 * drain eventfd) look at their sockets again. */
-		if (from->drain_wake_fd >= 0)
-			eventfd_write(from->drain_wake_fd, 1);
+		sock_offload_drain_signal(from);
 		vlog_debug("fd %d: moved from lane %u to lane %u (%u queued datagrams carried)", s->obj.fd,
 			   from->lane, to->lane, carried);
 	}
