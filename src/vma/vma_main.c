@@ -54,7 +54,7 @@ static void vma_dump_one_fd(int fd, int log_level)
 }
 
 /* vma_stats -S fd [level]; fd 0 = every tracked fd. */
-static void vma_dump_fd(int fd, int log_level)
+void vma_dump_fd(int fd, int log_level)
 {
 	if (fd != 0) {
 		vma_dump_one_fd(fd, log_level);

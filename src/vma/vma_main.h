@@ -34,4 +34,8 @@ void vma_run_sigint_cleanup(void);
  * requests) once; called when the first socket libvma tracks is created. */
 void vma_engine_start(void);
 
+/* Logs fd's state (0: every tracked fd) at log_level: vma_stats -S and
+ * the Extra API's dump_fd_stats. */
+void vma_dump_fd(int fd, int log_level);
+
 #endif

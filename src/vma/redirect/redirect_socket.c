@@ -9,6 +9,8 @@
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "vma_main.h"
+#include "extra/extra_api.h"
+#include "mellanox/vma_extra.h"
 
 static const char *redirect_domain_name(int domain)
 {
@@ -169,6 +171,10 @@ REDIRECT_EXPORT int setsockopt(int fd, int level, int name, const void *val, soc
 
 REDIRECT_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val, socklen_t *__restrict len)
 {
+	/* The Extra API's handshake (vma_get_api): fd -1 never reaches the
+	 * kernel, which would refuse it (the answer without libvma). */
+	if (__builtin_expect(fd == -1, 0) && level == SOL_SOCKET && name == SO_VMA_GET_API)
+		return extra_api_getsockopt(val, len);
 	REDIRECT_FD_CALL(getsockopt, fd, level, name, val, len);
 }
 

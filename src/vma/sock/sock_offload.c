@@ -17,6 +17,7 @@
 #include "redirect/redirect_orig.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
+#include "extra/extra.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
@@ -739,7 +740,7 @@ static struct sock_offload *sock_offload_base(void)
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(ctx != NULL, 1))
 		return ctx;
-	if (!g_cfg.offloaded_sockets || sock_offload_building ||
+	if (!extra_thread_offload_wanted() || sock_offload_building ||
 	    __atomic_load_n(&sock_offload_tried, __ATOMIC_ACQUIRE))
 		return NULL;
 	pthread_mutex_lock(&sock_offload_init_lock);

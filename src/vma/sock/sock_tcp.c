@@ -25,12 +25,13 @@
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
 #include "sock/sock_tcp_internal.h"
+#include "extra/extra.h"
 
 #define SOCK_TYPE_MASK 0xf
 
 bool sock_tcp_wanted(int domain, int type)
 {
-	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_STREAM && g_cfg.offloaded_sockets;
+	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_STREAM && extra_thread_offload_wanted();
 }
 
 void sock_tcp_put_addr(struct sockaddr *addr, socklen_t *len, uint32_t ip, uint16_t port)

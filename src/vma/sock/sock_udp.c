@@ -18,12 +18,13 @@
 #include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
 #include "sock/sock_unsupported.h"
+#include "extra/extra.h"
 
 #define SOCK_TYPE_MASK 0xf
 
 bool sock_udp_wanted(int domain, int type)
 {
-	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_DGRAM && g_cfg.offloaded_sockets;
+	return domain == AF_INET && (type & SOCK_TYPE_MASK) == SOCK_DGRAM && extra_thread_offload_wanted();
 }
 
 static struct sockaddr_in sock_udp_sin(uint32_t ip, uint16_t port)
@@ -264,6 +265,12 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	(void)pcb;
 	struct sock_udp *s = arg;
 	struct sock_udp_entry e = { .buf = buf, .len = len, .info = *info, .rx_time_ns = buf->rx_time_ns };
+	/* The Extra API's receive callback sees the datagram before it is
+	 * queued: one pointer test when none is registered. */
+	if (__builtin_expect(s->recv_cb != NULL, 0)) {
+		extra_udp_stage_locked(s, &e);
+		return;
+	}
 	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;
 	/* Frames: a socket holds at most its share of the ring's receive
 	 * frames, smaller as the ring runs short (docs/security.md). */
@@ -680,6 +687,10 @@ static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
 	 * next read takes them. */
 	if (__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) || sock_udp_has_strays(s))
 		ev |= EPOLLIN;
+	/* Datagrams the callback has not seen yet (staged by the internal
+	 * thread): the progress pass before this shows them to it. */
+	else if (__builtin_expect(s->cb_stage != NULL, 0) && __atomic_load_n(&s->cb_stage->count, __ATOMIC_RELAXED))
+		ev |= EPOLLIN;
 	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while
 	 * its error queue is not empty). */
 	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
@@ -700,6 +711,10 @@ static int sock_udp_progress(struct sock_obj *obj)
 	struct sock_offload *old = sock_udp_stray_lane(s);
 	if (old)
 		n += sock_offload_progress_try(old);
+	/* The poll/select/epoll caller is the application thread the Extra
+	 * API's receive callback runs in. */
+	if (__builtin_expect(s->cb_stage != NULL, 0))
+		extra_udp_run_callbacks(s);
 	return n;
 }
 
@@ -710,6 +725,10 @@ static const void *sock_udp_lane_key(struct sock_obj *obj)
 {
 	struct sock_udp *s = sock_udp_of(obj);
 	if (s->fork_dormant || s->inherited || sock_udp_stray_lane(s))
+		return NULL;
+	/* A socket with a receive callback gets a progress call of its own:
+	 * that is where its callback runs. */
+	if (__builtin_expect(s->cb_stage != NULL, 0))
 		return NULL;
 	return __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 }
@@ -753,6 +772,7 @@ static void sock_udp_release(struct sock_obj *obj)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
 		sock_udp_rx_teardown_locked(s);
 		sock_udp_queue_clear(&s->queue);
+		extra_udp_release_locked(s);
 		sock_udp_heaps_reap_locked(s);
 		sock_offload_unlock(ctx);
 	}
@@ -784,6 +804,7 @@ static void sock_udp_destroy(struct sock_obj *obj)
 	}
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
+	extra_udp_destroy(s);
 	free(s);
 }
 

@@ -12,6 +12,7 @@
 #include "sock/sock_udp.h"
 #include "sock/sock_udp_queue.h"
 #include "stats/stats.h"
+#include "mellanox/vma_extra.h"
 
 #define SOCK_UDP_QUEUE_ENTRIES 4096
 #define SOCK_UDP_MAX_GROUPS 20       /* Linux's default IP_MAX_MEMBERSHIPS */
@@ -39,6 +40,7 @@ struct sock_udp_route {
 };
 
 struct sock_udp_stray;
+struct extra_udp_holds;
 
 struct sock_udp {
 	struct sock_obj obj;         /* first */
@@ -122,6 +124,18 @@ struct sock_udp {
 	 * queue whose entries use them; freed once none of their buffers is
 	 * queued. A move needs a free slot. */
 	struct ring_buf_pool *heaps[SOCK_UDP_HEAPS];
+
+	/* ---- the Extra API (src/vma/extra/extra_udp.c), guarded by the lane lock ----
+	 * While recv_cb is set, delivery stages datagrams in cb_stage instead
+	 * of the queue, and a receive or poll call of the application shows
+	 * them to the callback with no lock held (extra_udp_run_callbacks).
+	 * holds: the datagrams the application keeps (zero-copy receive,
+	 * VMA_PACKET_HOLD) until free_packets. Either keeps the socket in its
+	 * lane: their frames belong to the lane's rings (no move). */
+	vma_recv_callback_t recv_cb;
+	void *recv_cb_context;
+	struct sock_udp_queue *cb_stage;
+	struct extra_udp_holds *holds;
 };
 
 /* Sets s->flow's peer for the next attach: the connected peer under

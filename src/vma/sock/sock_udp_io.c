@@ -17,6 +17,7 @@
 #include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
+#include "extra/extra.h"
 #include "ring/ring_spin.h"
 
 #define SOCK_UDP_OS_EMPTY (-2)
@@ -280,6 +281,10 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			return r;
 		}
 		sock_offload_unlock(ctx);
+		/* Datagrams staged for the receive callback: shown to it now,
+		 * in this thread; those it queues are read on the next pass. */
+		if (__builtin_expect(s->cb_stage != NULL, 0) && extra_udp_run_callbacks(s) > 0)
+			continue;
 		struct sock_offload *old = sock_udp_stray_lane(s);
 		if (old) {
 			/* Nothing here yet: what the lane the socket left may

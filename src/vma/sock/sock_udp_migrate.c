@@ -46,6 +46,7 @@
 #include "ring/ring_mgr.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
+#include "extra/extra.h"
 
 /* How long the old lane keeps the socket's pcb after a move. The packets it
  * catches were steered before the move and land within one NAPI pass of it
@@ -373,6 +374,12 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 	if (__atomic_load_n(&s->ctx, __ATOMIC_RELAXED) != from || s->released || s->os_only || s->fork_dormant ||
 	    s->inherited || s->stray_pcb || from->dead || to->dead) {
 		err = -EAGAIN;
+		goto out;
+	}
+	/* The Extra API's staged and held datagrams sit in frames of this
+	 * lane's rings, which only this lane's lock may free. */
+	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s)) {
+		err = -EBUSY;
 		goto out;
 	}
 	int heap = sock_udp_heap_free_slot(s);

@@ -53,6 +53,20 @@ void sock_udp_queue_pop(struct sock_udp_queue *q)
 	q->count--;
 }
 
+bool sock_udp_queue_take(struct sock_udp_queue *q, struct sock_udp_entry *out)
+{
+	if (!q->count)
+		return false;
+	struct sock_udp_entry *e = &q->entries[q->head];
+	*out = *e;
+	q->bytes -= e->len;
+	e->buf = NULL;
+	if (++q->head == q->cap)
+		q->head = 0;
+	q->count--;
+	return true;
+}
+
 size_t sock_udp_copy_out(const struct ring_buf *buf, uint32_t len, const struct iovec *iov, size_t iovcnt)
 {
 	size_t copied = 0, iov_off = 0, i = 0;

@@ -44,6 +44,9 @@ static inline struct sock_udp_entry *sock_udp_queue_front(struct sock_udp_queue 
 }
 /* Drops the front entry and frees its buffer. */
 void sock_udp_queue_pop(struct sock_udp_queue *q);
+/* Moves the front entry, with its buffer reference, to *out (false when
+ * empty): the Extra API hands the frame itself to the application. */
+bool sock_udp_queue_take(struct sock_udp_queue *q, struct sock_udp_entry *out);
 
 /* Copies up to the iovecs' capacity of the len payload bytes held by the
  * chain starting at buf. Returns the bytes copied. */
