@@ -110,6 +110,12 @@ pairing() {  # $1 server ns, $2 server prefix, $3 client ns, $4 client prefix, $
 pairing "$A" "" "$B" "$VMA" 198.18.0.1 15001 "kernel server <- libvma client" "$B"
 pairing "$B" "$VMA" "$A" "" 198.18.0.2 15002 "libvma server <- kernel client" "$B"
 pairing "$B" "$VMA" "$A" "$VMA" 198.18.0.2 15003 "libvma server <- libvma client" "$A"
+# Without busy polling every wait sleeps: the client's sending thread sleeps
+# in poll(POLLOUT) while its receiving thread takes the ACKs that open the
+# window off the ring, so only the lane's poll() wake-up (not the ring fd)
+# can wake it.
+pairing "$B" "$VMA VMA_SELECT_POLL=0 VMA_RX_POLL=0" "$A" "$VMA VMA_SELECT_POLL=0 VMA_RX_POLL=0" 198.18.0.2 15004 \
+	"libvma server <- libvma client, no busy polling" "$A"
 
 # Refused connects: blocking and non-blocking.
 $B $VMA timeout 20 python3 - <<'PY'; check $? "refused: blocking ECONNREFUSED; non-blocking EINPROGRESS, poll OUT|ERR|HUP, SO_ERROR ECONNREFUSED"

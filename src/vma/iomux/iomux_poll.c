@@ -6,6 +6,7 @@
  * (realloc) at sleep time, never inside the spin, and is kept for reuse. */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "config/cfg_params.h"
@@ -17,6 +18,10 @@
 #define IOMUX_POLL_STACK_FDS 64
 #define IOMUX_POLL_WAIT_FDS 32
 #define IOMUX_POLL_WAIT_PER_SOCK 8
+/* Lanes one sleep registers with (poll_watch); a set over more sleeps at
+ * most IOMUX_POLL_CAPPED_NS at a time. */
+#define IOMUX_POLL_WATCH_MAX 16
+#define IOMUX_POLL_CAPPED_NS (1000 * 1000)
 
 static __thread struct pollfd *iomux_poll_buf;
 static __thread size_t iomux_poll_buf_cap;
@@ -31,6 +36,75 @@ static void iomux_poll_buf_free(void *p)
 static void iomux_poll_key_make(void)
 {
 	(void)pthread_key_create(&iomux_poll_key, iomux_poll_buf_free);
+}
+
+/* This thread's wake eventfd for poll_watch, closed at thread exit. */
+static __thread int iomux_poll_wake = -1;
+static pthread_key_t iomux_poll_wake_key;
+static pthread_once_t iomux_poll_wake_once = PTHREAD_ONCE_INIT;
+
+static void iomux_poll_wake_close(void *p)
+{
+	REDIRECT_ORIG_FN(close)((int)(intptr_t)p - 1);
+}
+
+static void iomux_poll_wake_key_make(void)
+{
+	(void)pthread_key_create(&iomux_poll_wake_key, iomux_poll_wake_close);
+}
+
+static int poll_wake_fd(void)
+{
+	if (iomux_poll_wake >= 0)
+		return iomux_poll_wake;
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	pthread_once(&iomux_poll_wake_once, iomux_poll_wake_key_make);
+	(void)pthread_setspecific(iomux_poll_wake_key, (void *)(intptr_t)(fd + 1));
+	iomux_poll_wake = fd;
+	return fd;
+}
+
+/* The sockets of fds watch (on) or stop watching the thread's wake fd, one
+ * call per lane. Returns false when some could not (sleep capped). */
+static bool poll_watch_all(struct pollfd *fds, nfds_t nfds, int wake, bool on)
+{
+	const void *lanes[IOMUX_POLL_WATCH_MAX];
+	int nlanes = 0;
+	bool all = true;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct sock_obj *obj = fds[i].fd >= 0 ? sock_fd_get(fds[i].fd) : NULL;
+		if (!iomux_obj_offloaded(obj) || !obj->ops->poll_watch)
+			continue;
+		const void *key = obj->ops->lane_key ? obj->ops->lane_key(obj) : NULL;
+		bool seen = false;
+		for (int k = 0; k < nlanes && !seen; k++)
+			seen = lanes[k] == key;
+		if (seen)
+			continue;
+		if (on && key && nlanes == IOMUX_POLL_WATCH_MAX) {
+			all = false;
+			continue;
+		}
+		if (key && nlanes < IOMUX_POLL_WATCH_MAX)
+			lanes[nlanes++] = key;
+		if (obj->ops->poll_watch(obj, wake, on) != 0)
+			all = false;
+	}
+	return all;
+}
+
+/* Whether an offloaded fd of the set is ready now (user-space bits). */
+static bool poll_offloaded_ready(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct sock_obj *obj = fds[i].fd >= 0 ? sock_fd_get(fds[i].fd) : NULL;
+		if (iomux_obj_offloaded(obj) &&
+		    (iomux_obj_ready(obj) & ((uint32_t)(uint16_t)fds[i].events | POLLERR | POLLHUP)))
+			return true;
+	}
+	return false;
 }
 
 static struct pollfd *poll_buf_get(size_t need, struct pollfd *stack)
@@ -205,7 +279,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		if (slept == 0 && iomux_spinning(start, now))
 			continue;
 
-		struct pollfd *buf = poll_buf_get(nfds + IOMUX_POLL_WAIT_FDS, stack);
+		struct pollfd *buf = poll_buf_get(nfds + IOMUX_POLL_WAIT_FDS + 1, stack);   /* + the wake fd */
 		if (!buf) {
 			errno = ENOMEM;
 			n = -1;
@@ -214,6 +288,19 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int total = sleep_set(fds, nfds, buf);
 		if (total < 0)
 			continue;
+		/* Registered with the sockets' lanes before the last look at
+		 * them: a socket made ready by another thread of its lane from
+		 * now on writes the wake fd (the ring fd may not say so: that
+		 * thread took the packet off the ring). */
+		int wake = poll_wake_fd();
+		bool capped = wake < 0 || !poll_watch_all(fds, nfds, wake, true);
+		if (wake >= 0)
+			buf[total++] = (struct pollfd){ .fd = wake, .events = POLLIN };
+		if (poll_offloaded_ready(fds, nfds)) {
+			if (wake >= 0)
+				poll_watch_all(fds, nfds, wake, false);
+			continue;
+		}
 		/* A handler held back while sleep_set had a lane locked ran at
 		 * its unlock, after the check above: ppoll would not see it. */
 		if (redirect_signal_interrupts(&sigmark, false)) {
@@ -222,16 +309,28 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		}
 		st->c.poll_miss += slept == 0;
 		struct timespec left, *leftp = NULL;
-		if (deadline != INT64_MAX) {
-			int64_t ns = deadline - iomux_now_ns();
+		if (deadline != INT64_MAX || capped) {
+			int64_t ns = deadline == INT64_MAX ? INT64_MAX : deadline - iomux_now_ns();
 			ns = ns < 0 ? 0 : ns;
+			if (capped && ns > IOMUX_POLL_CAPPED_NS)
+				ns = IOMUX_POLL_CAPPED_NS;
 			left = (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
 			leftp = &left;
 		}
 		ring_spin_release();
 		int64_t t0 = iomux_now_ns();
 		int r = REDIRECT_ORIG_FN(ppoll)(buf, (nfds_t)total, leftp, mask);
+		int saved = errno;
 		slept += iomux_now_ns() - t0 + 1;
+		if (wake >= 0) {
+			poll_watch_all(fds, nfds, wake, false);
+			eventfd_t drained;
+			if (buf[total - 1].revents)
+				(void)eventfd_read(wake, &drained);
+		}
+		errno = saved;
+		if (r == 0 && capped && iomux_now_ns() < deadline)
+			continue;   /* the cap, not the caller's timeout */
 		if (r < 0) {
 			n = -1;
 			goto out;

@@ -9,6 +9,7 @@
 #ifndef VMA_SOCK_SOCK_OBJ_H
 #define VMA_SOCK_SOCK_OBJ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -88,6 +89,11 @@ struct sock_ops {
 	 * many sockets calls those once per lane, not once per socket (each
 	 * call takes the lane's lock). NULL (or no op): call for this one. */
 	const void *(*lane_key)(struct sock_obj *obj);
+	/* poll()/select() sleeping on this socket with the calling thread's
+	 * eventfd wake_fd (on), or awake again (off): the socket's lane writes
+	 * wake_fd when one of its sockets becomes ready. 0, or -1 when it
+	 * cannot (the caller then caps its sleep). NULL: not needed. */
+	int (*poll_watch)(struct sock_obj *obj, int wake_fd, bool on);
 
 	/* close(fd) on the application's side. When NULL the kernel fd is
 	 * closed by the wrapper. Called after the fd left the table. */

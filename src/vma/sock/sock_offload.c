@@ -208,6 +208,32 @@ static int sock_offload_drain_if_locked(struct sock_offload *ctx, struct sock_of
  * poll()/select() sleeper on a ring's wait fd may have been woken by them
  * and found the ring empty when it looked again: the eventfd every sleeper
  * also waits on tells it to look at the sockets instead. */
+bool sock_offload_poll_watch_locked(struct sock_offload *ctx, int wake_fd, bool on)
+{
+	for (unsigned i = 0; i < ctx->npoll_wake; i++) {
+		if (ctx->poll_wake[i] != wake_fd)
+			continue;
+		if (!on)
+			ctx->poll_wake[i] = ctx->poll_wake[--ctx->npoll_wake];
+		return true;
+	}
+	if (!on)
+		return true;
+	if (ctx->npoll_wake == SOCK_OFFLOAD_POLL_SLEEPERS)
+		return false;
+	ctx->poll_wake[ctx->npoll_wake++] = wake_fd;
+	return true;
+}
+
+void sock_offload_poll_wake_locked(struct sock_offload *ctx)
+{
+	int saved = errno;
+	for (unsigned i = 0; i < ctx->npoll_wake; i++)
+		eventfd_write(ctx->poll_wake[i], 1);
+	ctx->npoll_wake = 0;
+	errno = saved;
+}
+
 void sock_offload_drain_signal(struct sock_offload *ctx)
 {
 	if (ctx->drain_wake_fd < 0)
@@ -994,6 +1020,15 @@ static void sock_offload_unlock_raw(struct sock_offload *ctx)
 void sock_offload_unlock(struct sock_offload *ctx)
 {
 	sock_offload_unlock_raw(ctx);
+}
+
+void sock_offload_tx_kick_locked(struct sock_offload *ctx)
+{
+	if (!ctx->tx_kick_owed)
+		return;
+	ctx->tx_kick_owed = false;
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		ring_tx_kick(ctx->ifs[i].ring);
 }
 
 void sock_offload_tx_kick_owed(struct sock_offload *ctx)

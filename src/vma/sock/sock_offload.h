@@ -91,6 +91,8 @@ struct sock_offload_wake {
 };
 #define SOCK_OFFLOAD_LOOP_FRAMES 64
 
+#define SOCK_OFFLOAD_POLL_SLEEPERS 32
+
 struct sock_offload {
 	struct net_ctx *net;           /* lane 0's, shared by the other lanes */
 	unsigned lane;                 /* 0 .. SOCK_OFFLOAD_MAX_LANES - 1 */
@@ -120,6 +122,14 @@ struct sock_offload {
 	 * so a sleeper whose packets the internal thread took still wakes. */
 	int drain_wake_fd;
 	bool drain_signalled;   /* drain_wake_fd written since the last reset */
+	/* poll()/select() sleepers on a socket of this lane: each sleeps on
+	 * an eventfd of its own thread, written (and the list emptied) when a
+	 * socket of the lane changes readiness. Another thread of the lane
+	 * may take the packet that made the socket ready off the ring before
+	 * the sleeper's ring fd says so: without this it slept through it.
+	 * Guarded by lock. */
+	int poll_wake[SOCK_OFFLOAD_POLL_SLEEPERS];
+	unsigned npoll_wake;
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */
@@ -218,6 +228,18 @@ unsigned sock_offload_lanes(struct sock_offload **out, unsigned max);
  * lane 0, lane << 16 | ifindex in the others. */
 uint32_t sock_offload_ring_id(const struct sock_offload *ctx, int if_slot);
 
+/* Lock held: registers (on) or removes the calling poll() sleeper's
+ * eventfd. False when the list is full (the caller then caps its sleep). */
+bool sock_offload_poll_watch_locked(struct sock_offload *ctx, int wake_fd, bool on);
+/* Lock held: a socket of the lane became ready: wakes every registered
+ * poll() sleeper once (each registers again before it sleeps again). */
+void sock_offload_poll_wake_locked(struct sock_offload *ctx);
+static inline void sock_offload_poll_wake_if_locked(struct sock_offload *ctx)
+{
+	if (__builtin_expect(ctx && ctx->npoll_wake != 0, 0))
+		sock_offload_poll_wake_locked(ctx);
+}
+
 #define SOCK_OFFLOAD_LOCK_MUTEX 2
 #define SOCK_OFFLOAD_LOCK_YIELD 3
 #define SOCK_OFFLOAD_LOCK_SPINS 64
@@ -265,6 +287,10 @@ static inline void sock_offload_lock(struct sock_offload *ctx)
 /* Wakes whoever sleeps on the lane's drain eventfd (sleepers look at their
  * sockets again). */
 void sock_offload_drain_signal(struct sock_offload *ctx);
+
+/* Lock held: rings the doorbells owed now, for a caller that keeps the
+ * lock across many passes (the exit's FIN exchange). */
+void sock_offload_tx_kick_locked(struct sock_offload *ctx);
 
 /* Rings the doorbells the lane's rings deferred (tx_kick_owed), then
  * leaves the flight the unlock entered. */

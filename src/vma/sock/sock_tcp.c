@@ -134,6 +134,7 @@ static void sock_tcp_wake(void *arg)
 void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 {
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
+	sock_offload_poll_wake_if_locked(s->ctx);
 	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
 	if (watched && !s->wake_pending) {
 		s->wake_pending = true;
@@ -654,6 +655,17 @@ static const void *sock_tcp_lane_key(struct sock_obj *obj)
 	return sock_tcp_ctx(s);
 }
 
+static int sock_tcp_poll_watch(struct sock_obj *obj, int wake_fd, bool on)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
+	if (!ctx)
+		return on ? -1 : 0;
+	sock_offload_lock(ctx);
+	bool ok = sock_offload_poll_watch_locked(ctx, wake_fd, on);
+	sock_offload_unlock(ctx);
+	return ok ? 0 : -1;
+}
+
 static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
 	return sock_offload_wait_prepare(sock_tcp_ctx(sock_tcp_of(obj)), fds, max);
@@ -790,6 +802,7 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.progress = sock_tcp_progress,
 	.wait_prepare = sock_tcp_wait_prepare,
 	.lane_key = sock_tcp_lane_key,
+	.poll_watch = sock_tcp_poll_watch,
 	.close = sock_tcp_close,
 	.release = sock_tcp_release,
 	.destroy = sock_tcp_destroy,

@@ -206,6 +206,9 @@ void sock_tcp_exit(void *arg)
 	for (;;) {
 		sock_offload_progress_locked(ctx);
 		stack_timer_tick(ctx->stack, engine_now_ms());
+		/* The lock stays held for the whole exchange: ring what the
+		 * pass queued now, not at an unlock that is seconds away. */
+		sock_offload_tx_kick_locked(ctx);
 		/* Both FINs exchanged: once the rings close, a peer FIN still
 		 * on its way would meet the kernel and draw an RST. */
 		bool settled = true;

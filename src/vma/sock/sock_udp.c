@@ -284,6 +284,7 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 		return;
 	}
 	stats_socket_ready_add(s->stats, len);
+	sock_offload_poll_wake_if_locked(s->ctx);
 	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
 	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
@@ -733,6 +734,16 @@ static const void *sock_udp_lane_key(struct sock_obj *obj)
 	return __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 }
 
+static int sock_udp_poll_watch(struct sock_obj *obj, int wake_fd, bool on)
+{
+	struct sock_offload *ctx = sock_udp_lock(sock_udp_of(obj));
+	if (!ctx)
+		return on ? -1 : 0;
+	bool ok = sock_offload_poll_watch_locked(ctx, wake_fd, on);
+	sock_offload_unlock(ctx);
+	return ok ? 0 : -1;
+}
+
 static int sock_udp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
 	/* The rings of the lane the socket is in now: a sleeper armed on the
@@ -831,6 +842,7 @@ const struct sock_ops sock_udp_ops = {
 	.progress = sock_udp_progress,
 	.wait_prepare = sock_udp_wait_prepare,
 	.lane_key = sock_udp_lane_key,
+	.poll_watch = sock_udp_poll_watch,
 	.close = sock_udp_close,
 	.release = sock_udp_release,
 	.dump = sock_udp_op_dump,
