@@ -41,6 +41,7 @@
 struct sock_offload;
 struct sock_tcp;
 struct sock_tcp_orphan;
+struct sock_tcp_ports;
 struct stats_ring;
 struct stats_pool;
 
@@ -168,6 +169,9 @@ struct sock_offload {
 	 * application still finishing (sock_tcp_close.c). Guarded by lock. */
 	struct sock_tcp *tcp_all;
 	struct sock_tcp_orphan *tcp_orphans;
+	/* Idle local ports for active opens (sock_tcp_port.h); NULL until the
+	 * first connect. Guarded by lock. */
+	struct sock_tcp_ports *tcp_ports;
 	/* Receive-frame protection (docs/security.md), guarded by lock: TCP
 	 * segments copied into the frame of the one before (sock_tcp.c);
 	 * datagrams refused because their socket held its share of frames. */

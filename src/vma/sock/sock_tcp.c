@@ -50,6 +50,7 @@ void sock_tcp_flow_put_locked(struct sock_tcp *s)
 	if (s->flow_held)
 		sock_offload_flow_put_locked(s->ctx, s->if_slot, &s->flow);
 	s->flow_held = false;
+	s->flow_by_listener = false;
 }
 
 void sock_tcp_rxq_clear_locked(struct sock_tcp *s)
@@ -322,6 +323,7 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 {
 	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
 	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	unsigned spins = 0;
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (s->connecting)
@@ -334,8 +336,11 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 		 * says EALREADY); SA_RESTART waits on unless SO_SNDTIMEO. */
 		if (redirect_signal_interrupts(&sigmark, !deadline))
 			return -1;
+		if (sock_tcp_spin_again(&spins, deadline))
+			continue;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_is_connected) < 0)
 			return -1;
+		spins = 0;
 	}
 }
 
@@ -346,7 +351,13 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
-	REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+	if (s->port.fd >= 0) {
+		local.sin_addr.s_addr = s->port.ip;
+		local.sin_port = s->port.port;
+	} else if (s->kernel_configured) {
+		/* Untouched, the kernel socket is unbound: 0.0.0.0:0. */
+		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+	}
 	if (cfg_rules_match(CFG_ROLE_TCP_CLIENT, &local, dst) != CFG_TRANSPORT_VMA)
 		return 1;
 	struct net_route_query q = { .dst = dst->sin_addr.s_addr };
@@ -393,6 +404,106 @@ static int sock_tcp_replace_kernel_socket(struct sock_tcp *s)
 
 #define SOCK_TCP_PORT_RETRIES 16
 
+/* ---- reserved local ports (sock_tcp_port.h) ---- */
+
+static void sock_tcp_port_close_locked(struct sock_offload *ctx, struct sock_tcp_port *p)
+{
+	struct ring_flow flow = { .proto = IPPROTO_TCP, .local_ip = p->ip, .local_port = p->port };
+	sock_offload_flow_put_locked(ctx, p->if_slot, &flow);
+	REDIRECT_ORIG_FN(close)(p->fd);
+	p->fd = -1;
+}
+
+/* Reserves up to SOCK_TCP_PORTS_BATCH ports of src from the kernel into
+ * the idle ports, each with its 3-tuple steered to slot. Lock held (the
+ * syscalls run under it: this is the rare refill). */
+static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, uint32_t src)
+{
+	for (unsigned i = 0; i < SOCK_TCP_PORTS_BATCH; i++) {
+		struct sock_tcp_port p = { .ip = src, .if_slot = slot };
+		p.fd = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (p.fd < 0)
+			return;
+		struct sockaddr_in want = { .sin_family = AF_INET };
+		want.sin_addr.s_addr = src;
+		struct sockaddr_in got = { .sin_family = AF_INET };
+		socklen_t gl = sizeof(got);
+		/* Listening: the one state with no readiness of its own (see the top). */
+		if (REDIRECT_ORIG_FN(bind)(p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
+		    REDIRECT_ORIG_FN(getsockname)(p.fd, (struct sockaddr *)&got, &gl) != 0 ||
+		    REDIRECT_ORIG_FN(listen)(p.fd, 1) != 0) {
+			REDIRECT_ORIG_FN(close)(p.fd);
+			return;
+		}
+		p.port = got.sin_port;
+		struct ring_flow flow = { .proto = IPPROTO_TCP, .local_ip = src, .local_port = p.port,
+					  .owner_fd = p.fd };
+		if (sock_offload_flow_get_locked(ctx, slot, &flow) < 0 || !sock_tcp_ports_give(ctx->tcp_ports, &p)) {
+			if (flow.local_port)
+				sock_offload_flow_put_locked(ctx, slot, &flow);
+			REDIRECT_ORIG_FN(close)(p.fd);
+			return;
+		}
+	}
+}
+
+/* Lock held: an idle port of src for s (reserving a batch when there is
+ * none), dup3()ed under s's fd. false: none could be had (s keeps its own
+ * kernel socket and binds it as before). */
+static bool sock_tcp_port_take_locked(struct sock_tcp *s, struct sock_offload *ctx, int slot, uint32_t src)
+{
+	if (!ctx->tcp_ports && !(ctx->tcp_ports = calloc(1, sizeof(*ctx->tcp_ports))))
+		return false;
+	struct sock_tcp_port p;
+	if (!sock_tcp_ports_take(ctx->tcp_ports, src, &p)) {
+		sock_tcp_ports_reserve_locked(ctx, slot, src);
+		if (!sock_tcp_ports_take(ctx->tcp_ports, src, &p))
+			return false;
+	}
+	if (p.nonblock != s->nonblocking) {
+		int fl = REDIRECT_ORIG_FN(fcntl)(p.fd, F_GETFL, 0);
+		if (fl != -1 && REDIRECT_ORIG_FN(fcntl)(p.fd, F_SETFL,
+							(void *)(long)(s->nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
+			p.nonblock = s->nonblocking;
+	}
+	if (p.nonblock != s->nonblocking ||
+	    REDIRECT_ORIG_FN(dup3)(p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
+		sock_tcp_port_close_locked(ctx, &p);
+		return false;
+	}
+	s->port = p;
+	return true;
+}
+
+void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed)
+{
+	struct sock_offload *ctx = s->ctx;
+	if (s->port.fd < 0)
+		return;
+	struct sock_tcp_port p = s->port;
+	s->port.fd = -1;
+	if (!sock_offload_usable(ctx) || ctx->dead) {
+		REDIRECT_ORIG_FN(close)(p.fd);
+		return;
+	}
+	/* The app's F_SETFL went to the shared file: it now has s's flag. */
+	p.nonblock = s->nonblocking;
+	if (handed || !ctx->tcp_ports || !sock_tcp_ports_give(ctx->tcp_ports, &p))
+		sock_tcp_port_close_locked(ctx, &p);
+}
+
+void sock_tcp_ports_after_fork_child(struct sock_offload *old)
+{
+	struct sock_tcp_port p;
+	while (old->tcp_ports && sock_tcp_ports_pop(old->tcp_ports, &p))
+		REDIRECT_ORIG_FN(close)(p.fd);
+	for (struct sock_tcp *s = old->tcp_all; s; s = s->all_next)
+		if (s->port.fd >= 0) {
+			REDIRECT_ORIG_FN(close)(s->port.fd);
+			s->port.fd = -1;
+		}
+}
+
 static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx, const struct sockaddr_in *dst)
 {
 	int slot;
@@ -402,12 +513,29 @@ static int sock_tcp_connect_offload(struct sock_tcp *s, struct sock_offload *ctx
 	if (sock_tcp_route(s, ctx, dst, &slot, &src, mac, &rm) != 0)
 		return 1;
 	bool autobound = false;
+	bool fd_on_idle_port = false;   /* the fd still shares an idle port's socket */
 	int port_retries = 0;
 retry_port:;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
-	REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
-	if (local.sin_port == 0) {
+	bool reserved = false;
+	if (!s->kernel_configured && s->port.fd < 0) {
+		sock_offload_lock(ctx);
+		reserved = sock_tcp_port_take_locked(s, ctx, slot, src);
+		sock_offload_unlock(ctx);
+	}
+	if (!reserved && fd_on_idle_port && sock_tcp_replace_kernel_socket(s) != 0)
+		return -1;
+	fd_on_idle_port = false;
+	if (reserved) {
+		autobound = true;
+		local.sin_addr.s_addr = src;
+		local.sin_port = s->port.port;
+	} else if (s->port.fd >= 0) {
+		/* A failed connect's retry keeps its reserved port, as Linux keeps its bound one. */
+		local.sin_addr.s_addr = src;
+		local.sin_port = s->port.port;
+	} else if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll), local.sin_port == 0) {
 		autobound = true;
 		/* The kernel picks and reserves the port. */
 		struct sockaddr_in want = { .sin_family = AF_INET };
@@ -428,13 +556,16 @@ retry_port:;
 	}
 	if (err == 0) {
 		s->flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = src, .local_port = local.sin_port };
-		if (!g_cfg.tcp_3t_rules) {
+		/* A reserved port's 3-tuple already steers it: one more
+		 * reference, no map update (pinned to a 5-tuple before a fork). */
+		if (!g_cfg.tcp_3t_rules && s->port.fd < 0) {
 			s->flow.remote_ip = dst->sin_addr.s_addr;
 			s->flow.remote_port = dst->sin_port;
 		}
 		s->flow.owner_fd = s->obj.fd;
 		err = sock_offload_flow_get_locked(ctx, slot, &s->flow);
 		s->flow_held = err == 0;
+		s->flow_by_listener = s->flow_held && s->port.fd >= 0 && !g_cfg.tcp_3t_rules;
 	}
 	if (err < 0) {
 		if (pcb) {
@@ -447,8 +578,10 @@ retry_port:;
 		return 1;
 	}
 	sock_offload_unlock(ctx);
-	/* From here the kernel socket only holds the port (see the top). */
-	REDIRECT_ORIG_FN(listen)(s->obj.fd, 1);
+	/* From here the kernel socket only holds the port (see the top); a
+	 * reserved one listens already. */
+	if (s->port.fd < 0)
+		REDIRECT_ORIG_FN(listen)(s->obj.fd, 1);
 	sock_offload_lock(ctx);
 	s->local_ip = src;
 	s->local_port = local.sin_port;
@@ -474,9 +607,13 @@ retry_port:;
 		sock_tcp_disconnect_locked(s, true);
 		s->shut_send = false;
 		s->mode = SOCK_TCP_KERNEL;
+		bool had_reserved = s->port.fd >= 0;
+		/* Back as the newest idle port: the next one is older. */
+		sock_tcp_port_release_locked(s, false);
 		sock_offload_unlock(ctx);
 		port_retries++;
-		if (sock_tcp_replace_kernel_socket(s) == 0)
+		fd_on_idle_port = had_reserved;
+		if (had_reserved || sock_tcp_replace_kernel_socket(s) == 0)
 			goto retry_port;
 		errno = EADDRNOTAVAIL;
 		return -1;
@@ -721,16 +858,22 @@ static void sock_tcp_release(struct sock_obj *obj)
 	if (sock_offload_usable(ctx) && s->mode != SOCK_TCP_KERNEL) {
 		sock_offload_lock(ctx);
 		if (s->mode == SOCK_TCP_LISTENER)
-			sock_tcp_listener_close_locked(s);
+			sock_tcp_listener_close_locked(s, true);
 		else
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0 || (s->linger_on && s->linger_s == 0));
 		sock_tcp_rxq_clear_locked(s);
+		sock_tcp_port_release_locked(s, false);
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;
+	if (s->port.fd >= 0) {
+		/* A forked child's copy, or after the exit hook: not ours to reuse. */
+		REDIRECT_ORIG_FN(close)(s->port.fd);
+		s->port.fd = -1;
+	}
 	if (s->stats && !stats_slot_is_dummy(s->stats))
 		stats_socket_slot_put(s->stats);
 	/* Not NULL: a call blocked on this socket (pinned) still counts. */
@@ -756,9 +899,18 @@ static void sock_tcp_destroy(struct sock_obj *obj)
 	free(s);
 }
 
+/* The kernel binds; a connect afterwards keeps that socket (no reserved port). */
+static int sock_tcp_bind(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	s->kernel_configured = true;
+	return REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+}
+
 const struct sock_ops sock_tcp_kernel_ops = {
 	.kind = "tcp",
 	.flags = SOCK_OPS_F_MAY_OFFLOAD,
+	.bind = sock_tcp_bind,
 	.connect = sock_tcp_connect,
 	.listen = sock_tcp_op_listen,
 	.setsockopt = sock_tcp_op_setsockopt,
@@ -773,6 +925,7 @@ const struct sock_ops sock_tcp_kernel_ops = {
 const struct sock_ops sock_tcp_offload_ops = {
 	.kind = "tcp",
 	.flags = SOCK_OPS_F_ACCEPT_TRACKS,
+	.bind = sock_tcp_bind,
 	.connect = sock_tcp_connect,
 	.listen = sock_tcp_op_listen,
 	.accept4 = sock_tcp_op_accept4,
@@ -820,6 +973,8 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	s->obj.type = type & SOCK_TYPE_MASK;
 	s->obj.protocol = protocol;
 	s->if_slot = -1;
+	s->port.fd = -1;
+	s->cloexec = (type & SOCK_CLOEXEC) != 0;
 	s->ring_logic = -1;
 	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };

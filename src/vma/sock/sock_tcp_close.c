@@ -20,6 +20,7 @@ struct sock_tcp_orphan {
 	int if_slot;
 	struct ring_flow flow;
 	bool flow_held;
+	bool flow_by_listener;       /* as sock_tcp's */
 	uint64_t deadline_ms;
 };
 
@@ -52,11 +53,67 @@ void sock_tcp_all_del_locked(struct sock_tcp *s)
 	s->on_all = false;
 }
 
+/* ---- accepted connections steered by their listener's 3-tuple ---- */
+
+static bool sock_tcp_flow_same_key(const struct ring_flow *a, const struct ring_flow *b)
+{
+	return a->proto == b->proto && a->local_ip == b->local_ip && a->local_port == b->local_port &&
+	       a->remote_ip == b->remote_ip && a->remote_port == b->remote_port;
+}
+
+/* The 5-tuple first, then the listener's reference goes: no moment in
+ * which no entry steers the connection. false: it stays on the 3-tuple. */
+static bool sock_tcp_flow_pin_locked(struct sock_offload *ctx, int if_slot, struct ring_flow *flow,
+				     uint32_t remote_ip, uint16_t remote_port)
+{
+	struct ring_flow own = *flow;
+	own.remote_ip = remote_ip;
+	own.remote_port = remote_port;
+	own.share = 0;
+	if (sock_offload_flow_get_locked(ctx, if_slot, &own) < 0)
+		return false;
+	sock_offload_flow_put_locked(ctx, if_slot, flow);
+	*flow = own;
+	return true;
+}
+
+void sock_tcp_pin_listener_flows_locked(struct sock_offload *ctx, const struct ring_flow *lflow)
+{
+	if (ctx->dead)
+		return;
+	unsigned pinned = 0;
+	for (struct sock_tcp *s = ctx->tcp_all; s; s = s->all_next) {
+		if (!s->flow_by_listener || !s->flow_held || (lflow && !sock_tcp_flow_same_key(&s->flow, lflow)))
+			continue;
+		if (sock_tcp_flow_pin_locked(ctx, s->if_slot, &s->flow, s->remote_ip, s->remote_port)) {
+			s->flow_by_listener = false;
+			pinned++;
+		}
+	}
+	for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o; o = o->next) {
+		if (!o->flow_by_listener || !o->flow_held || !o->pcb ||
+		    (lflow && !sock_tcp_flow_same_key(&o->flow, lflow)))
+			continue;
+		uint32_t lip, rip;
+		uint16_t lport, rport;
+		tcp_pcb_get_addr(o->pcb, &lip, &lport, &rip, &rport);
+		if (sock_tcp_flow_pin_locked(ctx, o->if_slot, &o->flow, rip, rport)) {
+			o->flow_by_listener = false;
+			pinned++;
+		}
+	}
+	if (pinned)
+		vlog_debug("%u accepted connections steered by their own 5-tuple from now on", pinned);
+}
+
 /* ---- fork (docs/process_model.md) ---- */
 
 void sock_tcp_fork_release_locked(struct sock_offload *ctx)
 {
 	unsigned handed = 0;
+	/* The child may join a listener's share group, which spreads the
+	 * 3-tuple's segments by hash: every connection gets its own entry. */
+	sock_tcp_pin_listener_flows_locked(ctx, NULL);
 	struct sock_tcp *s = ctx->tcp_all;
 	while (s) {
 		struct sock_tcp *next = s->all_next;
@@ -75,6 +132,7 @@ void sock_tcp_after_fork_child(struct sock_offload *old)
 	/* Every listed socket is the parent's: connections stay the parent's
 	 * (their calls here get the kernel socket), listeners are adopted by
 	 * this process at its first accept or poll. */
+	sock_tcp_ports_after_fork_child(old);
 	struct sock_tcp *s = old->tcp_all;
 	while (s) {
 		struct sock_tcp *next = s->all_next;
@@ -131,7 +189,9 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort)
 	o->if_slot = s->if_slot;
 	o->flow = s->flow;
 	o->flow_held = s->flow_held;
+	o->flow_by_listener = s->flow_by_listener;
 	s->flow_held = false;
+	s->flow_by_listener = false;
 	o->deadline_ms = engine_now_ms() + SOCK_TCP_ORPHAN_TIMEOUT_MS;
 	tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, o);
 	tcp_shutdown(pcb, true, true);
@@ -197,7 +257,7 @@ void sock_tcp_exit(void *arg)
 	while (ctx->tcp_all) {
 		struct sock_tcp *s = ctx->tcp_all;
 		if (s->mode == SOCK_TCP_LISTENER)
-			sock_tcp_listener_close_locked(s);
+			sock_tcp_listener_close_locked(s, false);   /* the rings close next */
 		else
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0);
 		sock_tcp_all_del_locked(s);

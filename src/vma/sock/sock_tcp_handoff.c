@@ -247,6 +247,9 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 		return err;
 	}
 	REDIRECT_ORIG_FN(close)(k);
+	/* The kernel connection holds the port now: a reserved one is not
+	 * handed out again. */
+	sock_tcp_port_release_locked(s, true);
 	tcp_set_callbacks(s->pcb, NULL, NULL);
 	tcp_pcb_forget(s->pcb);
 	s->pcb = NULL;

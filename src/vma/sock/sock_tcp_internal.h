@@ -15,6 +15,7 @@
 
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
+#include "sock/sock_tcp_port.h"
 #include "sock/sock_tstamp.h"
 #include "stack/tcp.h"
 #include "stats/stats.h"
@@ -57,6 +58,10 @@ struct sock_tcp {
 	int if_slot;
 	struct ring_flow flow;       /* steering entry held (flow_held) */
 	bool flow_held;
+	/* An accepted connection whose flow is a reference on its listener's
+	 * 3-tuple (no entry of its own): pinned to a 5-tuple before anything
+	 * could send its segments elsewhere (sock_tcp_pin_listener_flows_locked). */
+	bool flow_by_listener;
 
 	uint32_t local_ip, remote_ip;
 	uint16_t local_port, remote_port;
@@ -120,6 +125,14 @@ struct sock_tcp {
 	uint32_t maxseg, syncnt;
 	uint32_t notsent_lowat;          /* TCP_NOTSENT_LOWAT as set; 0: net.ipv4.tcp_notsent_lowat */
 	bool user_bound;
+	/* The application bound the kernel socket or set something on it
+	 * (options, ioctl, fcntl) before connect(): connect keeps that socket
+	 * rather than swapping in a reserved port (sock_tcp_port.h). */
+	bool kernel_configured;
+	bool cloexec;                    /* SOCK_CLOEXEC at socket() */
+	/* A reserved port dup3()ed under the fd (port.fd >= 0): it goes back
+	 * to the lane's idle ports at close. */
+	struct sock_tcp_port port;
 	/* SOCK_TCP_OPT_* options whose mirror holds exactly what Linux would
 	 * report: set by the application (on this socket or, for a child, its
 	 * listener), or a default equal to a fresh kernel socket's. */
@@ -195,6 +208,13 @@ void sock_tcp_snd_refresh_locked(struct sock_tcp *s);
 /* Lock held: pcb callbacks, options and interface for a fresh pcb. */
 void sock_tcp_pcb_setup_locked(struct sock_tcp *s, struct tcp_pcb *pcb);
 void sock_tcp_apply_options_locked(struct sock_tcp *s);
+/* Lock held: every connection (live or orphan) of ctx that its listener's
+ * 3-tuple steers, of the listener flow lflow (NULL: of any listener), gets
+ * a 5-tuple entry of its own. Before a fork (a share group may then spread
+ * the listener's flows over processes by hash, and a handed-off
+ * connection needs its own entry) and when the listener closes (another
+ * socket may then take the port). */
+void sock_tcp_pin_listener_flows_locked(struct sock_offload *ctx, const struct ring_flow *lflow);
 /* Lock held: list of live sockets holding a pcb. */
 void sock_tcp_all_add_locked(struct sock_tcp *s);
 void sock_tcp_all_del_locked(struct sock_tcp *s);
@@ -212,12 +232,21 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
 		   bool (*ready)(const struct sock_tcp *s));
 
+/* A blocking call found nothing: may it poll the rings again (VMA_RX_POLL
+ * loops, a busy-polling permit, deadline not passed) instead of sleeping?
+ * *spins counts the polls since the last sleep (reset it after one). The
+ * handshake's segments come one round trip apart, so connect and accept
+ * poll like recv instead of sleeping at once (one wake-up each saved). */
+bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms);
+
 /* Child sockets (sock_tcp_listen.c). */
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
 void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
-void sock_tcp_listener_close_locked(struct sock_tcp *s);
+/* Lock held: drops the unaccepted children and the steering; with
+ * pin_connections the accepted ones its 3-tuple steers get their own. */
+void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections);
 /* fork: a listener stops being steered here (parent, lock held); a child's
  * copy of the parent's listener drops the parent's state. */
 void sock_tcp_listen_fork_release_locked(struct sock_tcp *l);
@@ -235,6 +264,13 @@ static inline void sock_tcp_fork_check(struct sock_tcp *s)
 		sock_tcp_fork_join(s);
 }
 struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol);
+/* Reserved local ports (sock_tcp.c). Lock held: s's port goes back to its
+ * lane's idle ports (or is closed when they are full, or when handed is
+ * set: a fork handoff gave its connection to a kernel socket). */
+void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed);
+/* A forked child: the parent's idle ports and the ones under its
+ * connections are the parent's; the child's copies of them close. */
+void sock_tcp_ports_after_fork_child(struct sock_offload *old);
 /* Flow helpers. */
 void sock_tcp_flow_put_locked(struct sock_tcp *s);
 

@@ -89,6 +89,23 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	return 0;
 }
 
+#define SOCK_TCP_HANDSHAKE_YIELD_EVERY 1u
+
+bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms)
+{
+	int rx_poll = g_cfg.rx_poll;
+	if (!(rx_poll < 0 || (*spins)++ < (unsigned)rx_poll) || !ring_spin_permit())
+		return false;
+	if (deadline_ms && (*spins & 1023) == 0 && engine_now_ms() >= deadline_ms)
+		return false;   /* the sleep reports the timeout */
+	/* The answer we wait for comes from a peer that may share this CPU
+	 * (another process on the host, a veth): give it the core now and
+	 * then rather than burn our time slice before it can reply. */
+	if (g_cfg.rx_poll_yield || (*spins % SOCK_TCP_HANDSHAKE_YIELD_EVERY) == 0)
+		sched_yield();
+	return true;
+}
+
 /* ---- receive ---- */
 
 static bool sock_tcp_rx_ready(const struct sock_tcp *s)

@@ -22,6 +22,8 @@
 #include "sock/sock_tcp_internal.h"
 
 #define SOCK_TCP_SOMAXCONN 4096
+/* A spinning accept asks the kernel listener once per this many polls. */
+#define SOCK_TCP_ACCEPT_KERNEL_RATIO 64u
 
 static struct ring_flow sock_tcp_listen_slot_flow(const struct sock_tcp *l, unsigned slot)
 {
@@ -173,8 +175,12 @@ void sock_tcp_listen_fork_release_locked(struct sock_tcp *l)
 	 * ACK to the kernel. A child that accepts too joins the share group.
 	 * A process that never accepted (a pre-fork master) lets go, so that
 	 * SYNs reach only the processes that accept. */
-	if (l->accepted_here)
+	if (l->accepted_here) {
+		/* A child that accepts joins the port's share group: from now
+		 * on each accepted connection gets its own entry. */
+		l->share = true;
 		return;
+	}
 	sock_tcp_listen_flows_put_locked(l);
 	l->fork_dormant = true;
 }
@@ -292,15 +298,27 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	tcp_set_callbacks(child, NULL, NULL);
 	sock_tcp_pcb_setup_locked(c, child);
 	if (c->if_slot >= 0) {
-		/* VMA_TCP_3T_RULES: the listener's 3-tuple steers it; the child
-		 * holds a reference so it outlives a closed listener. */
+		/* The listener's 3-tuple brought the SYN and brings the rest of
+		 * the connection while the listener is steered to this process
+		 * alone: the child takes a reference on it (no map update per
+		 * connection) and gets an entry of its own only before that can
+		 * change (fork, the listener's close: sock_tcp_pin_listener_flows_locked).
+		 * A shared listener (SO_REUSEPORT, a share group after fork)
+		 * spreads its 3-tuple by hash over processes that come and go:
+		 * a 5-tuple each, unless VMA_TCP_3T_RULES asks for the 3-tuple. */
 		c->flow = (struct ring_flow){ .proto = IPPROTO_TCP, .local_ip = c->local_ip,
 					      .local_port = c->local_port, .owner_fd = l->obj.fd };
-		if (!g_cfg.tcp_3t_rules) {
+		bool by_listener = g_cfg.tcp_3t_rules ||
+				   (!l->share && (l->listen_slots & (1u << c->if_slot)) &&
+				    (l->listen_flow.local_ip == INADDR_ANY || l->listen_flow.local_ip == c->local_ip));
+		if (!by_listener) {
 			c->flow.remote_ip = c->remote_ip;
 			c->flow.remote_port = c->remote_port;
+		} else {
+			c->flow.share = l->share;
 		}
 		c->flow_held = sock_offload_flow_get_locked(ctx, c->if_slot, &c->flow) == 0;
+		c->flow_by_listener = c->flow_held && by_listener;
 	}
 	c->writeable = false;
 	sock_tcp_snd_refresh_locked(c);
@@ -322,7 +340,7 @@ void sock_tcp_child_free_locked(struct sock_tcp *c)
 	free(c);
 }
 
-void sock_tcp_listener_close_locked(struct sock_tcp *l)
+void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections)
 {
 	while (l->acceptq_head) {
 		struct sock_tcp *c = l->acceptq_head;
@@ -335,6 +353,15 @@ void sock_tcp_listener_close_locked(struct sock_tcp *l)
 		tcp_set_callbacks(l->pcb, NULL, NULL);
 		tcp_abort(l->pcb);
 		l->pcb = NULL;
+	}
+	if (l->ctx && pin_connections) {
+		/* Its connections keep their steering when the port's 3-tuple
+		 * goes (another socket may listen there next). */
+		for (unsigned slot = 0; slot < l->ctx->nifs; slot++)
+			if (l->listen_slots & (1u << slot)) {
+				struct ring_flow flow = sock_tcp_listen_slot_flow(l, slot);
+				sock_tcp_pin_listener_flows_locked(l->ctx, &flow);
+			}
 	}
 	if (l->ctx)
 		sock_tcp_listen_flows_put_locked(l);
@@ -460,6 +487,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		return sock_tcp_accept_kernel(s, addr, len, flags);
 	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	unsigned spins = 0;
 	for (;;) {
 		sock_offload_lock(ctx);
 		if (!s->acceptq_head)
@@ -478,13 +506,18 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		sock_offload_unlock(ctx);
 		if (c)
 			return sock_tcp_child_publish(s, c, flags, addr, len);
-		int nfd = REDIRECT_ORIG_FN(accept4)(obj->fd, addr, len, flags);
-		if (nfd >= 0) {
-			sock_tcp_track_kernel(s, nfd, flags);
-			return nfd;
+		/* The kernel's side (loopback, other interfaces) is asked at the
+		 * first pass and then once every SOCK_TCP_ACCEPT_KERNEL_RATIO
+		 * polls, not on each: a spinning accept stays out of the kernel. */
+		if (spins % SOCK_TCP_ACCEPT_KERNEL_RATIO == 0) {
+			int nfd = REDIRECT_ORIG_FN(accept4)(obj->fd, addr, len, flags);
+			if (nfd >= 0) {
+				sock_tcp_track_kernel(s, nfd, flags);
+				return nfd;
+			}
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
 		}
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
 		if (s->nonblocking) {
 			errno = EAGAIN;
 			return -1;
@@ -492,8 +525,11 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		/* Linux restarts accept under SA_RESTART unless SO_RCVTIMEO. */
 		if (redirect_signal_interrupts(&sigmark, !deadline))
 			return -1;
+		if (sock_tcp_spin_again(&spins, deadline))
+			continue;
 		if (sock_tcp_sleep(s, ctx, deadline, POLLIN, sock_tcp_has_child) < 0)
 			return -1;
+		spins = 0;   /* the kernel listener is asked again first */
 		if (s->released) {
 			errno = EBADF;
 			return -1;

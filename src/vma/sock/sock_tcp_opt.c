@@ -403,6 +403,7 @@ static void sock_tcp_note_rx_tstamp(struct sock_tcp *s, int name, const void *va
 
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
+	sock_tcp_of(obj)->kernel_configured = true;
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
 		return sock_tcp_set_ring_logic(s, val, len);
@@ -689,6 +690,10 @@ static int sock_tcp_fcntl_without_kernel(struct sock_tcp *s, int cmd, void *arg)
 int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
+	/* Only O_NONBLOCK (mirrored, and given to a reserved port) and reads
+	 * leave the kernel socket as socket() made it. */
+	if (!(cmd == F_GETFL || cmd == F_GETFD || (cmd == F_SETFL && ((long)arg & ~(long)O_NONBLOCK) == 0)))
+		s->kernel_configured = true;
 	bool offloaded = sock_tcp_ctx(s) != NULL;
 	if (cmd == F_SETFL && ((long)arg & O_ASYNC) && (offloaded || sock_tcp_undecided(s)) &&
 	    !sock_tcp_unsupported_call(s, "fcntl(F_SETFL, O_ASYNC) (signal-driven I/O)"))
@@ -722,6 +727,8 @@ int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 
 int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 {
+	if (req != FIONBIO)
+		sock_tcp_of(obj)->kernel_configured = true;
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (ctx && arg && (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
@@ -820,7 +827,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 			return 0;
 		/* Linux stops listening; accept() then fails with EINVAL. */
 		sock_offload_lock(ctx);
-		sock_tcp_listener_close_locked(s);
+		sock_tcp_listener_close_locked(s, true);
 		s->mode = SOCK_TCP_ACTIVE;
 		s->reset = true;
 		s->shut_rcv = s->shut_send = true;
