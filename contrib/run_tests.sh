@@ -4,6 +4,11 @@
 #
 #   1. ./autogen.sh
 #   2. build/      configure --enable-werror, make -j2, make check (unit tests)
+#   2b. make distcheck: the release tarball (exactly the files git tracks
+#                  plus autotools' output) configured, built and unit tested
+#                  out of tree from a read-only copy, installed and
+#                  uninstalled; as user nobody when run as root, so a build
+#                  writing into its source fails (about two minutes)
 #   3. build-san/  configure --enable-sanitizers, make check under ASan+UBSan
 #                  with leak detection
 #   3b. tests/fuzz/run.sh 10: every libFuzzer harness built with clang and
@@ -18,7 +23,8 @@
 # results, and exits 1 if anything failed. Missing packages are installed
 # first (contrib/deps.sh install) when running as root, so the command works
 # on a fresh Debian 12 machine; NO_INSTALL=1 only lists them.
-# Environment: JOBS (default 2), SKIP_SAN=1 to leave out step 3,
+# Environment: JOBS (default 2), SKIP_DISTCHECK=1 to leave out step 2b,
+# SKIP_SAN=1 to leave out step 3,
 # SKIP_FUZZ=1 to leave out step 3b (FUZZ_SECONDS per harness, default 10),
 # SKIP_OFFLOAD_PASS=1 to leave out step 5.
 set -u
@@ -141,6 +147,53 @@ fuzz_step() {
 	record "fuzz (${secs}s per harness)" "$pass" "$fail"
 }
 
+# distcheck_step: make distcheck, one passed or failed case (the tarball's
+# unit tests are those of step 2 again, not counted twice). distcheck makes
+# the unpacked source read-only to catch a build that writes into it, which
+# root does not notice: as root, build/ only makes the tarball (make dist,
+# which also compares it with git) and user nobody runs distcheck from a
+# copy of it.
+distcheck_step() {
+	local tmp version rc
+	if [ "${SKIP_DISTCHECK:-0}" = 1 ]; then
+		note "distcheck: SKIP (SKIP_DISTCHECK=1)"
+		record "make distcheck (skipped)" 0 0 1
+		return
+	fi
+	if ! [ -f "$top/build/Makefile" ]; then
+		note "distcheck: SKIP (build/ is not configured)"
+		record "make distcheck (no build/)" 0 0 1
+		return
+	fi
+	if [ "$(id -u)" != 0 ] || ! id nobody >/dev/null 2>&1 || ! command -v runuser >/dev/null; then
+		note "distcheck: make -j$jobs distcheck in build/"
+		(cd "$top/build" && run_logged distcheck make -j"$jobs" distcheck)
+		rc=$?
+	else
+		note "distcheck: make dist in build/, then make -j$jobs distcheck as nobody"
+		tmp=$(mktemp -d /tmp/vma-distcheck.XXXXXX)
+		version=$(sed -n 's/^VERSION = //p' "$top/build/Makefile")
+		if (cd "$top/build" && run_logged dist make dist) &&
+			tar xzf "$top/build/libvma-$version.tar.gz" -C "$tmp" && chown -R nobody "$tmp"; then
+			(cd "$tmp/libvma-$version" && run_logged distcheck runuser -u nobody -- \
+				sh -c "./configure && make -j$jobs distcheck")
+			rc=$?
+		else
+			echo "!! distcheck: making or unpacking the tarball failed (build-logs/dist.log)"
+			rc=1
+		fi
+		rm -rf "$tmp"
+	fi
+	if [ $rc -eq 0 ]; then
+		printf '   tarball built, installed and unit tested out of tree: %s of %s passed\n' \
+			"$(sed -n 's/^# PASS: *//p' "$logs/distcheck.log" | tail -1)" \
+			"$(sed -n 's/^# TOTAL: *//p' "$logs/distcheck.log" | tail -1)"
+		record "make distcheck" 1 0
+	else
+		record "make distcheck" 0 1
+	fi
+}
+
 # integration LABEL LOGNAME CMD...: tests/integration/run.sh under CMD
 # (an env prefix), recorded as LABEL.
 integration() {
@@ -169,6 +222,7 @@ note "autogen"
 if run_logged autogen ./autogen.sh; then
 	build_and_check build "unit tests" --enable-werror
 	built=$?
+	distcheck_step
 	if [ "${SKIP_SAN:-0}" != 1 ]; then
 		ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 			UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
