@@ -67,9 +67,14 @@ for script in "$here"/t_*.sh "$here"/*.sh; do
 	fi
 	log="$logdir/$name.log"
 	start=$(date +%s)
+	# A script that needs longer says so in a "# run.sh-timeout: SECONDS"
+	# line (TEST_TIMEOUT, when set, still wins).
+	t=$timeout_s
+	want=$(sed -n 's/^# run\.sh-timeout: *\([0-9][0-9]*\).*/\1/p' "$script" | head -1)
+	[ -z "${TEST_TIMEOUT:-}" ] && [ -n "$want" ] && t=$want
 	# timeout(1) puts the test in its own process group and signals all of
 	# it, so servers a hung test left behind go too.
-	(cd "${BUILDDIR:-.}" && exec timeout -k 5 "$timeout_s" bash "$script" "${args[@]}") </dev/null >"$log" 2>&1
+	(cd "${BUILDDIR:-.}" && exec timeout -k 5 "$t" bash "$script" "${args[@]}") </dev/null >"$log" 2>&1
 	rc=$?
 	took=$(( $(date +%s) - start ))
 	case $rc in
@@ -83,7 +88,7 @@ for script in "$here"/t_*.sh "$here"/*.sh; do
 		skipped=$((skipped + 1))
 		;;
 	*)
-		[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "(timed out after ${timeout_s}s)" >>"$log"
+		[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "(timed out after ${t}s)" >>"$log"
 		echo "FAIL $name (exit $rc, ${took}s)"
 		echo "---- log of $name ----"
 		sed 's/^/  | /' "$log"

@@ -1074,7 +1074,11 @@ static void test_blocking_write_full(void)
 	int err = errno;
 	double dt = now_s() - t0;
 	pthread_join(th, NULL);
-	result(r == (ssize_t)sizeof(b) && dt > 0.15, "blocking write of 61000 on a full send buffer: all of it",
+	/* The defect was a short count. Whether the write had to wait
+	 * depends on ACKs that opened room after the fill (a fast peer):
+	 * printed, not judged. */
+	printf("INFO: %s: the blocking write waited %.3f s\n", role, dt);
+	result(r == (ssize_t)sizeof(b), "blocking write of 61000 on a full send buffer: all of it",
 	       "expected 61000 after the peer starts reading (~0.2 s), got %zd/%s after %.3f s (%zu queued before)", r,
 	       r < 0 ? errname(err) : "-", dt, total);
 	usleep((useconds_t)(d.total / 4096 * 2500) + 200000);   /* let the drain finish before the reset */
@@ -2441,13 +2445,23 @@ static void test_tx_timestamping(void)
 			}
 	}
 	printf("INFO: TX entries (%s): %s\n", role, list);
-	/* Per send: SCHED, SND, ACK, keyed by the last byte's offset. */
-	static const unsigned want_info[3] = { SCM_TSTAMP_SCHED, SCM_TSTAMP_SND, SCM_TSTAMP_ACK };
+	/* Per send: SCHED, SND, ACK, keyed by the last byte's offset; each
+	 * kind in send order. How one send's ACK interleaves with the next
+	 * send's SCHED/SND depends on when the peer acknowledges (a fast
+	 * peer's ACK may come after the next send), as on Linux. */
 	if (n != 9)
 		order_ok = 0;
-	for (int i = 0; i < n && i < 9; i++)
-		if (got_key[i] != keys[i / 3] || got_info[i] != want_info[i % 3])
+	int next_of_kind[3] = { 0, 0, 0 };     /* SCHED, SND, ACK: sends seen */
+	for (int i = 0; i < n && i < 9; i++) {
+		unsigned kind = got_info[i] == SCM_TSTAMP_SCHED ? 0 : got_info[i] == SCM_TSTAMP_SND ? 1 :
+				got_info[i] == SCM_TSTAMP_ACK ? 2 : 3;
+		if (kind > 2 || next_of_kind[kind] > 2 || got_key[i] != keys[next_of_kind[kind]])
 			order_ok = 0;
+		else if (kind > 0 && next_of_kind[kind - 1] <= next_of_kind[kind])
+			order_ok = 0;   /* SND before its SCHED, or ACK before its SND */
+		else
+			next_of_kind[kind]++;
+	}
 	result(set_rc == 0 && order_ok, "TX: SCHED, SND, ACK per send with OPT_ID byte offsets 999, 2999, 3499",
 	       "set %d, %d entries: %s", set_rc, n, list);
 	result(n && shape_ok, "TX: entry shape (no payload with OPT_TSONLY, MSG_ERRQUEUE, ENOMSG, "

@@ -26,6 +26,7 @@
 # section of the program (connect accept data sockopts shutdown resets
 # fullpipe keepalive sendfile splice routemss signals timestamping); TCP_SEM_PRELOAD (e.g. the ASan runtime) is put
 # before the library in LD_PRELOAD.
+# run.sh-timeout: 480 (seven runs of the program, about 3 to 5 minutes on 2 loaded cores)
 set -u
 ARG=${1:-$(dirname "$0")/../..}
 HERE=$(cd "$(dirname "$0")" && pwd)
