@@ -2,9 +2,10 @@
 # Every VMA_* parameter either does what docs/parameters.md says or is
 # marked as doing nothing here. For each row of the parameter table
 # (listed by cfg_gendoc --effects) this fails when:
-# - the row is unmarked (in effect) but no code outside src/vma/config/
-#   reads g_cfg.<field> (in src/ and tools/, comments ignored): implement it
-#   or mark it CFG_VERBS_ONLY / CFG_NO_EFFECT("why") in cfg_params.def;
+# - the row is unmarked (in effect) or marked CFG_VERBS_USED (read by the
+#   verbs backend) but no code outside src/vma/config/ reads g_cfg.<field>
+#   (in src/ and tools/, comments ignored): implement it or mark it
+#   CFG_VERBS_ONLY / CFG_NO_EFFECT("why") in cfg_params.def;
 # - the row is marked CFG_VERBS_ONLY or CFG_NO_EFFECT but some code reads it:
 #   the mark went stale, drop it;
 # - the row is marked CFG_VIA_LOADER but the loader (src/vma/config/*.c)
@@ -56,7 +57,7 @@ while read -r name field effect; do
 	rows=$((rows + 1))
 	readers=$(grep -E "g_cfg\.$field([^a-z0-9_]|\$)" "$tmp/code" | sed "s|^$srcdir/||; s|: .*||" | sort -u | tr '\n' ' ')
 	case $effect in
-	used)
+	used | verbs)
 		used=$((used + 1))
 		if [ -z "$readers" ]; then
 			echo "FAIL $name: no code outside src/vma/config/ reads g_cfg.$field, and the table does not mark it CFG_VERBS_ONLY or CFG_NO_EFFECT(why)"

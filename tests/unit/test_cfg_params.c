@@ -192,6 +192,27 @@ START_TEST(test_tracelevel_names_and_numbers)
 }
 END_TEST
 
+/* A choice is given by its number or its label, in any case. */
+START_TEST(test_choice_by_label)
+{
+	static const struct { const char *text; int value; } cases[] = {
+		{ "verbs", 2 }, { "XDP", 1 }, { "Auto", 0 }, { "2", 2 }, { "0", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cfg_params p;
+		env_clear();
+		env_set("VMA_RING_BACKEND", cases[i].text);
+		ck_assert_int_eq(load(&p), 0);
+		ck_assert_msg(p.ring_backend == cases[i].value, "VMA_RING_BACKEND=%s gave %d", cases[i].text,
+			      p.ring_backend);
+	}
+	struct cfg_params p;
+	env_clear();
+	ck_assert_int_eq(load(&p), 0);
+	ck_assert_int_eq(p.ring_backend, 1);   /* xdp by default */
+}
+END_TEST
+
 /* ---- bad values: default kept, one warning, counted ---- */
 
 static const struct bad_case {
@@ -216,6 +237,8 @@ static const struct bad_case {
 	{ "VMA_TRACELEVEL", "loud", "is not a log level" },
 	{ "VMA_TRACELEVEL", "9", "is not a log level" },
 	{ "VMA_SPEC", "fast", "is not a known profile" },
+	{ "VMA_RING_BACKEND", "rdma", "is not one of the documented values" },
+	{ "VMA_RING_BACKEND", "3", "is out of range" },
 };
 
 START_TEST(test_bad_value_keeps_default)
@@ -432,7 +455,7 @@ END_TEST
 START_TEST(test_table_is_consistent)
 {
 	int n = cfg_params_count();
-	ck_assert_int_eq(n, 98);
+	ck_assert_int_eq(n, 99);
 	ck_assert_ptr_null(cfg_param_at(n));
 	ck_assert_ptr_null(cfg_param_at(-1));
 	for (int i = 0; i < n; i++) {
@@ -568,18 +591,21 @@ END_TEST
 START_TEST(test_banner_flags_parameters_without_effect)
 {
 	struct cfg_params p;
-	env_set("VMA_BF", "0");                   /* verbs only */
+	env_set("VMA_BF", "0");                   /* verbs backend only */
+	env_set("VMA_IPOIB", "0");                /* a verbs feature nothing implements */
 	env_set("VMA_IPERF", "0");                /* no effect here */
 	env_set("VMA_CQ_MODERATION_COUNT", "48"); /* verbs only, but the default: not shown */
 	ck_assert_int_eq(load(&p), 0);
-	ck_assert_int_eq(cfg_param_find("VMA_BF")->effect, CFG_EFFECT_VERBS_ONLY);
+	ck_assert_int_eq(cfg_param_find("VMA_BF")->effect, CFG_EFFECT_VERBS_USED);
+	ck_assert_int_eq(cfg_param_find("VMA_IPOIB")->effect, CFG_EFFECT_VERBS_ONLY);
 	ck_assert_int_eq(cfg_param_find("VMA_IPERF")->effect, CFG_EFFECT_NONE);
 
 	capture_begin();
 	cfg_params_print_banner(&p);
 	capture_end();
 	expect_line("BF (Blue Flame)", "Disabled", "VMA_BF");
-	ck_assert_ptr_nonnull(strstr(captured, "[VMA_BF] (no effect on xdp)\n"));
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_BF] (verbs backend only)\n"));
+	ck_assert_ptr_nonnull(strstr(captured, "[VMA_IPOIB] (no effect here)\n"));
 	ck_assert_ptr_nonnull(strstr(captured, "[VMA_IPERF] (no effect here)\n"));
 	ck_assert_ptr_null(strstr(captured, "[VMA_CQ_MODERATION_COUNT]"));
 	/* Always-shown rows at their defaults carry no mark. */
@@ -615,10 +641,14 @@ START_TEST(test_markdown_mentions_every_row)
 	ck_assert_ptr_nonnull(strstr(doc, "`VMA_SPEC=15`"));
 	/* Each section says how the parameter acts here, and the table too. */
 	ck_assert_ptr_nonnull(strstr(doc, "### VMA_BF\n"));
-	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_BF\n"), "- Here: no effect on xdp (verbs backend only)\n"));
+	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_BF\n"),
+				     "- Here: in effect on the verbs backend (VMA_RING_BACKEND=verbs); no effect on xdp\n"));
+	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_IPOIB\n"),
+				     "- Here: no effect (a verbs NIC feature neither backend implements)\n"));
 	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_IPERF\n"), "- Here: no effect: the multi-threaded iperf"));
 	ck_assert_ptr_nonnull(strstr(strstr(doc, "### VMA_RX_POLL\n"), "- Here: in effect\n"));
-	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_BF`](#vma_bf) | boolean | Enabled | 0 or 1 | no effect on xdp |"));
+	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_BF`](#vma_bf) | boolean | Enabled | 0 or 1 | verbs only |"));
+	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_IPOIB`](#vma_ipoib) | boolean | Enabled | 0 or 1 | no effect |"));
 	ck_assert_ptr_nonnull(strstr(doc, "| [`VMA_RX_POLL`](#vma_rx_poll) | integer | 100000 | -1 to 100000000 | yes |"));
 	ck_assert_ptr_nonnull(strstr(doc, "| `VMA_RX_POLL` | -1 | 100000 |"));
 	free(doc);
@@ -634,6 +664,7 @@ int main(void)
 	tcase_add_test(tc, test_null_getenv_gives_defaults);
 	tcase_add_test(tc, test_valid_values_parse);
 	tcase_add_test(tc, test_tracelevel_names_and_numbers);
+	tcase_add_test(tc, test_choice_by_label);
 	tcase_add_loop_test(tc, test_bad_value_keeps_default, 0,
 			    (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_test(tc, test_bad_value_message_exact);

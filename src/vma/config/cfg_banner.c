@@ -199,12 +199,13 @@ void cfg_params_write_markdown(FILE *out)
 	      "configure time (`/usr/local/etc` by default, `/etc` with `--sysconfdir=/etc`).\n\n"
 	      "The parameters are those of the original VMA, and not all of them mean something "
 	      "here. \"Here\" (the last column of the table, a line in each section) says how "
-	      "each acts in this implementation, whose rings are AF_XDP sockets: *in effect*; "
-	      "*no effect on xdp* for a parameter that only means something on a verbs (RDMA) "
-	      "NIC, such as completion-queue moderation, BlueFlame, inline sends, IPoIB or "
-	      "on-device memory (the verbs backend is a build target only); or *no effect*, "
-	      "with the reason. Such parameters are still accepted and validated, so existing "
-	      "configurations keep working, and the banner adds \"(no effect on xdp)\" or "
+	      "each acts in this implementation, whose rings are AF_XDP sockets or, with "
+	      "`VMA_RING_BACKEND=verbs`, rdma-core RAW_PACKET queue pairs (docs/verbs.md): *in "
+	      "effect*; *verbs only* for a parameter only the verbs backend reads, such as "
+	      "completion-queue moderation, BlueFlame or inline sends; or *no effect*, with the "
+	      "reason (among them verbs NIC features neither backend implements, such as IPoIB or "
+	      "on-device memory). Such parameters are still accepted and validated, so existing "
+	      "configurations keep working, and the banner adds \"(verbs backend only)\" or "
 	      "\"(no effect here)\" next to one that was changed from its default.\n\n", out);
 	fprintf(out, "%d parameters.\n\n", cfg_params_count());
 	fputs("| Variable | Type | Default | Accepted | Here |\n| --- | --- | --- | --- | --- |\n", out);
@@ -216,7 +217,7 @@ void cfg_params_write_markdown(FILE *out)
 			def[0] ? def : "(empty)");
 		cfg_write_range(out, row);
 		fprintf(out, " | %s |\n", row->effect == CFG_EFFECT_USED || row->effect == CFG_EFFECT_LOADER ? "yes"
-					 : row->effect == CFG_EFFECT_VERBS_ONLY ? "no effect on xdp" : "no effect");
+					 : row->effect == CFG_EFFECT_VERBS_USED ? "verbs only" : "no effect");
 	}
 	fputs("\n## Parameters\n\n", out);
 	for (int i = 0; i < cfg_params_count(); i++) {

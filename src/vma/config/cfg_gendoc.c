@@ -1,7 +1,8 @@
 /* Prints the Markdown parameter reference generated from the parameter
  * table; the build redirects it into docs/parameters.md.
  * With --effects it lists one row per line instead, "NAME field effect"
- * (effect: used, loader, verbs-only or none), for
+ * (effect: used, loader, verbs (read by the verbs backend), verbs-only or
+ * none), for
  * tests/unit/check_params_effect.sh, which compares the marks with the code. */
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@ static const char *cfg_gendoc_effect_word(cfg_effect_t effect)
 	case CFG_EFFECT_LOADER: return "loader";
 	case CFG_EFFECT_VERBS_ONLY: return "verbs-only";
 	case CFG_EFFECT_NONE: return "none";
+	case CFG_EFFECT_VERBS_USED: return "verbs";
 	}
 	return "?";
 }

@@ -20,6 +20,7 @@ struct cfg_params g_cfg;
  * initializers, so ".description = <tail>" takes both, and a row without a
  * mark leaves .effect at CFG_EFFECT_USED (0). */
 #define CFG_VERBS_ONLY .effect = CFG_EFFECT_VERBS_ONLY
+#define CFG_VERBS_USED .effect = CFG_EFFECT_VERBS_USED
 #define CFG_NO_EFFECT(why) .effect = CFG_EFFECT_NONE, .effect_why = why
 #define CFG_VIA_LOADER .effect = CFG_EFFECT_LOADER
 
@@ -41,6 +42,7 @@ static const struct cfg_param_row cfg_rows[] = {
 };
 
 #undef CFG_VERBS_ONLY
+#undef CFG_VERBS_USED
 #undef CFG_NO_EFFECT
 #undef CFG_VIA_LOADER
 
@@ -103,8 +105,9 @@ const char *cfg_param_effect_text(const struct cfg_param_row *row)
 	switch (row->effect) {
 	case CFG_EFFECT_USED: return "in effect";
 	case CFG_EFFECT_LOADER: return "in effect (sets other parameters as the library loads)";
-	case CFG_EFFECT_VERBS_ONLY: return "no effect on xdp (verbs backend only)";
+	case CFG_EFFECT_VERBS_ONLY: return "no effect (a verbs NIC feature neither backend implements)";
 	case CFG_EFFECT_NONE: return "no effect";
+	case CFG_EFFECT_VERBS_USED: return "in effect on the verbs backend (VMA_RING_BACKEND=verbs); no effect on xdp";
 	}
 	return "?";
 }
@@ -112,8 +115,9 @@ const char *cfg_param_effect_text(const struct cfg_param_row *row)
 const char *cfg_param_effect_suffix(const struct cfg_param_row *row)
 {
 	switch (row->effect) {
-	case CFG_EFFECT_VERBS_ONLY: return " (no effect on xdp)";
+	case CFG_EFFECT_VERBS_ONLY: return " (no effect here)";
 	case CFG_EFFECT_NONE: return " (no effect here)";
+	case CFG_EFFECT_VERBS_USED: return " (verbs backend only)";
 	default: return "";
 	}
 }
@@ -273,6 +277,17 @@ int cfg_param_parse(struct cfg_params *p, const struct cfg_param_row *row, const
 	default: {
 		long long value;
 		if (cfg_parse_decimal(text, &value)) {
+			/* A choice may also be given by its label ("verbs"). */
+			if ((row->kind == CFG_KIND_ENUM || row->kind == CFG_KIND_NAMED) && row->labels) {
+				for (const struct cfg_label *l = row->labels; l->text; l++) {
+					if (!strcasecmp(l->text, text)) {
+						*cfg_int_field(p, row) = l->value;
+						return 0;
+					}
+				}
+				*why = "is not one of the documented values";
+				return -1;
+			}
 			*why = "is not a valid integer";
 			return -1;
 		}

@@ -50,7 +50,8 @@ typedef enum cfg_kind {
 	CFG_KIND_SPEC,    /* VMA_SPEC: a profile name or its numeric alias */
 } cfg_kind_t;
 
-/* How a parameter acts in this implementation (the xdp backend). Marked per
+/* How a parameter acts in this implementation (the xdp backend, and the
+ * verbs backend for the rows marked CFG_VERBS_USED). Marked per
  * row in cfg_params.def, shown in docs/parameters.md and, for a value the
  * user changed, in the banner; tests/unit/check_params_effect.sh checks that
  * every row marked "in effect" is read by code outside config/ and that no
@@ -58,8 +59,9 @@ typedef enum cfg_kind {
 typedef enum cfg_effect {
 	CFG_EFFECT_USED = 0,    /* read by the code that does what it says */
 	CFG_EFFECT_LOADER,      /* acts while the table loads, by setting other rows (VMA_SPEC) */
-	CFG_EFFECT_VERBS_ONLY,  /* means something on a verbs (RDMA) NIC only: no effect on xdp */
+	CFG_EFFECT_VERBS_ONLY,  /* a verbs (RDMA) NIC feature neither backend implements: no effect */
 	CFG_EFFECT_NONE,        /* no effect here; effect_why says why */
+	CFG_EFFECT_VERBS_USED,  /* read by the verbs backend (docs/verbs.md): no effect on xdp */
 } cfg_effect_t;
 
 /* One documented value of a numeric parameter; lists end with text == NULL. */

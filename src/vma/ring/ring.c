@@ -75,10 +75,20 @@ void ring_sizes_compute(const struct ring_config *cfg, uint32_t frame_size, stru
 	out->huge_pages = cfg->huge_pages;
 }
 
+/* VMA_RING_BACKEND's values (auto, xdp, verbs) as backends. */
+static enum ring_backend ring_backend_of_param(int value)
+{
+	switch (value) {
+	case 0: return RING_BACKEND_AUTO;
+	case 2: return RING_BACKEND_VERBS;
+	default: return RING_BACKEND_XDP;
+	}
+}
+
 void ring_config_from_params(struct ring_config *cfg)
 {
 	*cfg = (struct ring_config){
-		.backend = RING_BACKEND_AUTO,
+		.backend = ring_backend_of_param(g_cfg.ring_backend),
 		.rx_bufs = (unsigned)g_cfg.rx_bufs,
 		.tx_bufs = (unsigned)g_cfg.tx_bufs,
 		.rx_wre = (unsigned)g_cfg.rx_wre,
@@ -88,6 +98,21 @@ void ring_config_from_params(struct ring_config *cfg)
 		/* 0 (anonymous) and 1 (contiguous) both mean ordinary pages
 		 * here: a memfd has no contiguous-pages flavour. */
 		.huge_pages = g_cfg.mem_alloc_type == 2,
+		.verbs = {
+			.tx_max_inline = (unsigned)g_cfg.tx_max_inline,
+			.cq_moderation = g_cfg.cq_moderation_enable != 0,
+			.cq_mod_count = (unsigned)g_cfg.cq_moderation_count,
+			.cq_mod_period_us = (unsigned)g_cfg.cq_moderation_period_usec,
+			.aim_interval_ms = (unsigned)g_cfg.cq_aim_interval_msec,
+			.aim_max_count = (unsigned)g_cfg.cq_aim_max_count,
+			.aim_max_period_us = (unsigned)g_cfg.cq_aim_max_period_usec,
+			.aim_rate = (unsigned)g_cfg.cq_aim_interrupts_rate_per_sec,
+			.keep_qp_full = g_cfg.cq_keep_qp_full != 0,
+			.prefetch_before_poll = (unsigned)g_cfg.rx_prefetch_bytes_before_poll,
+			.fork_init = g_cfg.fork != 0,
+			.blueflame_off = g_cfg.bf == 0,
+			.fallback = RING_BACKEND_XDP,
+		},
 	};
 }
 
@@ -121,28 +146,120 @@ void ring_read_link(struct ring *ring)
 	close(fd);
 }
 
+enum ring_backend ring_backend_for(const char *ifname, const struct ring_config *cfg)
+{
+	/* No configuration: the AF_XDP backend, as always. */
+	enum ring_backend backend = cfg ? cfg->backend : RING_BACKEND_XDP;
+
+	if (backend == RING_BACKEND_AUTO)
+		return ring_verbs_available(ifname, cfg) ? RING_BACKEND_VERBS : RING_BACKEND_XDP;
+	return backend;
+}
+
+static const char *ring_backend_name(enum ring_backend backend)
+{
+	switch (backend) {
+	case RING_BACKEND_LOOP: return "loop";
+	case RING_BACKEND_VERBS: return "verbs";
+	default: return "xdp";
+	}
+}
+
+static struct ring *ring_open_xdp(const char *ifname, unsigned queue, const struct ring_config *cfg)
+{
+#if VMA_HAVE_XDP
+	return ring_xdp_open(ifname, queue, cfg);
+#else
+	(void)queue;
+	(void)cfg;
+	vlog_warn("ring: %s: built without AF_XDP support (libxdp), traffic stays on the kernel path", ifname);
+	errno = EOPNOTSUPP;
+	return NULL;
+#endif
+}
+
+struct ring *ring_try_verbs(const char *ifname, unsigned queue, const struct ring_config *cfg,
+			    enum ring_backend *fallback, char *why, size_t why_len)
+{
+	why[0] = '\0';
+	*fallback = cfg && cfg->verbs.fallback == RING_BACKEND_LOOP ? RING_BACKEND_LOOP : RING_BACKEND_XDP;
+	struct ring *ring = ring_verbs_open_why(ifname, queue, cfg, why, why_len);
+	if (!ring && !why[0])
+		snprintf(why, why_len, "%s", strerror(errno));
+	return ring;
+}
+
+void ring_verbs_fallback_note(const char *ifname, const char *why, enum ring_backend fallback, bool fallback_opened)
+{
+	/* One warning per interface: when the fallback failed too, its own
+	 * warning is the one; the verbs reason is only noted. */
+	if (fallback_opened)
+		vlog_warn("ring: %s: verbs backend unavailable (%s); using the %s backend", ifname, why,
+			  ring_backend_name(fallback));
+	else
+		vlog_info("ring: %s: the verbs backend was unavailable too (%s)", ifname, why);
+}
+
 struct ring *ring_open(const char *ifname, unsigned queue, const struct ring_config *cfg)
 {
-	enum ring_backend backend = cfg ? cfg->backend : RING_BACKEND_AUTO;
+	enum ring_backend backend = ring_backend_for(ifname, cfg);
 
 	switch (backend) {
 	case RING_BACKEND_LOOP:
 		return ring_loop_open(ifname, queue, cfg);
+	case RING_BACKEND_VERBS: {
+		enum ring_backend fallback;
+		char why[192];
+		struct ring *ring = ring_try_verbs(ifname, queue, cfg, &fallback, why, sizeof(why));
+		if (ring)
+			return ring;
+		ring = fallback == RING_BACKEND_LOOP ? ring_loop_open(ifname, queue, cfg)
+						     : ring_open_xdp(ifname, queue, cfg);
+		int err = errno;
+		ring_verbs_fallback_note(ifname, why, fallback, ring != NULL);
+		errno = err;
+		return ring;
+	}
 	case RING_BACKEND_AUTO:
 	case RING_BACKEND_XDP:
-#if VMA_HAVE_XDP
-		return ring_xdp_open(ifname, queue, cfg);
-#else
-		vlog_warn("ring: %s: built without AF_XDP support (libxdp), traffic stays on the kernel path", ifname);
-		errno = EOPNOTSUPP;
-		return NULL;
-#endif
+		return ring_open_xdp(ifname, queue, cfg);
 	}
 	vlog_warn("ring: %s: unknown backend %d, traffic stays on the kernel path",
 		  ifname, (int)backend);
 	errno = EINVAL;
 	return NULL;
 }
+
+#if !VMA_HAVE_IBVERBS
+/* Built without rdma-core: the verbs backend is never there. */
+bool ring_verbs_available(const char *ifname, const struct ring_config *cfg)
+{
+	(void)ifname;
+	(void)cfg;
+	return false;
+}
+
+struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struct ring_config *cfg, char *why,
+				 size_t why_len)
+{
+	(void)ifname;
+	(void)queue;
+	(void)cfg;
+	snprintf(why, why_len, "libvma was built without rdma-core (libibverbs)");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+struct ring *ring_verbs_open(const char *ifname, unsigned queue, const struct ring_config *cfg)
+{
+	vlog_warn("ring: %s: libvma was built without rdma-core (libibverbs); traffic stays on the kernel path",
+		  ifname);
+	(void)queue;
+	(void)cfg;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+#endif
 
 void ring_close(struct ring *ring)
 {

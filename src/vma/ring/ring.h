@@ -1,8 +1,8 @@
 /* A packet ring: one hardware (or veth) queue that libvma drives without the
- * kernel stack. Backend-neutral: ring_xdp.c (AF_XDP + eBPF steering) is the
- * first backend; a verbs backend (RAW_PACKET QP + ibv_create_flow) fills the
- * same ops table later. The stack above only sees frames, flows, a wait fd
- * and counters.
+ * kernel stack. Backend-neutral: ring_xdp.c (AF_XDP + eBPF steering),
+ * ring_verbs.c (an rdma-core RAW_PACKET QP + ibv_create_flow, docs/verbs.md)
+ * and ring_loop.c (in memory, for tests) fill the same ops table. The stack
+ * above only sees frames, flows, a wait fd and counters.
  *
  * Threading: a ring is used by one thread at a time (callers lock according
  * to VMA_THREAD_MODE). ring_open/ring_close may be called from any thread. */
@@ -120,9 +120,10 @@ struct ring {
 };
 
 enum ring_backend {
-	RING_BACKEND_AUTO = 0,
+	RING_BACKEND_AUTO = 0,  /* verbs where an RDMA device serves the interface, else xdp */
 	RING_BACKEND_XDP,
 	RING_BACKEND_LOOP,    /* in memory: what is sent is received (tests) */
+	RING_BACKEND_VERBS,   /* rdma-core RAW_PACKET QP; xdp where it cannot be had */
 };
 
 /* Sizing, with the meaning of the VMA_* parameters of the same names; 0 =
@@ -140,6 +141,25 @@ struct ring_config {
 	size_t max_ring_mem;      /* bytes of frames per ring; 0 = RING_DEFAULT_MAX_MEM */
 	int force_skb_mode;       /* xdp: do not try native (driver) mode */
 	bool huge_pages;          /* VMA_MEM_ALLOC_TYPE=2: frames on huge pages if possible */
+	/* Verbs backend only (docs/verbs.md). Here 0 means off, not the
+	 * parameter's default: ring_config_from_params fills the defaults. */
+	struct ring_verbs_config {
+		unsigned tx_max_inline;       /* VMA_TX_MAX_INLINE */
+		bool cq_moderation;           /* VMA_CQ_MODERATION_ENABLE */
+		unsigned cq_mod_count;        /* VMA_CQ_MODERATION_COUNT */
+		unsigned cq_mod_period_us;    /* VMA_CQ_MODERATION_PERIOD_USEC */
+		unsigned aim_interval_ms;     /* VMA_CQ_AIM_INTERVAL_MSEC; 0 = no adaptation */
+		unsigned aim_max_count;       /* VMA_CQ_AIM_MAX_COUNT */
+		unsigned aim_max_period_us;   /* VMA_CQ_AIM_MAX_PERIOD_USEC */
+		unsigned aim_rate;            /* VMA_CQ_AIM_INTERRUPTS_RATE_PER_SEC */
+		bool keep_qp_full;            /* VMA_CQ_KEEP_QP_FULL */
+		unsigned prefetch_before_poll; /* VMA_RX_PREFETCH_BYTES_BEFORE_POLL */
+		bool fork_init;               /* VMA_FORK: ibv_fork_init() before the first device */
+		bool blueflame_off;           /* VMA_BF=0: MLX5_SHUT_UP_BF=1 before the first device */
+		/* Where an interface goes when the verbs backend cannot serve it
+		 * (RING_BACKEND_VERBS and AUTO): 0 = xdp; LOOP in unit tests. */
+		enum ring_backend fallback;
+	} verbs;
 };
 
 #define RING_DEFAULT_MAX_MEM ((size_t)32 << 20)
@@ -285,5 +305,25 @@ struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const stru
 /* The member slot of an xdp ring, -1 for other rings. */
 int ring_xdp_slot(const struct ring *ring);
 struct ring *ring_loop_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
+/* The verbs backend (ring_verbs.c). ring_verbs_open warns once and
+ * returns NULL with errno set when the interface has no usable RDMA device
+ * or a resource is refused; ring_verbs_open_why does not warn and writes
+ * the reason into why instead (ring_open words the fallback). */
+struct ring *ring_verbs_open(const char *ifname, unsigned queue, const struct ring_config *cfg);
+struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struct ring_config *cfg, char *why,
+				 size_t why_len);
+/* Whether an RDMA device with an active Ethernet port serves ifname (no
+ * warning; false when built without rdma-core). */
+bool ring_verbs_available(const char *ifname, const struct ring_config *cfg);
+/* The verbs ring of ifname, or NULL with the reason in why and the backend
+ * to use instead in *fallback (XDP, or LOOP in tests); no warning. After
+ * trying the fallback, ring_verbs_fallback_note words the one warning. */
+struct ring *ring_try_verbs(const char *ifname, unsigned queue, const struct ring_config *cfg,
+			    enum ring_backend *fallback, char *why, size_t why_len);
+void ring_verbs_fallback_note(const char *ifname, const char *why, enum ring_backend fallback, bool fallback_opened);
+/* The backend cfg asks for on ifname: RING_BACKEND_VERBS where the verbs
+ * backend is to be tried (VERBS, or AUTO with a device), else what is
+ * left (XDP, LOOP). */
+enum ring_backend ring_backend_for(const char *ifname, const struct ring_config *cfg);
 
 #endif

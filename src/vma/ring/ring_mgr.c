@@ -142,9 +142,12 @@ static struct ring_mgr_ring *ring_mgr_find(const struct ring *ring)
 	return NULL;
 }
 
+/* AF_XDP, and verbs (a QP is tied to no queue: several per process on one
+ * interface, each spanning its queues) take several rings per queue and
+ * span multi-queue interfaces; the loop backend keeps one per queue. */
 static bool ring_mgr_xdp(void)
 {
-	return ring_mgr_cfg.ring.backend == RING_BACKEND_XDP || ring_mgr_cfg.ring.backend == RING_BACKEND_AUTO;
+	return ring_mgr_cfg.ring.backend != RING_BACKEND_LOOP;
 }
 
 static bool ring_mgr_spanning(void)

@@ -248,6 +248,8 @@ static struct ring *ring_multi_open_member(const char *ifname, unsigned queue, c
 	switch (cfg->backend) {
 	case RING_BACKEND_LOOP:
 		return ring_loop_open(ifname, queue, cfg);
+	case RING_BACKEND_VERBS:
+		break;
 	case RING_BACKEND_AUTO:
 	case RING_BACKEND_XDP:
 #if VMA_HAVE_XDP
@@ -278,6 +280,16 @@ struct ring *ring_open_queues(const char *ifname, unsigned queues, const struct 
 
 	if (queues <= 1)
 		return ring_open(ifname, 0, cfg);
+	char verbs_why[192] = "";
+	enum ring_backend verbs_fallback = RING_BACKEND_XDP;
+	if (ring_backend_for(ifname, cfg) == RING_BACKEND_VERBS) {
+		/* One QP receives whatever queue a flow is hashed to: its rules
+		 * steer past RSS. Without it, the fallback's group. */
+		struct ring *ring = ring_try_verbs(ifname, 0, cfg, &verbs_fallback, verbs_why, sizeof(verbs_why));
+		if (ring)
+			return ring;
+		member_cfg.backend = verbs_fallback;
+	}
 	/* The frames of every queue count against one ring's memory cap,
 	 * down to a floor per queue. */
 	size_t cap = member_cfg.max_ring_mem ? member_cfg.max_ring_mem : RING_DEFAULT_MAX_MEM;
@@ -287,6 +299,8 @@ struct ring *ring_open_queues(const char *ifname, unsigned queues, const struct 
 	if (!members)
 		return NULL;
 	members[0] = ring_multi_open_member(ifname, 0, &member_cfg, -1, queues);
+	if (verbs_why[0])
+		ring_verbs_fallback_note(ifname, verbs_why, verbs_fallback, members[0] != NULL);
 	if (!members[0]) {
 		free(members);
 		return NULL;

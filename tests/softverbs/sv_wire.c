@@ -1,0 +1,363 @@
+/* softverbs: the wire under a QP. On a netdev, an AF_PACKET socket that
+ * taps every IPv4 frame arriving (with virtio-net headers, so partial
+ * checksums and GSO/GRO super-frames can be turned into what a wire
+ * carries) and one that transmits with the qdisc bypassed, as a NIC queue
+ * does. On a test device, queues in memory. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/virtio_net.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "sv_internal.h"
+
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5
+#endif
+
+#define SV_RCVBUF (8 << 20)
+
+static long sv_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	return syscall(SYS_setsockopt, fd, level, name, val, len);
+}
+
+/* IPv4 TCP and UDP only: everything else is of no interest to a rule. */
+static int sv_attach_ipv4_filter(int fd)
+{
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 4),
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 23),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 6, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0x40000),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
+
+	return (int)sv_setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
+}
+
+static int sv_packet_open(struct sv_qp *qp)
+{
+	int one = 1, rcvbuf = SV_RCVBUF;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = qp->dev->ifindex };
+
+	/* Protocol 0 until bound: nothing queues from other interfaces. */
+	long rx = syscall(SYS_socket, AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (rx < 0)
+		return -1;   /* EPERM without CAP_NET_RAW, as a raw QP */
+	qp->wire.rx_fd = (int)rx;
+	if (sv_setsockopt((int)rx, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) ||
+	    sv_setsockopt((int)rx, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) ||
+	    sv_attach_ipv4_filter((int)rx))
+		return -1;
+	if (sv_setsockopt((int)rx, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
+		sv_setsockopt((int)rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	sll.sll_protocol = htons(ETH_P_ALL);
+	if (syscall(SYS_bind, rx, &sll, sizeof(sll)))
+		return -1;
+
+	long tx = syscall(SYS_socket, AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (tx < 0)
+		return -1;
+	qp->wire.tx_fd = (int)tx;
+	sll.sll_protocol = 0;   /* transmit only */
+	if (sv_setsockopt((int)tx, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) ||
+	    syscall(SYS_bind, tx, &sll, sizeof(sll)))
+		return -1;
+	return 0;
+}
+
+int sv_wire_open(struct sv_qp *qp)
+{
+	if (qp->dev->mem) {
+		long fd = syscall(SYS_eventfd2, 0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		qp->wire.rx_fd = (int)fd;
+		return 0;
+	}
+	if (sv_packet_open(qp) == 0)
+		return 0;
+	int err = errno;
+	sv_wire_close(qp);
+	errno = err;
+	return -1;
+}
+
+void sv_wire_close(struct sv_qp *qp)
+{
+	sv_sys_close(qp->wire.rx_fd);
+	sv_sys_close(qp->wire.tx_fd);
+	qp->wire.rx_fd = qp->wire.tx_fd = -1;
+	while (qp->wire.memq_count) {
+		free(qp->wire.memq[qp->wire.memq_head].data);
+		qp->wire.memq_head = (qp->wire.memq_head + 1) % SV_MEMQ_CAP;
+		qp->wire.memq_count--;
+	}
+	free(qp->wire.scratch);
+	qp->wire.scratch = NULL;
+}
+
+/* ---- test devices: the wire in memory ---- */
+
+void sv_memwire_inject(struct sv_device *dev, const void *frame, uint32_t len)
+{
+	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next) {
+		if (qp->dev != dev || qp->qp.state == IBV_QPS_RESET || qp->qp.state == IBV_QPS_INIT)
+			continue;
+		if (qp->wire.memq_count == SV_MEMQ_CAP)
+			continue;   /* the wire's own drop */
+		struct sv_frame *f = &qp->wire.memq[(qp->wire.memq_head + qp->wire.memq_count) % SV_MEMQ_CAP];
+		f->data = malloc(len ? len : 1);
+		if (!f->data)
+			continue;
+		memcpy(f->data, frame, len);
+		f->len = len;
+		qp->wire.memq_count++;
+		sv_sys_eventfd_signal(qp->wire.rx_fd);
+	}
+}
+
+static void sv_memwire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
+{
+	struct sv_device *d = qp->dev;
+
+	for (unsigned i = 0; i < count; i++) {
+		if (d->txq_count == SV_MEMQ_CAP) {
+			d->tx_dropped++;
+		} else {
+			struct sv_frame *f = &d->txq[(d->txq_head + d->txq_count) % SV_MEMQ_CAP];
+			f->data = malloc(frames[i].iov_len ? frames[i].iov_len : 1);
+			if (f->data) {
+				memcpy(f->data, frames[i].iov_base, frames[i].iov_len);
+				f->len = (uint32_t)frames[i].iov_len;
+				d->txq_count++;
+			}
+		}
+		if (d->loopback)
+			sv_memwire_inject(d, frames[i].iov_base, (uint32_t)frames[i].iov_len);
+	}
+}
+
+void sv_wire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
+{
+	struct mmsghdr msgs[64];
+
+	if (qp->dev->mem) {
+		sv_memwire_send(qp, frames, count);
+		return;
+	}
+	if (count > 64)
+		count = 64;
+	memset(msgs, 0, sizeof(msgs[0]) * count);
+	for (unsigned i = 0; i < count; i++) {
+		msgs[i].msg_hdr.msg_iov = (struct iovec *)&frames[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	unsigned sent = 0, tries = 0;
+	while (sent < count && tries++ < 8) {
+		long n = syscall(SYS_sendmmsg, qp->wire.tx_fd, msgs + sent, count - sent, MSG_DONTWAIT);
+		if (n > 0)
+			sent += (unsigned)n;
+		else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+			sent++;   /* this frame the wire refused: lost, as on a wire */
+	}
+}
+
+/* ---- checksums and segmentation ---- */
+
+static uint64_t sv_csum_add(uint64_t sum, const uint8_t *p, uint32_t len)
+{
+	uint32_t i = 0;
+	for (; i + 1 < len; i += 2)
+		sum += (uint32_t)p[i] << 8 | p[i + 1];
+	if (i < len)
+		sum += (uint32_t)p[i] << 8;
+	return sum;
+}
+
+static uint16_t sv_csum_fold(uint64_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+static void sv_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static uint16_t sv_get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static void sv_ip_csum(uint8_t *ip, uint32_t ihl)
+{
+	sv_put16(ip + 10, 0);
+	sv_put16(ip + 10, sv_csum_fold(sv_csum_add(0, ip, ihl)));
+}
+
+/* The L4 checksum of an IPv4 TCP/UDP segment, computed in full. */
+static void sv_l4_csum(uint8_t *ip, uint32_t ihl, uint32_t l4_len, uint8_t proto)
+{
+	uint8_t *l4 = ip + ihl;
+	uint8_t *field = l4 + (proto == IPPROTO_TCP ? 16 : 6);
+	uint64_t sum = sv_csum_add(0, ip + 12, 8) + proto + l4_len;
+
+	sv_put16(field, 0);
+	uint16_t c = sv_csum_fold(sv_csum_add(sum, l4, l4_len));
+	if (proto == IPPROTO_UDP && c == 0)
+		c = 0xffff;
+	sv_put16(field, c);
+}
+
+/* Splits a TCP or UDP super-frame into gso_size pieces, each a frame a
+ * wire could carry, with headers and checksums of its own. */
+static void sv_segment(struct sv_qp *qp, const struct virtio_net_hdr *vh, const uint8_t *data, uint32_t len,
+		       void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+{
+	uint8_t gso = vh->gso_type & (uint8_t)~VIRTIO_NET_HDR_GSO_ECN;
+	uint16_t mss = vh->gso_size;
+
+	if (len < 14 + 20 || sv_get16(data + 12) != ETH_P_IP || !mss)
+		return;
+	const uint8_t *ip = data + 14;
+	uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
+	uint8_t proto = ip[9];
+	if (ihl < 20 || len < 14 + ihl + 8)
+		return;
+	uint32_t l4h = proto == IPPROTO_TCP ? (uint32_t)(ip[ihl + 12] >> 4) * 4 : 8;
+	if ((gso == VIRTIO_NET_HDR_GSO_TCPV4 && proto != IPPROTO_TCP) ||
+	    (gso == VIRTIO_NET_HDR_GSO_UDP_L4 && proto != IPPROTO_UDP) || len < 14 + ihl + l4h)
+		return;
+	uint32_t hdrs = 14 + ihl + l4h, payload = len - hdrs;
+	uint16_t id0 = sv_get16(ip + 4);
+	uint32_t seq0 = 0;
+	if (proto == IPPROTO_TCP)
+		seq0 = (uint32_t)ip[ihl + 4] << 24 | (uint32_t)ip[ihl + 5] << 16 | (uint32_t)ip[ihl + 6] << 8 | ip[ihl + 7];
+	if (!qp->wire.scratch)
+		return;
+	uint8_t *seg = qp->wire.scratch + (size_t)SV_RX_BATCH * SV_SCRATCH_SIZE;
+	sv_stats.rx_segmented++;
+	for (uint32_t off = 0, i = 0; off < payload; off += mss, i++) {
+		uint32_t chunk = payload - off < mss ? payload - off : mss;
+		bool last = off + chunk >= payload;
+		memcpy(seg, data, hdrs);
+		memcpy(seg + hdrs, data + hdrs + off, chunk);
+		uint8_t *sip = seg + 14, *l4 = sip + ihl;
+		sv_put16(sip + 2, (uint16_t)(ihl + l4h + chunk));
+		sv_put16(sip + 4, (uint16_t)(id0 + i));
+		sv_ip_csum(sip, ihl);
+		if (proto == IPPROTO_TCP) {
+			uint32_t seq = seq0 + off;
+			l4[4] = (uint8_t)(seq >> 24);
+			l4[5] = (uint8_t)(seq >> 16);
+			l4[6] = (uint8_t)(seq >> 8);
+			l4[7] = (uint8_t)seq;
+			if (!last)
+				l4[13] &= (uint8_t)~0x09;   /* FIN, PSH: the last segment's */
+			if (i)
+				l4[13] &= (uint8_t)~0x80;   /* CWR: the first segment's */
+		} else {
+			sv_put16(l4 + 4, (uint16_t)(8 + chunk));
+		}
+		sv_l4_csum(sip, ihl, l4h + chunk, proto);
+		deliver(qp, seg, hdrs + chunk);
+	}
+}
+
+static void sv_wire_frame(struct sv_qp *qp, struct virtio_net_hdr *vh, uint8_t *data, uint32_t len,
+			  void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+{
+	uint8_t gso = vh->gso_type & (uint8_t)~VIRTIO_NET_HDR_GSO_ECN;
+
+	if (gso == VIRTIO_NET_HDR_GSO_TCPV4 || gso == VIRTIO_NET_HDR_GSO_UDP_L4) {
+		sv_segment(qp, vh, data, len, deliver);
+		return;
+	}
+	if (gso != VIRTIO_NET_HDR_GSO_NONE)
+		return;   /* IPv6 or UFO: no rule of ours matches them */
+	if ((vh->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) && (uint32_t)vh->csum_start + vh->csum_offset + 2 <= len) {
+		/* The sender left its checksum partial (offload): finish it, as
+		 * the sending NIC would have. The field holds the pseudo-header
+		 * sum. */
+		uint8_t *field = data + vh->csum_start + vh->csum_offset;
+		uint16_t c = sv_csum_fold(sv_csum_add(0, data + vh->csum_start, len - vh->csum_start));
+		if (c == 0 && len > 14 + 9 && data[14 + 9] == IPPROTO_UDP)
+			c = 0xffff;
+		sv_put16(field, c);
+	}
+	deliver(qp, data, len);
+}
+
+unsigned sv_wire_receive(struct sv_qp *qp, unsigned max, void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+{
+	unsigned taken = 0;
+
+	if (qp->dev->mem) {
+		while (taken < max && qp->wire.memq_count) {
+			struct sv_frame f = qp->wire.memq[qp->wire.memq_head];
+			qp->wire.memq_head = (qp->wire.memq_head + 1) % SV_MEMQ_CAP;
+			qp->wire.memq_count--;
+			deliver(qp, f.data, f.len);
+			free(f.data);
+			taken++;
+		}
+		if (!qp->wire.memq_count)
+			sv_sys_eventfd_drain(qp->wire.rx_fd);
+		return taken;
+	}
+	if (qp->wire.rx_fd < 0)
+		return 0;
+	if (!qp->wire.scratch) {
+		/* SV_RX_BATCH receive slots and one for segments. */
+		qp->wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
+		if (!qp->wire.scratch)
+			return 0;
+	}
+	while (taken < max) {
+		struct mmsghdr msgs[SV_RX_BATCH];
+		struct iovec iov[SV_RX_BATCH][2];
+		struct virtio_net_hdr vh[SV_RX_BATCH];
+		struct sockaddr_ll from[SV_RX_BATCH];
+		unsigned batch = max - taken < SV_RX_BATCH ? max - taken : SV_RX_BATCH;
+
+		memset(msgs, 0, sizeof(msgs[0]) * batch);
+		for (unsigned i = 0; i < batch; i++) {
+			iov[i][0] = (struct iovec){ .iov_base = &vh[i], .iov_len = sizeof(vh[i]) };
+			iov[i][1] = (struct iovec){ .iov_base = qp->wire.scratch + (size_t)i * SV_SCRATCH_SIZE,
+						    .iov_len = SV_SCRATCH_SIZE };
+			msgs[i].msg_hdr.msg_iov = iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 2;
+			msgs[i].msg_hdr.msg_name = &from[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+		}
+		long n = syscall(SYS_recvmmsg, qp->wire.rx_fd, msgs, batch, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (long i = 0; i < n; i++) {
+			uint32_t got = msgs[i].msg_len;
+			taken++;
+			if (got < sizeof(vh[i]) || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+			    from[i].sll_pkttype == PACKET_OTHERHOST || from[i].sll_pkttype == PACKET_OUTGOING)
+				continue;
+			sv_wire_frame(qp, &vh[i], iov[i][1].iov_base, got - (uint32_t)sizeof(vh[i]), deliver);
+		}
+		if ((unsigned)n < batch)
+			break;
+	}
+	return taken;
+}
