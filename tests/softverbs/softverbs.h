@@ -34,6 +34,8 @@ struct softverbs_stats {
 	uint64_t nft_elements;      /* kernel-path drop entries in place now */
 	uint64_t fork_inits;        /* ibv_fork_init calls */
 	uint64_t modify_cq_calls;   /* ibv_modify_cq calls */
+	uint64_t wire_tx_dropped;   /* frames the transmit socket refused */
+	uint64_t wire_rx_dropped;   /* frames the receive socket had no room for (kernel count) */
 };
 
 /* Adds an in-memory device named sv_IFNAME serving ifindex (the netdev
@@ -68,12 +70,26 @@ struct softverbs_rule_info {
 };
 /* Rules attached to the QP with qp_num; fills up to max, returns the count. */
 int softverbs_test_rules(uint32_t qp_num, struct softverbs_rule_info *out, int max);
-/* The moderation the CQ with handle was given (ibv_modify_cq). */
-int softverbs_test_cq_moderation(uint32_t cq_handle, uint16_t *count, uint16_t *period_us);
+/* The moderation the receive CQ of the QP qp_num was given (ibv_modify_cq);
+ * -1 for an unknown QP. */
+int softverbs_test_rx_moderation(uint32_t qp_num, uint16_t *count, uint16_t *period_us);
 /* QP depths and what is posted now; -1 for an unknown qp_num. */
 int softverbs_test_qp_state(uint32_t qp_num, uint32_t *sq_outstanding, uint32_t *rq_posted, uint32_t *max_inline);
+/* The number of the QP created last (0: none yet). */
+uint32_t softverbs_test_last_qp_num(void);
 /* Whether MLX5_SHUT_UP_BF was set when the device of qp_num was opened. */
 int softverbs_test_bf_disabled(uint32_t qp_num);
+
+/* The receive side of the wire on one frame as a veth hands it over with
+ * virtio-net header fields (flags, gso_type, gso_size, csum_start,
+ * csum_offset): out is called for every frame a wire would have carried
+ * (segments of a GSO frame, checksums completed). Returns their count. */
+struct softverbs_vnet {
+	uint8_t flags, gso_type;
+	uint16_t gso_size, csum_start, csum_offset;
+};
+int softverbs_test_wire_frame(const struct softverbs_vnet *vnet, const void *frame, uint32_t len,
+			      void (*out)(const uint8_t *data, uint32_t len, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

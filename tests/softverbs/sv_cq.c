@@ -196,14 +196,14 @@ int sv_modify_cq(struct ibv_cq *ibcq, struct ibv_modify_cq_attr *attr)
 	return ret;
 }
 
-SV_EXPORT int softverbs_test_cq_moderation(uint32_t cq_handle, uint16_t *count, uint16_t *period_us)
+SV_EXPORT int softverbs_test_rx_moderation(uint32_t qp_num, uint16_t *count, uint16_t *period_us)
 {
 	int ret = -1;
 	pthread_mutex_lock(&sv_lock);
-	for (struct sv_cq *cq = sv_cqs; cq; cq = cq->next) {
-		if (cq->cq.handle == cq_handle) {
-			*count = cq->mod_count;
-			*period_us = cq->mod_period_us;
+	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next) {
+		if (qp->qp.qp_num == qp_num) {
+			*count = sv_cq_of(qp->qp.recv_cq)->mod_count;
+			*period_us = sv_cq_of(qp->qp.recv_cq)->mod_period_us;
 			ret = 0;
 		}
 	}
@@ -250,7 +250,7 @@ void sv_cq_fire_if_due(struct sv_cq *cq)
 		/* Moderation holds the event: the timer brings the sleeper
 		 * back when the period is up. */
 		if (period_ns && cq->timer_fd >= 0)
-			sv_timer_set(cq->timer_fd, cq->first_ns + period_ns - now);
+			sv_timer_set(cq->timer_fd, cq->first_ns + period_ns - now + 1);
 		return;
 	}
 	cq->armed = false;

@@ -9,6 +9,7 @@
  * holding one of them gets the frame (identical rules on several QPs: a
  * copy each, as a multicast group needs). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -37,7 +38,22 @@ static int sv_parse_specs(struct ibv_flow_attr *attr, struct sv_rule *r)
 	bool full;
 
 	for (unsigned i = 0; i < attr->num_of_specs; i++) {
-		struct ibv_flow_spec *spec = (struct ibv_flow_spec *)p;
+		/* Specs follow each other packed: each is copied out aligned. */
+		struct ibv_flow_spec_tcp_udp hdr;
+		union ibv_flow_spec_any {
+			struct ibv_flow_spec_eth eth;
+			struct ibv_flow_spec_ipv4 ipv4;
+			struct ibv_flow_spec_tcp_udp tcp_udp;
+			struct {
+				uint32_t type;
+				uint16_t size;
+			} hdr;
+		} any, *spec = &any;
+		memcpy(&hdr, p, offsetof(struct ibv_flow_spec_tcp_udp, val));
+		if (hdr.size < offsetof(struct ibv_flow_spec_tcp_udp, val) || hdr.size > sizeof(any))
+			return EINVAL;
+		memset(&any, 0, sizeof(any));
+		memcpy(&any, p, hdr.size);
 		switch (spec->hdr.type) {
 		case IBV_FLOW_SPEC_ETH: {
 			struct ibv_flow_spec_eth *eth = &spec->eth;
@@ -81,7 +97,7 @@ static int sv_parse_specs(struct ibv_flow_attr *attr, struct sv_rule *r)
 		default:
 			return EINVAL;
 		}
-		p += spec->hdr.size;
+		p += hdr.size;
 	}
 	return r->proto ? 0 : EINVAL;
 }

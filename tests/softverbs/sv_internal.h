@@ -93,6 +93,7 @@ bool sv_fail(const char *verb);
 void sv_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sv_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool sv_checks_on(void);
+void sv_print_stats(void);
 extern struct softverbs_stats sv_stats;
 
 /* ---- completion channels and CQs (sv_cq.c) ---- */

@@ -278,6 +278,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	sv_cq_forget_qp(sv_cq_of(ibqp->send_cq), qp);
 	sv_cq_forget_qp(sv_cq_of(ibqp->recv_cq), qp);
 	sv_wire_close(qp);
+	sv_print_stats();
 	qp->ctx->objects--;
 	pthread_mutex_unlock(&sv_lock);
 	pthread_mutex_destroy(&ibqp->mutex);
@@ -565,6 +566,14 @@ SV_EXPORT int softverbs_test_qp_state(uint32_t qp_num, uint32_t *sq_outstanding,
 	}
 	pthread_mutex_unlock(&sv_lock);
 	return ret;
+}
+
+SV_EXPORT uint32_t softverbs_test_last_qp_num(void)
+{
+	pthread_mutex_lock(&sv_lock);
+	uint32_t n = sv_qps ? sv_qps->qp.qp_num : 0;
+	pthread_mutex_unlock(&sv_lock);
+	return n;
 }
 
 SV_EXPORT int softverbs_test_bf_disabled(uint32_t qp_num)

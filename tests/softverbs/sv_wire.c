@@ -96,6 +96,12 @@ int sv_wire_open(struct sv_qp *qp)
 
 void sv_wire_close(struct sv_qp *qp)
 {
+	if (!qp->dev->mem && qp->wire.rx_fd >= 0) {
+		struct tpacket_stats st;
+		socklen_t len = sizeof(st);
+		if (syscall(SYS_getsockopt, qp->wire.rx_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+			sv_stats.wire_rx_dropped += st.tp_drops;
+	}
 	sv_sys_close(qp->wire.rx_fd);
 	sv_sys_close(qp->wire.tx_fd);
 	qp->wire.rx_fd = qp->wire.tx_fd = -1;
@@ -169,9 +175,12 @@ void sv_wire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
 		long n = syscall(SYS_sendmmsg, qp->wire.tx_fd, msgs + sent, count - sent, MSG_DONTWAIT);
 		if (n > 0)
 			sent += (unsigned)n;
-		else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR)
+		else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR) {
 			sent++;   /* this frame the wire refused: lost, as on a wire */
+			sv_stats.wire_tx_dropped++;
+		}
 	}
+	sv_stats.wire_tx_dropped += count - sent;
 }
 
 /* ---- checksums and segmentation ---- */
@@ -360,4 +369,43 @@ unsigned sv_wire_receive(struct sv_qp *qp, unsigned max, void (*deliver)(struct 
 			break;
 	}
 	return taken;
+}
+
+static void (*sv_test_out)(const uint8_t *, uint32_t, void *);
+static void *sv_test_arg;
+static int sv_test_count;
+
+static void sv_test_deliver(struct sv_qp *qp, const uint8_t *data, uint32_t len)
+{
+	(void)qp;
+	sv_test_count++;
+	sv_test_out(data, len, sv_test_arg);
+}
+
+SV_EXPORT int softverbs_test_wire_frame(const struct softverbs_vnet *vnet, const void *frame, uint32_t len,
+					void (*out)(const uint8_t *, uint32_t, void *), void *arg)
+{
+	struct sv_qp qp;
+	struct virtio_net_hdr vh = { .flags = vnet->flags, .gso_type = vnet->gso_type, .gso_size = vnet->gso_size,
+				     .csum_start = vnet->csum_start, .csum_offset = vnet->csum_offset };
+	uint8_t *copy = malloc(len);
+
+	memset(&qp, 0, sizeof(qp));
+	qp.wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
+	if (!copy || !qp.wire.scratch) {
+		free(copy);
+		free(qp.wire.scratch);
+		return -1;
+	}
+	memcpy(copy, frame, len);
+	pthread_mutex_lock(&sv_lock);
+	sv_test_out = out;
+	sv_test_arg = arg;
+	sv_test_count = 0;
+	sv_wire_frame(&qp, &vh, copy, len, sv_test_deliver);
+	int n = sv_test_count;
+	pthread_mutex_unlock(&sv_lock);
+	free(copy);
+	free(qp.wire.scratch);
+	return n;
 }

@@ -259,8 +259,11 @@ static int ring_verbs_rx_burst(struct ring *ring, struct ring_buf **bufs, unsign
 	unsigned got = 0;
 	uint64_t now_ns = 0;
 
-	if (r->rx_free_count >= r->sizes.rx_batch)
+	/* VMA_RX_WRE_BATCHING: free frames go back once the RQ is short of
+	 * a batch, in one chained post. */
+	if (r->rx_free_count && r->sizes.rx_descs - r->rq_posted >= r->sizes.rx_batch)
 		ring_verbs_refill(r);
+again:
 	if (r->stash_count) {
 		now_ns = ring_verbs_clock_ns(CLOCK_REALTIME);
 		while (got < max && r->stash_count) {
@@ -294,8 +297,10 @@ static int ring_verbs_rx_burst(struct ring *ring, struct ring_buf **bufs, unsign
 			r->base.counters.rx_bytes -= b->len;
 			ring_buf_free(b);
 		}
-		if (r->rx_free_count && r->sizes.rx_descs - r->rq_posted > r->sizes.rx_batch)
+		if (r->rx_free_count && r->sizes.rx_descs - r->rq_posted >= r->sizes.rx_batch)
 			ring_verbs_refill(r);
+		if (!got)
+			goto again;   /* all dropped: the CQ may hold more */
 	}
 	ring->counters.rx_packets += got;
 	ring_verbs_aim(r, now_ns);
