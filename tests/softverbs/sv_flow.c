@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -102,6 +103,16 @@ static int sv_parse_specs(struct ibv_flow_attr *attr, struct sv_rule *r)
 	return r->proto ? 0 : EINVAL;
 }
 
+/* A NIC steers a frame when it arrives; the tap holds frames until a QP's
+ * pump looks. Before the rules of a device change, every QP of it takes
+ * what already arrived, under the rules it arrived under. */
+static void sv_flow_settle(const struct sv_device *dev)
+{
+	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next)
+		if (qp->dev == dev && qp->ctx->pid == getpid())
+			sv_qp_pump(qp);
+}
+
 struct ibv_flow *sv_create_flow(struct ibv_qp *ibqp, struct ibv_flow_attr *attr)
 {
 	struct sv_qp *qp = sv_qp_of(ibqp);
@@ -124,6 +135,7 @@ struct ibv_flow *sv_create_flow(struct ibv_qp *ibqp, struct ibv_flow_attr *attr)
 	}
 	rule.ifindex = qp->dev->ifindex;
 	rule.priority = attr->priority;
+	sv_flow_settle(qp->dev);
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		errno = ENOMEM;
@@ -146,6 +158,7 @@ out:
 
 static void sv_flow_unlink(struct sv_flow *f)
 {
+	sv_flow_settle(f->qp->dev);
 	for (struct sv_flow **p = &sv_flows; *p; p = &(*p)->next) {
 		if (*p == f) {
 			*p = f->next;

@@ -24,6 +24,12 @@
 /* Largest frame the wire hands over at once: a GSO/GRO super-frame. */
 #define SV_SCRATCH_SIZE (65536u + 256u)
 #define SV_RX_BATCH 8u
+/* The receive ring: slots for wire-sized frames; a longer one (a GSO
+ * super-frame, a jumbo frame) is queued whole on the socket as well
+ * (PACKET_COPY_THRESH) and its slot says so (TP_STATUS_COPY). */
+#define SV_RING_FRAME 2048u
+#define SV_RING_BLOCK 65536u
+#define SV_RING_FRAMES 2048u
 /* Frames taken from the wire per pump at most. */
 #define SV_PUMP_BUDGET 256u
 #define SV_MEMQ_CAP 1024u
@@ -171,7 +177,10 @@ struct sv_addrset {
 struct sv_wire {
 	int rx_fd;                   /* AF_PACKET, ETH_P_ALL, vnet headers; mem: eventfd */
 	int tx_fd;                   /* AF_PACKET, qdisc bypass; mem: -1 */
-	uint8_t *scratch;            /* SV_RX_BATCH slots of SV_SCRATCH_SIZE */
+	uint8_t *scratch;            /* SV_RX_BATCH slots of SV_SCRATCH_SIZE, then one for segments */
+	uint8_t *ring;               /* the receive socket's mmap'd TPACKET_V2 ring (NULL: recvmmsg) */
+	size_t ring_len;
+	uint32_t ring_head;
 	/* mem: frames injected, not yet taken */
 	struct sv_frame memq[SV_MEMQ_CAP];
 	uint32_t memq_head, memq_count;

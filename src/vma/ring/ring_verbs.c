@@ -13,12 +13,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <net/if.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include "log/vlog.h"
@@ -45,6 +48,7 @@ struct ring_verbs_flow {
 
 struct ring_verbs {
 	struct ring base;
+	struct ring_verbs *next_ring;   /* ring_verbs_rings */
 	struct ring_verbs_config vcfg;
 	pid_t owner;              /* a forked child never destroys its parent's objects */
 	struct ibv_context *ctx;
@@ -70,6 +74,14 @@ struct ring_verbs {
 	struct ibv_wc wc[RING_VERBS_POLL_MAX];
 	struct ibv_wc stash[RING_VERBS_POLL_MAX];   /* polled by wait_arm */
 	uint32_t stash_head, stash_count;
+	/* The wait fd: an epoll set of the completion channel and an eventfd
+	 * raised while the stash holds completions. A CQ poll consumes what
+	 * it finds, and a completion wait_arm finds must keep the wait fd
+	 * readable for whoever sleeps on it later (level-triggered, as an
+	 * AF_XDP socket with frames in its RX ring is). */
+	int wait_ep;
+	int stash_fd;
+	bool stash_signaled;
 	uint32_t events_unacked;
 	/* send */
 	uint32_t *tx_free;
@@ -92,6 +104,37 @@ struct ring_verbs {
 static struct ring_verbs *ring_verbs_of(struct ring *ring)
 {
 	return (struct ring_verbs *)ring;
+}
+
+/* The process's verbs rings, for flows moving between them; this lock
+ * guards every ring's flow table (attach, detach and close are not on the
+ * packet path). */
+static pthread_mutex_t ring_verbs_flows_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ring_verbs *ring_verbs_rings;
+
+/* In a forked child the rings (and their rules) are the parent's: none of
+ * them is the child's to take a flow from. */
+static void ring_verbs_atfork_child(void)
+{
+	pthread_mutex_init(&ring_verbs_flows_lock, NULL);
+	ring_verbs_rings = NULL;
+}
+
+static pthread_once_t ring_verbs_atfork_once = PTHREAD_ONCE_INIT;
+
+static void ring_verbs_atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, ring_verbs_atfork_child);
+}
+
+static void ring_verbs_unlink(struct ring_verbs *r)
+{
+	for (struct ring_verbs **p = &ring_verbs_rings; *p; p = &(*p)->next_ring) {
+		if (*p == r) {
+			*p = r->next_ring;
+			break;
+		}
+	}
 }
 
 static uint64_t ring_verbs_clock_ns(clockid_t clock)
@@ -269,6 +312,11 @@ again:
 		while (got < max && r->stash_count) {
 			ring_verbs_rx_wc(r, &r->stash[r->stash_head++], bufs, &got, now_ns);
 			r->stash_count--;
+		}
+		if (!r->stash_count && r->stash_signaled) {
+			eventfd_t value;
+			(void)eventfd_read(r->stash_fd, &value);
+			r->stash_signaled = false;
 		}
 	}
 	if (got < max) {
@@ -554,7 +602,7 @@ static int ring_verbs_flow_to_kernel(struct ring_verbs *r, const struct ring_flo
 	return 0;
 }
 
-static int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow)
+static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_flow *flow)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
 	struct ring_verbs_rule rule;
@@ -584,14 +632,46 @@ static int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flo
 		r->flows = grown;
 		r->flow_cap = cap;
 	}
-	struct ibv_flow *ib = ibv_create_flow(r->qp, &rule.attr);
-	if (!ib)
-		return ring_verbs_flow_errno(errno);
+	/* Another ring of this process steering the same unicast flow: the
+	 * socket is moving lanes (its old lane's rings are drained next).
+	 * Ours goes in one better, theirs goes, ours takes the usual
+	 * priority: no moment with two equal rules (duplicates) or none
+	 * (frames to the kernel). */
+	struct ring_verbs_flow *theirs = NULL;
+	if (kind != RING_FLOW_GROUP) {
+		for (struct ring_verbs *o = ring_verbs_rings; o && !theirs; o = o->next_ring) {
+			if (o == r)
+				continue;
+			struct ring_verbs_flow *f = ring_verbs_flow_find(o, flow);
+			if (f && f->ib)
+				theirs = f;
+		}
+	}
+	struct ibv_flow *ib;
+	if (theirs) {
+		struct ring_verbs_rule better = rule;
+		better.attr.priority--;
+		struct ibv_flow *bridge = ibv_create_flow(r->qp, &better.attr);
+		if (!bridge)
+			return ring_verbs_flow_errno(errno);
+		ibv_destroy_flow(theirs->ib);
+		theirs->ib = NULL;   /* its ring's detach then has nothing to undo */
+		ib = ibv_create_flow(r->qp, &rule.attr);
+		if (!ib) {
+			ib = bridge;   /* keep the better one: steering still right */
+		} else {
+			ibv_destroy_flow(bridge);
+		}
+	} else {
+		ib = ibv_create_flow(r->qp, &rule.attr);
+		if (!ib)
+			return ring_verbs_flow_errno(errno);
+	}
 	r->flows[r->flow_count++] = (struct ring_verbs_flow){ .flow = *flow, .ib = ib };
 	return 0;
 }
 
-static int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow)
+static int ring_verbs_detach_flow_locked(struct ring *ring, const struct ring_flow *flow)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
 	struct ring_verbs_flow *f = ring_verbs_flow_find(r, flow);
@@ -601,6 +681,22 @@ static int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flo
 	int err = f->ib ? ibv_destroy_flow(f->ib) : 0;
 	*f = r->flows[--r->flow_count];
 	return err ? -err : 0;
+}
+
+static int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	int err = ring_verbs_attach_flow_locked(ring, flow);
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+	return err;
+}
+
+static int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	int err = ring_verbs_detach_flow_locked(ring, flow);
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+	return err;
 }
 
 /* ---- sleeping ---- */
@@ -638,6 +734,8 @@ static int ring_verbs_wait_arm(struct ring *ring)
 	if (n > 0) {
 		r->stash_head = 0;
 		r->stash_count = (uint32_t)n;
+		if (!r->stash_signaled && eventfd_write(r->stash_fd, 1) == 0)
+			r->stash_signaled = true;
 		return 1;
 	}
 	return 0;
@@ -672,12 +770,15 @@ static void ring_verbs_drain_tx(struct ring_verbs *r)
 
 static void ring_verbs_destroy(struct ring_verbs *r)
 {
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	ring_verbs_unlink(r);
+	while (r->flow_count) {
+		struct ring_verbs_flow *f = &r->flows[--r->flow_count];
+		if (f->ib)
+			ibv_destroy_flow(f->ib);
+	}
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
 	if (r->qp) {
-		while (r->flow_count) {
-			struct ring_verbs_flow *f = &r->flows[--r->flow_count];
-			if (f->ib)
-				ibv_destroy_flow(f->ib);
-		}
 		ring_verbs_drain_tx(r);
 		if (ibv_destroy_qp(r->qp))
 			vlog_warn("ring: %s: ibv_destroy_qp failed", r->base.ifname);
@@ -697,6 +798,10 @@ static void ring_verbs_destroy(struct ring_verbs *r)
 		ibv_dealloc_pd(r->pd);
 	if (r->ctx)
 		ibv_close_device(r->ctx);
+	if (r->wait_ep >= 0)
+		close(r->wait_ep);
+	if (r->stash_fd >= 0)
+		close(r->stash_fd);
 	unsigned held = ring_verbs_held(r);
 	if (held) {
 		/* The holders keep pointing into the frames: they stay. */
@@ -745,6 +850,12 @@ static void ring_verbs_forget(struct ring *ring)
 	 * copies, and the frames stay mapped for the objects pointing there. */
 	ring_buf_pool_set_owner(r->base.rx_pool, NULL);
 	ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+	/* Our own fds (not verbs objects) are the child's copies: closed. */
+	if (r->wait_ep >= 0)
+		close(r->wait_ep);
+	if (r->stash_fd >= 0)
+		close(r->stash_fd);
+	r->wait_ep = r->stash_fd = -1;
 	r->base.wait_fd = -1;
 }
 
@@ -872,7 +983,18 @@ static int ring_verbs_create(struct ring_verbs *r, const char **what)
 	if (r->vcfg.cq_moderation)
 		ring_verbs_moderate(r, (uint16_t)(r->vcfg.cq_mod_count > 0xffff ? 0xffff : r->vcfg.cq_mod_count),
 				    (uint16_t)(r->vcfg.cq_mod_period_us > 0xffff ? 0xffff : r->vcfg.cq_mod_period_us));
-	r->base.wait_fd = r->channel->fd;
+	*what = "cannot make the wait fd";
+	r->wait_ep = epoll_create1(EPOLL_CLOEXEC);
+	r->stash_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->wait_ep < 0 || r->stash_fd < 0)
+		return -errno;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = r->channel->fd };
+	if (epoll_ctl(r->wait_ep, EPOLL_CTL_ADD, r->channel->fd, &ev) < 0)
+		return -errno;
+	ev.data.fd = r->stash_fd;
+	if (epoll_ctl(r->wait_ep, EPOLL_CTL_ADD, r->stash_fd, &ev) < 0)
+		return -errno;
+	r->base.wait_fd = r->wait_ep;
 	return 0;
 }
 
@@ -891,6 +1013,7 @@ struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struc
 		return NULL;
 	}
 	ring_verbs_process_init(cfg);
+	pthread_once(&ring_verbs_atfork_once, ring_verbs_atfork_register);
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		snprintf(why, why_len, "out of memory");
@@ -902,6 +1025,7 @@ struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struc
 	r->base.ifindex = ifindex;
 	r->base.queue = queue;
 	r->base.wait_fd = -1;
+	r->wait_ep = r->stash_fd = -1;
 	r->owner = getpid();
 	if (cfg)
 		r->vcfg = cfg->verbs;
@@ -932,6 +1056,10 @@ struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struc
 		snprintf(why, why_len, "%s: %s", what, strerror(-err));
 		goto fail;
 	}
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	r->next_ring = ring_verbs_rings;
+	ring_verbs_rings = r;
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
 	vlog_debug("ring: %s: verbs ring on %s port %u (%u rx frames, %u rx WQEs, %u tx frames of %u bytes, "
 		   "inline up to %u bytes)", ifname, ibv_get_device_name(r->ctx->device), r->port,
 		   r->sizes.rx_frames, r->sizes.rx_descs, r->sizes.tx_frames, r->frame_size, r->max_inline);

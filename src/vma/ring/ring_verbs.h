@@ -34,12 +34,16 @@ struct ring_verbs_rule {
 	struct ibv_flow_spec_tcp_udp l4;
 } __attribute__((packed, aligned(8)));
 
-/* Rule priorities: a lower number is tested first (ibv_create_flow(3)). */
+/* Rule priorities: a lower number is tested first (ibv_create_flow(3)).
+ * Each kind leaves the number below it free for a takeover: a ring taking
+ * a flow from another ring of the process (a UDP socket moving lanes)
+ * first adds its rule one better, so that for no moment two QPs hold the
+ * same rule at the same priority (duplicated frames on hardware). */
 enum {
-	RING_VERBS_PRIO_5TUPLE = 0,
-	RING_VERBS_PRIO_3TUPLE = 1,
-	RING_VERBS_PRIO_GROUP = 1,
-	RING_VERBS_PRIO_ANY_ADDR = 2,
+	RING_VERBS_PRIO_5TUPLE = 1,
+	RING_VERBS_PRIO_3TUPLE = 3,
+	RING_VERBS_PRIO_GROUP = 3,
+	RING_VERBS_PRIO_ANY_ADDR = 5,
 };
 
 /* Fills *rule for flow on port (mac: the port's address). Returns the

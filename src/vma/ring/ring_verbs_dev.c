@@ -132,9 +132,11 @@ int ring_verbs_device_open(const char *ifname, unsigned ifindex, struct ibv_cont
 	struct ibv_device **list = ibv_get_device_list(&count);
 
 	if (!list || count == 0) {
-		int err = list ? ENODEV : errno;
-		snprintf(why, why_len, "no RDMA device (%s)",
-			 err == EPROTONOSUPPORT || err == ENOSYS ? "no kernel RDMA support" : strerror(err));
+		if (list)
+			snprintf(why, why_len, "no RDMA device");
+		else
+			snprintf(why, why_len, "no RDMA device (%s)",
+				 errno == EPROTONOSUPPORT || errno == ENOSYS ? "no kernel RDMA support" : strerror(errno));
 		if (list)
 			ibv_free_device_list(list);
 		return -ENODEV;
