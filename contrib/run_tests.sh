@@ -18,6 +18,11 @@
 #      testbeds with veth TX checksum offload off and VMA_RX_SW_CSUM=1
 #   5. the same on veths left at their defaults (TB_VETH_OFFLOADS=default,
 #      the set-up of containers), VMA_RX_SW_CSUM at its default
+#   6. the verbs backend on softverbs (docs/verbs.md): tests/integration/run.sh
+#      again with VMA_RING_BACKEND=verbs and build/tests/softverbs/lib on
+#      LD_LIBRARY_PATH, for the UDP and TCP tests of VERBS_PASS_TESTS (an
+#      extended regex of test names; about 7 minutes); SKIP when configure
+#      found no rdma-core
 #
 # Ends with one line "N passed, N failed" summing unit and integration
 # results, and exits 1 if anything failed. Missing packages are installed
@@ -26,7 +31,8 @@
 # Environment: JOBS (default 2), SKIP_DISTCHECK=1 to leave out step 2b,
 # SKIP_SAN=1 to leave out step 3,
 # SKIP_FUZZ=1 to leave out step 3b (FUZZ_SECONDS per harness, default 10),
-# SKIP_OFFLOAD_PASS=1 to leave out step 5.
+# SKIP_OFFLOAD_PASS=1 to leave out step 5, SKIP_VERBS_PASS=1 to leave out
+# step 6.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -210,6 +216,30 @@ integration() {
 	fi
 }
 
+# The tests step 6 runs on the verbs backend: UDP and TCP end to end against
+# kernel peers and between libvma processes. The tests of the xdp backend's
+# own machinery (XDP program, vmad, shared UMEM, share groups across fork)
+# and hostile (a flood beyond what softverbs' system calls keep up with) are
+# left out; docs/verbs.md lists them with the reasons.
+VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_semantics|tcp_stream|tcp_conns|tcp_ctl_thread|avoid_sys_calls|exception_handling|extra_api|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns)$'}
+
+# verbs_step: step 6, when softverbs was built (rdma-core found).
+verbs_step() {
+	local sv="$top/build/tests/softverbs/lib"
+	if [ "${SKIP_VERBS_PASS:-0}" = 1 ]; then
+		note "verbs backend pass: SKIP (SKIP_VERBS_PASS=1)"
+		record "verbs backend (skipped)" 0 0 1
+		return
+	fi
+	if ! [ -e "$sv/libibverbs.so.1" ]; then
+		note "verbs backend pass: SKIP (softverbs not built: configure found no rdma-core)"
+		record "verbs backend (no rdma-core)" 0 0 1
+		return
+	fi
+	integration "integration tests (verbs backend, softverbs)" integration-verbs \
+		env VMA_RING_BACKEND=verbs LD_LIBRARY_PATH="$sv" ONLY="$VERBS_PASS_TESTS"
+}
+
 missing=$("$top/contrib/deps.sh" missing)
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && [ -z "${NO_INSTALL:-}" ]; then
 	note "installing missing packages:" $missing
@@ -239,6 +269,7 @@ if run_logged autogen ./autogen.sh; then
 		[ "${SKIP_OFFLOAD_PASS:-0}" = 1 ] ||
 			integration "integration tests (default veth offloads)" integration-offloads \
 				env TB_VETH_OFFLOADS=default
+		verbs_step
 	else
 		record "integration tests (no library)" 0 1
 	fi

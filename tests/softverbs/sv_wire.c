@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <linux/filter.h>
@@ -335,6 +336,18 @@ static void sv_wire_frame(struct sv_qp *qp, struct virtio_net_hdr *vh, uint8_t *
 
 /* The frames the kernel handed over in the ring, in order: each is read
  * and given back (TP_STATUS_KERNEL). */
+/* SOFTVERBS_LATE_US=N: report frames that waited longer than N us in the
+ * receive ring before a pump took them (a sleeper that was not woken). */
+static long sv_late_us(void)
+{
+	static long late = -2;
+	if (late == -2) {
+		const char *env = getenv("SOFTVERBS_LATE_US");
+		late = env ? atol(env) : -1;
+	}
+	return late;
+}
+
 static unsigned sv_ring_receive(struct sv_qp *qp, unsigned max,
 				void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
 {
@@ -349,6 +362,14 @@ static unsigned sv_ring_receive(struct sv_qp *qp, unsigned max,
 			(const struct sockaddr_ll *)((uint8_t *)h + TPACKET_ALIGN(sizeof(struct tpacket2_hdr)));
 		uint8_t *data = (uint8_t *)h + h->tp_mac;
 		bool wanted = from->sll_pkttype != PACKET_OTHERHOST && from->sll_pkttype != PACKET_OUTGOING;
+		if (sv_late_us() >= 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_REALTIME, &now);
+			long waited = (long)(now.tv_sec - h->tp_sec) * 1000000 + (now.tv_nsec - (long)h->tp_nsec) / 1000;
+			if (waited > sv_late_us())
+				sv_warn("QP %u: a frame waited %ld us in the receive ring (recv CQ armed %d, wire watched %d)",
+					qp->qp.qp_num, waited, sv_cq_of(qp->qp.recv_cq)->armed, qp->watched);
+		}
 		if (status & TP_STATUS_COPY) {
 			/* Too long for a slot: the whole frame waits on the socket. */
 			struct virtio_net_hdr vh;

@@ -67,6 +67,7 @@ struct ring_verbs {
 	/* receive */
 	uint32_t *rq_fifo;        /* frames posted, in posting order */
 	uint32_t rq_head, rq_posted;
+	uint32_t rq_reserve;      /* VMA_CQ_KEEP_QP_FULL: WQEs always posted */
 	uint32_t *rx_free;        /* frames neither posted nor held */
 	uint32_t rx_free_count;
 	struct ibv_recv_wr *rwr;
@@ -336,10 +337,11 @@ again:
 		return 0;
 	}
 	if (r->vcfg.keep_qp_full) {
-		/* VMA_CQ_KEEP_QP_FULL: the RQ must not run more than a batch
-		 * short; when the free frames cannot make that up, the frames
-		 * just received are reposted and their packets dropped. */
-		while (got && r->sizes.rx_descs - r->rq_posted > r->rx_free_count + r->sizes.rx_batch) {
+		/* VMA_CQ_KEEP_QP_FULL: the RQ never falls below its reserve;
+		 * when the free frames cannot keep it there (sockets hold the
+		 * rest), the frames just received are reposted and their
+		 * packets dropped, so the NIC always has somewhere to write. */
+		while (got && r->rq_posted + r->rx_free_count < r->rq_reserve) {
 			struct ring_buf *b = bufs[--got];
 			r->base.counters.rx_dropped++;
 			r->base.counters.rx_bytes -= b->len;
@@ -1051,6 +1053,13 @@ struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struc
 		r->sizes.tx_batch = r->sizes.tx_frames / 2 ? r->sizes.tx_frames / 2 : 1;
 	if (r->sizes.rx_batch > r->sizes.rx_descs / 2)
 		r->sizes.rx_batch = r->sizes.rx_descs / 2 ? r->sizes.rx_descs / 2 : 1;
+	/* An eighth of the RQ, at least two batches: what keep-QP-full keeps
+	 * posted whatever the sockets hold (they may hold most of the pool,
+	 * docs/ring.md "Receive admission"; dropping whenever the RQ is not
+	 * full would drop everything while they do). */
+	r->rq_reserve = r->sizes.rx_descs / 8 > 2 * r->sizes.rx_batch ? r->sizes.rx_descs / 8 : 2 * r->sizes.rx_batch;
+	if (r->rq_reserve > r->sizes.rx_descs)
+		r->rq_reserve = r->sizes.rx_descs;
 	err = ring_verbs_create(r, &what);
 	if (err) {
 		snprintf(why, why_len, "%s: %s", what, strerror(-err));
