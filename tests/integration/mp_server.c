@@ -17,6 +17,10 @@
  *                socket on the port, blocking recvfrom + sendto echo.
  *   udp-shared   the main thread makes and binds one UDP socket, then N
  *                threads echo on it (blocking recvfrom + sendto).
+ *   threads-handoff  one process: the main thread accepts and hands each
+ *                connection to one of N worker threads in turn (through a
+ *                pipe), each with its own epoll: the acceptor/worker model
+ *                of memcached and many thread-pool servers.
  *   forkconn     blocking accept loop; one child per connection serves it
  *                with blocking I/O and exits; SIGCHLD reaps.
  *   daemon       `single` after a fork + setsid + fork done after listen();
@@ -84,13 +88,13 @@
 
 enum model {
 	M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK, M_THREADS_REUSEPORT, M_UDP_THREADS,
-	M_UDP_SHARED
+	M_UDP_SHARED, M_THREADS_HANDOFF
 };
 
 /* Indexed by enum model. */
 static const char *const model_names[] = { "single",  "prefork",     "threads",          "forkconn",
 					   "daemon",  "udp-prefork", "threads-reuseport", "udp-threads",
-					   "udp-shared" };
+					   "udp-shared", "threads-handoff" };
 
 static struct {
 	const char *bind_addr;
@@ -367,6 +371,34 @@ static int conn_service(int ep, struct conn *c, struct worker_stats *st)
 	return 0;
 }
 
+/* A connection fd (non-blocking) joins this worker's epoll and is served. */
+static void conn_add(int ep, int fd, struct worker_stats *st)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct conn *c = calloc(1, sizeof(*c) + opt.size);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
+		msg("epoll_ctl add conn: %s", strerror(errno));
+		close(fd);
+		free(c);
+		return;
+	}
+	st->accepted++;
+	c->next = st->conns;
+	if (c->next)
+		c->next->prev = c;
+	st->conns = c;
+	/* The request may be there already. */
+	if (conn_service(ep, c, st))
+		conn_close(ep, c, st);
+}
+
 static void accept_all(int ep, int ls, struct worker_stats *st)
 {
 	for (;;) {
@@ -379,30 +411,19 @@ static void accept_all(int ep, int ls, struct worker_stats *st)
 				msg("accept: %s", strerror(errno));
 			return;
 		}
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		struct conn *c = calloc(1, sizeof(*c) + opt.size);
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
-			msg("epoll_ctl add conn: %s", strerror(errno));
-			close(fd);
-			free(c);
-			continue;
-		}
-		st->accepted++;
-		c->next = st->conns;
-		if (c->next)
-			c->next->prev = c;
-		st->conns = c;
-		/* The request may be there already. */
-		if (conn_service(ep, c, st))
-			conn_close(ep, c, st);
+		conn_add(ep, fd, st);
 	}
+}
+
+/* threads-handoff: connection fds the acceptor wrote to this worker's
+ * pipe (ls is the pipe's read end). */
+static void handoff_take(int ep, int pipe_fd, struct worker_stats *st)
+{
+	int fds[64];
+	ssize_t r;
+	while ((r = read(pipe_fd, fds, sizeof(fds))) > 0)
+		for (ssize_t i = 0; i < r / (ssize_t)sizeof(int); i++)
+			conn_add(ep, fds[i], st);
 }
 
 /* Serves the listener until stopped. ready(ready_arg) is called once after
@@ -434,7 +455,9 @@ static void epoll_worker(int ls, int exclusive, void (*ready)(int), int ready_ar
 		}
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
-			if (!c)
+			if (!c && opt.model == M_THREADS_HANDOFF)
+				handoff_take(ep, ls, st);
+			else if (!c)
 				accept_all(ep, ls, st);
 			else if (conn_service(ep, c, st))
 				conn_close(ep, c, st);
@@ -654,6 +677,7 @@ static int run_prefork(int ls, int udp)
 struct thread_arg {
 	pthread_t tid;
 	int ls, ready_fd;
+	int handoff[2];              /* threads-handoff: the acceptor writes fds to [1] */
 	struct worker_stats st;
 };
 
@@ -676,10 +700,36 @@ static void *thread_main(void *p)
 		a->ls = make_listener(SOCK_STREAM);
 		set_nonblocking(a->ls, 1);
 	}
+	if (opt.model == M_THREADS_HANDOFF) {
+		epoll_worker(a->handoff[0], 0, ready_pipe, a->ready_fd, &a->st);
+		return NULL;
+	}
 	epoll_worker(a->ls, 1, ready_pipe, a->ready_fd, &a->st);
 	if (opt.model == M_THREADS_REUSEPORT)
 		close(a->ls);
 	return NULL;
+}
+
+/* threads-handoff: the main thread accepts and gives each connection to
+ * the next worker in turn. */
+static void handoff_accept(int ls, struct thread_arg *args, int workers)
+{
+	int next = 0;
+	while (!should_stop()) {
+		struct pollfd p = { .fd = ls, .events = POLLIN };
+		if (poll(&p, 1, TICK_MS) <= 0)
+			continue;
+		int fd;
+		while ((fd = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+			if (write(args[next].handoff[1], &fd, sizeof(fd)) != (ssize_t)sizeof(fd)) {
+				msg("handoff write: %s", strerror(errno));
+				close(fd);
+			}
+			next = (next + 1) % workers;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+			msg("accept: %s", strerror(errno));
+	}
 }
 
 static int run_threads(int ls)
@@ -693,7 +743,13 @@ static int run_threads(int ls)
 	if (ls >= 0 && opt.model != M_UDP_SHARED)
 		set_nonblocking(ls, 1);
 	for (int i = 0; i < opt.workers; i++) {
-		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1] };
+		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1], .handoff = { -1, -1 } };
+		if (opt.model == M_THREADS_HANDOFF && pipe2(args[i].handoff, O_NONBLOCK | O_CLOEXEC)) {
+			msg("pipe2: %s", strerror(errno));
+			stop_flag = 1;
+			rc = 1;
+			break;
+		}
 		int e = pthread_create(&args[i].tid, NULL, thread_main, &args[i]);
 		if (e) {
 			msg("pthread_create: %s", strerror(e));
@@ -706,6 +762,8 @@ static int run_threads(int ls)
 	if (!rc && wait_ready(rp[0], started) == 0) {
 		write_pidfile(getpid());
 		say_ready();
+		if (opt.model == M_THREADS_HANDOFF)
+			handoff_accept(ls, args, started);
 	} else if (!rc) {
 		msg("threads did not all become ready");
 		stop_flag = 1;
@@ -713,6 +771,11 @@ static int run_threads(int ls)
 	}
 	for (int i = 0; i < started; i++)
 		pthread_join(args[i].tid, NULL);
+	for (int i = 0; i < started; i++)
+		if (args[i].handoff[0] >= 0) {
+			close(args[i].handoff[0]);
+			close(args[i].handoff[1]);
+		}
 	close(rp[0]);
 	close(rp[1]);
 	return rc;
@@ -925,7 +988,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: mp_server --port P [--bind ADDR]\n"
 		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads|\n"
-		"                          udp-shared]\n"
+		"                          udp-shared|threads-handoff]\n"
 		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n"
 		"                 [--user NAME] [--work-us N]\n");
 	exit(2);
@@ -1006,6 +1069,7 @@ int main(int argc, char **argv)
 	case M_PREFORK: return run_prefork(ls, 0);
 	case M_UDP_PREFORK: return run_prefork(ls, 1);
 	case M_THREADS:
+	case M_THREADS_HANDOFF:
 	case M_THREADS_REUSEPORT:
 	case M_UDP_THREADS:
 	case M_UDP_SHARED: return run_threads(ls);

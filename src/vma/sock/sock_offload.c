@@ -19,6 +19,7 @@
 #include "sock/sock_offload.h"
 #include "extra/extra.h"
 #include "sock/sock_prefetch.h"
+#include "sock/sock_migrate.h"
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "stats/stats.h"
@@ -850,6 +851,20 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 		slot->used = true;
 	}
 	return sock_offload_lane[lane];
+}
+
+__thread char sock_mig_thread_tag;
+
+void sock_mig_window_configure(struct sock_mig_window *w, int own_logic)
+{
+	int logic = sock_offload_logic_of(own_logic);
+	int ratio = g_cfg.ring_migration_ratio_rx;
+	/* 30 is per core without migration, 10 a lane per socket: nothing to
+	 * follow. A ratio of 0 would check on every call: taken as "never",
+	 * like -1. */
+	bool moves = (logic == RING_MGR_PER_THREAD || logic == RING_MGR_PER_CORE_MIGRATING) && ratio > 0;
+	__atomic_store_n(&w->per_core, logic == RING_MGR_PER_CORE_MIGRATING, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->ratio, moves ? (unsigned)ratio : 0, __ATOMIC_RELAXED);
 }
 
 int sock_offload_logic_of(int logic)

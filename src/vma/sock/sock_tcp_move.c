@@ -25,6 +25,15 @@
  * same path takes a SYN that reopens a moved connection's TIME_WAIT to
  * the engine of the port's listener.
  *
+ * Later, under logic 20 or 31 with VMA_RING_MIGRATION_RATIO_RX, a
+ * connection also follows the thread (core) that reads it, as a UDP
+ * socket does (sock_migrate.h): a server whose acceptor thread hands
+ * connections to worker threads gets each in its worker's lane. Such a
+ * move is the same, with other threads perhaps using the connection
+ * meanwhile: every place that works on a connection's lane state locks it
+ * with sock_tcp_lock, which follows a move, and the move wakes whoever
+ * waits on the connection so they arm the new lane.
+ *
  * Logic 10 (a lane per socket) and 11 keep accepted connections in their
  * listener's lane; logic 0 and 1 have one lane. */
 #include <errno.h>
@@ -183,7 +192,8 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 	sock_offload_lock(lo);
 	sock_offload_lock(hi);
 	if (s->ctx != from || s->released || s->mode != SOCK_TCP_ACTIVE || !s->pcb || s->if_slot < 0 ||
-	    from->dead || to->dead || !from->tcp || !to->tcp) {
+	    !s->established || s->connecting || s->fork_dormant || s->inherited || from->dead || to->dead ||
+	    !from->tcp || !to->tcp) {
 		err = -EAGAIN;
 		goto out;
 	}
@@ -271,13 +281,49 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 		s->stats->ring_migrations++;
 		s->stats->ring_id = sock_offload_ring_id(to, to_slot);
 	}
+	/* Whoever waits on the connection looks again, now at the new lane
+	 * (a hint: epoll and the sleepers check readiness themselves): a
+	 * reader asleep on the old lane's rings (its eventfd), epoll sets
+	 * (their kernel epoll holds the old lane's wait fds until they arm
+	 * again), at the new lane's unlock. */
+	sock_tcp_notify_locked(s, EPOLLIN | EPOLLOUT);
 out:
 	sock_offload_unlock(hi);
 	sock_offload_unlock(lo);
 	sock_offload_move_unlock();
-	if (err == 0)
+	if (err == 0) {
+		/* poll()/select() sleepers armed on the old lane look again. */
+		sock_offload_drain_signal(from);
 		vlog_debug("fd %d: connection moved from lane %u to lane %u", s->obj.fd, from->lane, to->lane);
+	}
 	return err;
+}
+
+/* After a move that could not be made (steering refused, no memory): the
+ * next try. */
+#define SOCK_TCP_MIG_RETRY_MS 1000
+
+void sock_tcp_migrate_window_end(struct sock_tcp *s)
+{
+	if (!sock_mig_window_claim(&s->mig))
+		return;
+	uint64_t now = engine_now_ms();
+	struct sock_offload *from = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+	if (now >= s->mig.not_before_ms && !s->released && s->mode == SOCK_TCP_ACTIVE && s->established &&
+	    sock_offload_usable(from)) {
+		/* The lane a new socket of this thread (core) would get: built
+		 * here if the thread has none yet, as socket() would. */
+		struct sock_offload *to = sock_offload_get_for_logic(s->obj.fd, s->ring_logic, s->ring_user_id);
+		if (sock_offload_usable(to) && to != from) {
+			int err = sock_tcp_move(s, from, to);
+			if (err < 0 && err != -EAGAIN) {
+				s->mig.not_before_ms = now + SOCK_TCP_MIG_RETRY_MS;
+				vlog_debug("fd %d: connection stays in lane %u, not moved to lane %u (%s)", s->obj.fd,
+					   from->lane, to->lane, strerror(-err));
+			}
+		}
+	}
+	sock_mig_window_release(&s->mig);
 }
 
 void sock_tcp_move_accepted(struct sock_tcp *l, struct sock_tcp *c)

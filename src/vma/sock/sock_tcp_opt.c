@@ -69,6 +69,7 @@ static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_
 	}
 	s->ring_logic = logic;
 	s->ring_user_id = user_id;
+	sock_mig_window_configure(&s->mig, logic);
 	if (s->mode == SOCK_TCP_KERNEL && !s->os_only && !s->inherited) {
 		struct sock_offload *ctx = sock_offload_get_for_logic(s->obj.fd, logic, user_id);
 		if (ctx && ctx->tcp)
@@ -299,7 +300,7 @@ static void sock_tcp_options_push(struct sock_tcp *s)
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx || !s->pcb)
 		return;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	sock_tcp_apply_options_locked(s);
 	if (s->pcb) {
 		sock_offload_clock_locked(ctx);
@@ -372,7 +373,7 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 		return -1;
 	int whole = (int)flags;
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	/* OPT_ID switched on: byte offsets count from snd_una, or from
 	 * write_seq with OPT_ID_TCP (Linux's sk_tskey); under the lock so a
 	 * stamp falling due meanwhile reads a whole value. */
@@ -604,7 +605,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		} out;
 		memset(&out, 0, sizeof(out));
 		socklen_t full = sock_tcp_info_len(obj->fd);
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (s->mode == SOCK_TCP_LISTENER) {
 			out.ti.tcpi_state = 10;
 			out.ti.tcpi_reordering = SOCK_TCP_LINUX_REORDERING;
@@ -627,7 +628,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 			return -1;
 		}
 		struct tcp_pcb_info in;
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		bool have = s->pcb != NULL;
 		if (have)
 			tcp_pcb_get_info(s->pcb, &in);
@@ -736,7 +737,7 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 			errno = EINVAL;
 			return -1;
 		}
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		int v;
 		if (req == FIONREAD) {
 			if (!s->rxq_bytes)
@@ -796,7 +797,7 @@ int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen
 	 * or both FINs exchanged: the socket is CLOSE, its TIME_WAIT lives
 	 * apart) has no peer either. */
 	struct sock_offload *ctx = s->ctx;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	bool ended = !s->pcb || s->reset;
 	if (!ended) {
 		enum tcp_state st = tcp_pcb_state(s->pcb);
@@ -826,7 +827,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		if (how == SHUT_WR)
 			return 0;
 		/* Linux stops listening; accept() then fails with EINVAL. */
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		sock_tcp_listener_close_locked(s, true);
 		s->mode = SOCK_TCP_ACTIVE;
 		s->reset = true;
@@ -834,7 +835,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		sock_offload_unlock(ctx);
 		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
 	}
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	int err = 0;
 	if (!s->pcb || (!s->established && !s->connecting)) {
 		err = ENOTCONN;
