@@ -115,6 +115,7 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case TCP_SYNCNT:
 		case TCP_QUICKACK:
 		case TCP_NOTSENT_LOWAT:
+		case TCP_USER_TIMEOUT:
 			return true;
 		}
 		return false;
@@ -285,6 +286,10 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 		case TCP_NOTSENT_LOWAT:
 			/* Linux keeps the int as an unsigned: -1 is "unlimited" */
 			s->notsent_lowat = (uint32_t)v;
+			apply = true;
+			break;
+		case TCP_USER_TIMEOUT:   /* the kernel refused negative values */
+			s->user_timeout_ms = v > 0 ? (uint32_t)v : 0;
 			apply = true;
 			break;
 		}
@@ -494,7 +499,8 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_probes = (uint8_t)(in.probes > 255 ? 255 : in.probes);
 	ti->tcpi_backoff = ti->tcpi_retransmits;
 	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
-			   (in.ws_ok ? TCPI_OPT_WSCALE : 0);
+			   (in.ws_ok ? TCPI_OPT_WSCALE : 0) | (in.ecn_ok ? TCPI_OPT_ECN : 0);
+	ti->tcpi_rcv_rtt = in.rcv_rtt_us;
 	if (in.ws_ok)
 		ti->tcpi_wscales = (uint8_t)((in.snd_wscale & 0xf) | (in.rcv_wscale & 0xf) << 4);
 	ti->tcpi_rto = in.rto_ms * 1000;
