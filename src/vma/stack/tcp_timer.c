@@ -205,6 +205,8 @@ uint64_t tcp_ctx_next_deadline_ms(const struct tcp_ctx *ctx)
 void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 {
 	ctx->now_ms = now_ms;
+	if (now_ms * 1000 > ctx->now_us)
+		ctx->now_us = now_ms * 1000;   /* a caller with a ms clock only */
 	bool routine = now_ms >= ctx->next_fast_ms;
 	if (!routine && now_ms < ctx->deadline_min)
 		return;
