@@ -919,9 +919,13 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 {
 	if ((seg->flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) != TCP_SYN)
 		return false;
-	if (pcb->ts_ok && seg->opt.has_ts)
-		return SEQ_GT(seg->opt.ts_val, pcb->ts_recent);
-	return SEQ_GT(seg->seq, pcb->rcv_nxt);
+	/* As Linux's tcp_timewait_state_process: not PAWS-rejected, and a
+	 * newer timestamp or a sequence number above the old connection's
+	 * (a client reconnecting within the same ms repeats its TSval) */
+	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LT(seg->opt.ts_val, pcb->ts_recent))
+		return false;
+	return SEQ_GT(seg->seq, pcb->rcv_nxt) ||
+	       (pcb->ts_ok && seg->opt.has_ts && SEQ_GT(seg->opt.ts_val, pcb->ts_recent));
 }
 
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
