@@ -36,6 +36,10 @@
  * ID is the pid, or the thread id in the threads model. For forkconn the one
  * line is the master's: connections it accepted, requests its children
  * echoed (summed in shared memory). For UDP "accepted" is always 0.
+ * --work-us N: every request costs about N microseconds of CPU (a loop
+ * calibrated at start) before its echo, as a real server's requests do, so
+ * a benchmark on a small machine measures the server rather than the load
+ * generator sharing its cores (TCP models with epoll, UDP models).
  * --user NAME: started as root, the server becomes NAME (setgroups, setgid,
  * setuid) before it opens any socket, as daemons' "-u user" options do.
  * SIGTERM/SIGINT stop every model cleanly (exit 0). --max-seconds (default
@@ -98,7 +102,49 @@ static struct {
 	const char *pidfile;
 	int max_seconds;
 	const char *user;
-} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120, NULL };
+	int work_us;
+} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120, NULL, 0 };
+
+/* --work-us: the CPU a request costs before its answer, as a real server's
+ * requests do (parsing, a lookup, building the reply). A loop of rounds
+ * measured once at start, so time spent descheduled is not counted as work
+ * done: the cost is CPU, whatever the machine's load. */
+static unsigned long work_rounds_per_us;
+static volatile uint64_t work_sink;
+
+static uint64_t work_rounds(const unsigned char *req, size_t len, unsigned long rounds)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+	for (unsigned long i = 0; i < rounds; i++)
+		h = (h ^ req[i % len]) * 0x100000001b3ull + i;
+	return h;
+}
+
+static void work_calibrate(void)
+{
+	unsigned char probe[64] = { 1 };
+	unsigned long rounds = 1000;
+	for (;;) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		work_sink += work_rounds(probe, sizeof(probe), rounds);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+		uint64_t ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+		if (ns >= 20000000u) {   /* 20 ms of CPU: a stable rate */
+			work_rounds_per_us = (unsigned long)(rounds * 1000u / ns);
+			if (!work_rounds_per_us)
+				work_rounds_per_us = 1;
+			return;
+		}
+		rounds *= 2;
+	}
+}
+
+static void request_work(const unsigned char *req, size_t len)
+{
+	if (opt.work_us > 0)
+		work_sink += work_rounds(req, len, work_rounds_per_us * (unsigned long)opt.work_us);
+}
 
 static volatile sig_atomic_t stop_flag;
 /* Bumped by SIGUSR1; every worker compares it with the value it last saw,
@@ -290,6 +336,8 @@ static int conn_service(int ep, struct conn *c, struct worker_stats *st)
 				return 1;
 			}
 			c->rlen += (size_t)r;
+			if (c->rlen == opt.size)
+				request_work(c->buf, opt.size);
 			continue;
 		}
 		ssize_t w = send(c->fd, c->buf + c->woff, opt.size - c->woff, MSG_NOSIGNAL);
@@ -853,6 +901,8 @@ static void udp_worker(int fd, int ready_fd, struct worker_stats *st)
 			ready_pipe(ready_fd);
 		first = 0;
 		if (r >= 0) {
+			if (r > 0)
+				request_work(buf, (size_t)r);
 			if (sendto(fd, buf, (size_t)r, 0, (struct sockaddr *)&from, fl) != r)
 				msg("sendto: %s", strerror(errno));
 			else
@@ -877,7 +927,7 @@ static void usage(void)
 		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads|\n"
 		"                          udp-shared]\n"
 		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n"
-		"                 [--user NAME]\n");
+		"                 [--user NAME] [--work-us N]\n");
 	exit(2);
 }
 
@@ -893,6 +943,7 @@ int main(int argc, char **argv)
 		{ "pidfile", required_argument, NULL, 'P' },
 		{ "max-seconds", required_argument, NULL, 'T' },
 		{ "user", required_argument, NULL, 'u' },
+		{ "work-us", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -916,12 +967,15 @@ int main(int argc, char **argv)
 		case 'P': opt.pidfile = optarg; break;
 		case 'T': opt.max_seconds = atoi(optarg); break;
 		case 'u': opt.user = optarg; break;
+		case 'W': opt.work_us = atoi(optarg); break;
 		default: usage();
 		}
 	}
 	if (optind != argc || opt.port <= 0 || opt.port > 65535 || opt.workers < 1 ||
-	    opt.workers > MAX_WORKERS || opt.size < 1 || opt.size > MAX_SIZE || opt.max_seconds < 1)
+	    opt.workers > MAX_WORKERS || opt.size < 1 || opt.size > MAX_SIZE || opt.max_seconds < 1 || opt.work_us < 0 || opt.work_us > 1000000)
 		usage();
+	if (opt.work_us)
+		work_calibrate();
 	if (opt.stats) {
 		stats_fd = open(opt.stats, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (stats_fd < 0) {

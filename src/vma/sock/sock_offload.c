@@ -535,9 +535,11 @@ static void sock_offload_exit(void *arg)
 			sched_yield();
 	if (arg == sock_offload_lane[0])
 		ring_mgr_close_all();
-	for (unsigned k = 0; k < n; k++)
+	for (unsigned k = 0; k < n; k++) {
+		sock_tcp_strays_free(lanes[k]);
 		if (locked[k])
 			sock_offload_unlock_plain(lanes[k]);
+	}
 }
 
 /* Every lane's connections get their FIN (or RST) before the rings close. */
@@ -657,8 +659,10 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	ctx->tcp = tcp_ctx_create(ctx->stack, &ctx->ifs[0].nif, &set);
 	if (!ctx->tcp)
 		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
-	else
+	else {
 		tcp_ctx_set_route_hook(ctx->tcp, sock_offload_tcp_route_metrics, ctx);
+		tcp_ctx_set_stray_hook(ctx->tcp, sock_tcp_stray_hook, ctx);
+	}
 }
 
 /* Builds lane `lane` (lane 0 opens the netlink view, the others use it). */
@@ -1005,6 +1009,10 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	stack_clock_set_us(ctx->stack, now_us);
 	if (ctx->timers_by_app)
 		sock_offload_timers_locked(ctx, now);
+	/* Segments of connections that moved here, which another lane still
+	 * received (sock_tcp_move.c): rare, one load when there are none. */
+	if (__builtin_expect(__atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL, 0))
+		sock_tcp_strays_input_locked(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		total += sock_offload_poll_if(ctx, &ctx->ifs[i]);
 	return total;
@@ -1193,6 +1201,16 @@ void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const s
 		return;
 	if (!ctx->dead)
 		ring_detach_flow(ctx->ifs[if_slot].ring, flow);
+	*ref = ctx->flows[--ctx->nflows];
+}
+
+void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (!ref || --ref->refs > 0)
+		return;
+	if (!ctx->dead)
+		ring_forget_flow(ctx->ifs[if_slot].ring, flow);
 	*ref = ctx->flows[--ctx->nflows];
 }
 

@@ -240,6 +240,12 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
  * poll like recv instead of sleeping at once (one wake-up each saved). */
 bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms);
 
+/* An accepted connection c of listener l, not published yet: under a
+ * lane per thread or core it moves to the accepting thread's (core's)
+ * lane (sock_tcp_move.c). Takes the locks itself; c stays where it was
+ * when it cannot move. */
+void sock_tcp_move_accepted(struct sock_tcp *l, struct sock_tcp *c);
+
 /* Child sockets (sock_tcp_listen.c). */
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
 void sock_tcp_child_free_locked(struct sock_tcp *child);

@@ -429,6 +429,10 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 	sock_offload_lock(ctx);
 	c->listener = NULL;
 	sock_offload_unlock(ctx);
+	/* A lane per thread or core: the connection goes where the thread
+	 * that accepted it runs, before anyone else can see its fd. */
+	sock_tcp_move_accepted(l, c);
+	ctx = c->ctx;
 	c->obj.ops = &sock_tcp_offload_ops;
 	if (sock_fd_set(nfd, &c->obj) != 0) {
 		sock_offload_lock(ctx);

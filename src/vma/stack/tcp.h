@@ -77,6 +77,10 @@ struct tcp_settings {
 struct tcp_counters {
 	uint64_t rx_segments, rx_bad_checksum, rx_bad_header, rx_no_pcb, rx_fragmented;
 	uint64_t rx_handed_off;        /* segments of connections handed to the kernel: dropped, not reset */
+	/* Lane moves (tcp_pcb_move): connections that moved in and out of
+	 * this engine; segments that still reached it for a connection gone
+	 * elsewhere (or a SYN for a listener elsewhere) and were passed on. */
+	uint64_t moved_in, moved_out, rx_strays_passed;
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
 	/* Receive frames (docs/security.md): in-order segments refused because
@@ -362,6 +366,40 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *out);
 /* Frees the pcb without sending anything (its connection now lives
  * elsewhere: the kernel took it over). No callback runs. */
 void tcp_pcb_forget(struct tcp_pcb *pcb);
+
+/* ---- moving connections between engines (lanes; docs/process_model.md) ---- */
+
+/* Where a segment came from, for a segment passed between engines. */
+struct tcp_seg_origin {
+	uint32_t src, dst;       /* IPv4, network order */
+	uint8_t ttl, tos;
+	uint8_t src_mac[6];
+	int ifindex;
+};
+/* A segment reached this engine for a connection that moved to another
+ * (dest_arg: that engine's stray hook argument), or a SYN reopening a
+ * moved-in connection's TIME_WAIT where no listener of the port is
+ * (dest_arg NULL: whichever engine holds the listener). seg/len: the whole
+ * TCP segment, checksum verified. Runs inside input with this engine's
+ * owner locked; it must copy what it keeps and not call into any engine. */
+typedef void (*tcp_stray_fn)(void *arg, void *dest_arg, const struct tcp_seg_origin *from, const uint8_t *seg,
+			     uint32_t len);
+void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg);
+/* Moves a synchronized connection (ESTABLISHED or CLOSE_WAIT, outside
+ * input) to engine `to`, sending on nif there; its callbacks go with it.
+ * The out-of-order queue, whose frames belong to the old engine's ring, is
+ * dropped (reneged, RFC 2018 section 8: the peer keeps what we did not
+ * acknowledge); the caller owns the in-order data it already took. The old
+ * engine passes segments of the connection that still reach it to its
+ * stray hook for a while. Both engines' owners must be locked; `to`'s clock
+ * must not be behind the old one's (timestamps stay monotonic). 0, or
+ * -EINVAL with nothing changed. */
+int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_netif *nif);
+/* Feeds a segment passed on by another engine's stray hook: buf holds the
+ * whole TCP segment (data = TCP header, len = segment length) and is
+ * consumed; nif is this engine's interface of from->ifindex. */
+void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,
+		      const struct tcp_seg_origin *from);
 void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
 		      uint32_t *remote_ip, uint16_t *remote_port);
 const char *tcp_state_name(enum tcp_state s);

@@ -928,6 +928,18 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 	       (pcb->ts_ok && seg->opt.has_ts && SEQ_GT(seg->opt.ts_val, pcb->ts_recent));
 }
 
+/* A segment for a connection (or listener) in another engine: the whole
+ * TCP segment [h, h + len) goes to the stray hook. */
+static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct stack_ip4_info *ip, const uint8_t *src_mac,
+		       const uint8_t *h, uint32_t len)
+{
+	struct tcp_seg_origin from = { .src = ip->src, .dst = ip->dst, .ttl = ip->ttl, .tos = ip->tos,
+				       .ifindex = ip->ifindex };
+	memcpy(from.src_mac, src_mac, 6);
+	ctx->cnt.rx_strays_passed++;
+	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, h, len);
+}
+
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
 	       const struct stack_ip4_info *ip, const uint8_t *src_mac)
 {
@@ -984,12 +996,26 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		 * space starts above the old one. */
 		reopen_isn = pcb->snd_nxt + 65535 + 2;
 		isn = &reopen_isn;
+		bool moved_in = pcb->moved_in;
 		tcp_pcb_done(pcb);
 		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+		if (moved_in && ctx->stray_fn && (!pcb || pcb->state != TCP_LISTEN)) {
+			/* The connection had moved here from the engine of its
+			 * listener: the new one starts there, and so do the
+			 * segments that follow its SYN. */
+			tcp_handed_note(ctx, ip->dst, dport, ip->src, sport, TCP_HANDED_TO_LISTENER, NULL);
+			pass_stray(ctx, NULL, ip, src_mac, h, len);
+			pcb = NULL;
+			goto done;
+		}
 	}
+	const struct tcp_handed *hd = NULL;
 	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
-	    !(seg.flags & TCP_SYN) && tcp_handed_off(ctx, ip->dst, dport, ip->src, sport)) {
-		ctx->cnt.rx_handed_off++;
+	    !(seg.flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, dport, ip->src, sport)) != NULL) {
+		if (hd->kind != TCP_HANDED_KERNEL && ctx->stray_fn)
+			pass_stray(ctx, hd->dest_arg, ip, src_mac, h, len);
+		else
+			ctx->cnt.rx_handed_off++;
 	} else if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
 		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
@@ -1014,8 +1040,18 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		else
 			synchronized_input(pcb, &seg, nif, ip, src_mac, sport, dport);
 	}
+done:
 	ctx->depth--;
 	if (!ctx->depth)
 		tcp_reap(ctx);
 	ring_buf_free(seg.buf);
+}
+
+void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,
+		      const struct tcp_seg_origin *from)
+{
+	/* The engine that passed it verified the checksum. */
+	struct stack_ip4_info ip = { .src = from->src, .dst = from->dst, .ttl = from->ttl, .tos = from->tos,
+				     .proto = 6, .l4_csum_trusted = true, .ifindex = from->ifindex };
+	tcp_input(ctx->st, nif, buf, &ip, from->src_mac);
 }

@@ -911,24 +911,93 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
 	return 0;
 }
 
-int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip,
+					 uint16_t rport)
 {
-	for (unsigned i = 0; i < TCP_HANDED_RECENT; i++) {
-		const struct tcp_handed *h = &ctx->handed[i];
+	/* Newest first: a tuple moved again, or reused, is found as it is now. */
+	for (unsigned k = 1; k <= TCP_HANDED_RECENT && k <= ctx->handed_next; k++) {
+		const struct tcp_handed *h = &ctx->handed[(ctx->handed_next - k) % TCP_HANDED_RECENT];
 		if (h->lport == lport && h->rport == rport && h->lip == lip && h->rip == rip)
-			return 1;
+			return h->kind == TCP_HANDED_KERNEL || ctx->now_ms - h->at_ms < TCP_MOVED_GRACE_MS ? h : NULL;
 	}
-	return 0;
+	return NULL;
+}
+
+void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
+		     void *dest_arg)
+{
+	ctx->handed[ctx->handed_next++ % TCP_HANDED_RECENT] = (struct tcp_handed){
+		.lip = lip, .rip = rip, .lport = lport, .rport = rport, .kind = kind, .dest_arg = dest_arg,
+		.at_ms = ctx->now_ms,
+	};
+	if (!ctx->handed_next)   /* wrapped: 0 means "none yet" to tcp_input */
+		ctx->handed_next = TCP_HANDED_RECENT;
 }
 
 void tcp_pcb_forget(struct tcp_pcb *pcb)
 {
-	struct tcp_ctx *ctx = pcb->ctx;
-	ctx->handed[ctx->handed_next++ % TCP_HANDED_RECENT] = (struct tcp_handed){
-		.lip = pcb->local_ip, .rip = pcb->remote_ip, .lport = pcb->local_port, .rport = pcb->remote_port,
-	};
+	tcp_handed_note(pcb->ctx, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port,
+			TCP_HANDED_KERNEL, NULL);
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
 	tcp_pcb_release(pcb);
+}
+
+void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg)
+{
+	ctx->stray_fn = fn;
+	ctx->stray_arg = arg;
+}
+
+int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_netif *nif)
+{
+	struct tcp_ctx *from = pcb->ctx;
+	if (!to || !nif || to == from || from->depth || to->depth || pcb->in_batch || pcb->dead || pcb->parent ||
+	    (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_CLOSE_WAIT) || pcb->hashed != TCP_HASH_CONN)
+		return -EINVAL;
+	/* Out of the old engine: its demux, its list, its counters. */
+	pcb_unhash(pcb);
+	if (pcb->prev)
+		pcb->prev->next = pcb->next;
+	else
+		from->pcbs = pcb->next;
+	if (pcb->next)
+		pcb->next->prev = pcb->prev;
+	from->npcbs--;
+	bool estab = pcb->counted_estab;
+	tcp_estab_count(pcb, false);
+	from->cnt.moved_out++;
+	/* Out-of-order frames belong to the old ring: reneged (never again
+	 * reported in a SACK block; the peer resends them). */
+	if (pcb->ooo) {
+		from->cnt.rx_ooo_reneged += pcb->ooo_count;
+		tcp_ooo_free(pcb);
+		memset(pcb->sack_recent, 0, sizeof(pcb->sack_recent));
+	}
+	pcb->dsack_pending = false;
+	/* What still reaches the old engine for the connection goes on. */
+	tcp_handed_note(from, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port, TCP_HANDED_MOVED,
+			to->stray_arg);
+
+	/* Into the new one. */
+	pcb->ctx = to;
+	pcb->nif = nif;
+	pcb->moved_in = true;
+	pcb->prev = NULL;
+	pcb->next = to->pcbs;
+	if (to->pcbs)
+		to->pcbs->prev = pcb;
+	to->pcbs = pcb;
+	to->npcbs++;
+	pcb_hash_into(pcb, TCP_HASH_CONN);
+	tcp_estab_count(pcb, estab);
+	to->cnt.moved_in++;
+	/* Its timers are absolute times on the same clock: the new engine
+	 * learns of the earliest one. */
+	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rexmit_probe_at };
+	for (unsigned i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		if (fine[i])
+			tcp_deadline(to, fine[i]);
+	return 0;
 }
 
 void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)

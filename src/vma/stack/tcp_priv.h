@@ -219,6 +219,11 @@ struct tcp_pcb {
 	uint64_t tlp_at;
 	bool tlp_sent;
 
+	/* Moved here from another engine (tcp_pcb_move): a SYN reopening its
+	 * TIME_WAIT goes to the engine of the port's listener when this one
+	 * has none. */
+	bool moved_in;
+
 	/* Transmit stamps asked (tcp_tx_stamp_request); NULL until the first
 	 * request, so a pcb without SO_TIMESTAMPING pays one pointer test per
 	 * segment and per ACK. */
@@ -256,6 +261,11 @@ struct tcp_hash {
 };
 
 #define TCP_HANDED_RECENT 64
+/* How long segments of a connection that moved to another engine are
+ * passed on: the ones that still come here were steered before the move
+ * and land within one NAPI pass of it; the rest of the entry's life only
+ * risks passing on a new connection that reuses the tuple. */
+#define TCP_MOVED_GRACE_MS 2000
 
 struct tcp_ctx {
 	struct stack *st;
@@ -284,15 +294,28 @@ struct tcp_ctx {
 	struct tcp_handed {
 		uint32_t lip, rip;
 		uint16_t lport, rport;
+		/* What becomes of the tuple's segments: dropped (handed to
+		 * the kernel), passed to the stray hook for another engine
+		 * (moved away), or passed for the port's listener. */
+		uint8_t kind;
+		void *dest_arg;
+		uint64_t at_ms;
 	} handed[TCP_HANDED_RECENT];
 	unsigned handed_next;
+	tcp_stray_fn stray_fn;
+	void *stray_arg;
 	/* Route metrics toward the sender of a SYN (tcp_ctx_set_route_hook). */
 	tcp_route_fn route_fn;
 	void *route_arg;
 };
 
-/* Whether (lip, lport, rip, rport) was handed to the kernel lately. */
-int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+enum { TCP_HANDED_KERNEL, TCP_HANDED_MOVED, TCP_HANDED_TO_LISTENER };
+/* The record of (lip, lport, rip, rport) if it was handed to the kernel or
+ * moved away lately, else NULL. */
+const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip,
+					 uint16_t rport);
+void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
+		     void *dest_arg);
 
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
