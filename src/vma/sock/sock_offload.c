@@ -575,6 +575,44 @@ static enum tcp_ts_mode sock_offload_ts_mode(void)
 	return v ? TCP_TS_ON : TCP_TS_OFF;
 }
 
+/* A number from /proc/sys (def when absent or unreadable); up to n values
+ * on one line (tcp_rmem's min, default, max). */
+static unsigned sock_offload_sysctl(const char *path, unsigned long *v, unsigned n)
+{
+	FILE *f = fopen(path, "re");
+	unsigned got = 0;
+	if (f) {
+		while (got < n && fscanf(f, "%lu", &v[got]) == 1)
+			got++;
+		fclose(f);
+	}
+	return got;
+}
+
+/* Linux's receive side, from the namespace's sysctls: the initial window is
+ * half of tcp_rmem[1], auto-tuning grows it to half of tcp_rmem[2] (the
+ * default 50% window/buffer ratio), and the window scale is chosen from
+ * max(tcp_rmem[2], rmem_max); ECN as net.ipv4.tcp_ecn (Linux's default 2:
+ * accepted when asked, not asked for). */
+static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
+{
+	unsigned long rmem[3] = { 4096, 131072, 6291456 }, rmem_max = 212992, ecn = 2;
+	if (sock_offload_sysctl("/proc/sys/net/ipv4/tcp_rmem", rmem, 3) != 3) {
+		rmem[1] = 131072;
+		rmem[2] = 6291456;
+	}
+	sock_offload_sysctl("/proc/sys/net/core/rmem_max", &rmem_max, 1);
+	sock_offload_sysctl("/proc/sys/net/ipv4/tcp_ecn", &ecn, 1);
+	if (rmem[1] < 4096 || rmem[1] > (1ul << 30))
+		rmem[1] = 131072;
+	if (rmem[2] < rmem[1] || rmem[2] > (1ul << 30))
+		rmem[2] = rmem[1];
+	set->rcv_buf = (uint32_t)(rmem[1] / 2);
+	set->rcv_buf_max = (uint32_t)(rmem[2] / 2);
+	set->rcv_wscale_space = (uint32_t)(rmem[2] > rmem_max ? rmem[2] : (rmem_max > (1ul << 30) ? 1ul << 30 : rmem_max));
+	set->ecn = ecn == 1 ? 1 : ecn == 0 ? 0 : 2;
+}
+
 /* net.ipv4.tcp_notsent_lowat: TCP_NOTSENT_LOWAT of sockets that set none
  * (Linux's default, UINT32_MAX, means none). */
 static uint32_t sock_offload_notsent_lowat(void)
@@ -615,7 +653,7 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	set.max_syn_rate = (uint32_t)g_cfg.tcp_max_syn_rate;
 	set.gro_streams_max = (uint32_t)g_cfg.gro_streams_max;
 	set.timer_resolution_ms = engine_tcp_timer_period_ms();
-	set.rcv_buf = 131072;
+	sock_offload_tcp_linux_settings(&set);
 	set.snd_buf = 131072;
 	ctx->tcp_period_ms = set.timer_resolution_ms ? set.timer_resolution_ms : 100;
 	ctx->timers_by_app = !engine_tcp_timer_immediate();

@@ -295,8 +295,11 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s)
 		tcp_set_syn_retries(pcb, s->syncnt);
 	tcp_set_nodelay(pcb, s->nodelay);
 	tcp_set_quickack(pcb, s->quickack);
+	/* SO_RCVBUF (the value asked: Linux offers half of its doubled
+	 * buffer as the window) fixes the window and ends auto-tuning */
 	if (s->rcvbuf || s->sndbuf)
 		tcp_set_bufsizes(pcb, s->rcvbuf, s->sndbuf);
+	tcp_set_user_timeout(pcb, s->user_timeout_ms);
 	if (s->keep_params_set)
 		tcp_set_keepalive_params(pcb, s->keep_idle_s * 1000u, s->keep_intvl_s * 1000u, s->keep_cnt);
 	tcp_set_keepalive(pcb, s->keepalive);

@@ -116,6 +116,7 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case TCP_SYNCNT:
 		case TCP_QUICKACK:
 		case TCP_NOTSENT_LOWAT:
+		case TCP_USER_TIMEOUT:
 			return true;
 		}
 		return false;
@@ -286,6 +287,10 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 		case TCP_NOTSENT_LOWAT:
 			/* Linux keeps the int as an unsigned: -1 is "unlimited" */
 			s->notsent_lowat = (uint32_t)v;
+			apply = true;
+			break;
+		case TCP_USER_TIMEOUT:   /* the kernel refused negative values */
+			s->user_timeout_ms = v > 0 ? (uint32_t)v : 0;
 			apply = true;
 			break;
 		}
@@ -470,6 +475,13 @@ _Static_assert(sizeof(struct tcp_info) <= sizeof(struct sock_tcp_info), "headers
 #define SOCK_TCP_LINUX_REORDERING 3u      /* net.ipv4.tcp_reordering */
 #define SOCK_TCP_TS_OPTION_BYTES 12u
 
+/* A full segment's payload (Linux's mss_cache): the MSS less the timestamp
+ * option when it is on. */
+static uint32_t sock_tcp_payload_mss(const struct tcp_pcb_info *in)
+{
+	return in->mss - (in->ts_ok && in->mss > SOCK_TCP_TS_OPTION_BYTES ? SOCK_TCP_TS_OPTION_BYTES : 0);
+}
+
 /* Our engine's view in the kernel's units: times in µs (ages in ms),
  * windows in segments, sizes in bytes, counters as RFC 4898 defines. */
 static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
@@ -495,12 +507,13 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_probes = (uint8_t)(in.probes > 255 ? 255 : in.probes);
 	ti->tcpi_backoff = ti->tcpi_retransmits;
 	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
-			   (in.ws_ok ? TCPI_OPT_WSCALE : 0);
+			   (in.ws_ok ? TCPI_OPT_WSCALE : 0) | (in.ecn_ok ? TCPI_OPT_ECN : 0);
+	ti->tcpi_rcv_rtt = in.rcv_rtt_us;
 	if (in.ws_ok)
 		ti->tcpi_wscales = (uint8_t)((in.snd_wscale & 0xf) | (in.rcv_wscale & 0xf) << 4);
 	ti->tcpi_rto = in.rto_ms * 1000;
 	ti->tcpi_ato = in.delack_ms * 1000;
-	ti->tcpi_snd_mss = in.mss;
+	ti->tcpi_snd_mss = sock_tcp_payload_mss(&in);
 	/* Linux starts from 536 and moves to the largest segment received */
 	uint32_t rcv_mss = in.mss < SOCK_TCP_LINUX_MSS_DEFAULT ? in.mss : SOCK_TCP_LINUX_MSS_DEFAULT;
 	ti->tcpi_rcv_mss = in.rcv_mss > rcv_mss ? in.rcv_mss : rcv_mss;
@@ -633,8 +646,10 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		if (have)
 			tcp_pcb_get_info(s->pcb, &in);
 		sock_offload_unlock(ctx);
+		/* Linux's mss_cache: the payload of a full segment, the
+		 * timestamp option left out once agreed */
 		if (have)
-			return sock_tcp_put_int(val, len, (int)in.mss);
+			return sock_tcp_put_int(val, len, (int)sock_tcp_payload_mss(&in));
 	}
 	if (level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW)) {
 		/* The kernel's answer (its length rules, bind_phc) with our flags:

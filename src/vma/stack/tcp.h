@@ -37,7 +37,20 @@ struct tcp_settings {
 	uint32_t mtu;                  /* VMA_MTU; 0 = the netif's */
 	uint32_t timer_resolution_ms;  /* VMA_TCP_TIMER_RESOLUTION_MSEC (fast timer) */
 	uint32_t max_syn_rate;         /* VMA_TCP_MAX_SYN_RATE per listener per second; 0 = unlimited */
-	uint32_t rcv_buf, snd_buf;     /* bytes per pcb */
+	uint32_t rcv_buf, snd_buf;     /* bytes per pcb (rcv_buf: the window offered) */
+	/* Receive-buffer auto-tuning (Linux's tcp_rcv_space_adjust, "DRS"): a
+	 * pcb whose rcv_buf was not set (tcp_set_bufsizes) grows its window as
+	 * the application reads, each receiver RTT, up to rcv_buf_max (Linux:
+	 * the window of net.ipv4.tcp_rmem[2]); 0 = rcv_buf stays. */
+	uint32_t rcv_buf_max;
+	/* Such a pcb's window scale is chosen from the largest buffer it may
+	 * grow to, as Linux from max(tcp_rmem[2], net.core.rmem_max): the
+	 * larger of rcv_buf and this. */
+	uint32_t rcv_wscale_space;
+	/* RFC 3168 ECN, as Linux's net.ipv4.tcp_ecn: 0 off, 1 asked for on
+	 * active opens and accepted, 2 accepted when the peer asks (Linux's
+	 * default) */
+	uint8_t ecn;
 	uint32_t ooo_max_bytes;        /* buffer memory (ring_buf.size) held out of order per pcb */
 	uint32_t delack_ms;            /* delayed-ACK timeout */
 	uint32_t rto_initial_ms, rto_min_ms, rto_max_ms;
@@ -100,6 +113,11 @@ struct tcp_counters {
 	uint64_t rx_payload_bytes, tx_payload_bytes;   /* new bytes (no retransmits/duplicates) */
 	uint64_t tx_pure_acks, tx_delayed_acks;        /* ACKs without data; ones sent by the delack timer */
 	uint64_t rx_batch_merged, rx_batch_deliveries; /* segments merged into a batch; recv calls it made */
+	/* Linux-like receive and ECN behaviour: ACKs sent at once by quick-ACK
+	 * mode (connection start, after idle); receive windows grown by
+	 * auto-tuning; CE-marked segments received; congestion window
+	 * reductions for ECE; connections ended by TCP_USER_TIMEOUT */
+	uint64_t tx_quick_acks, rx_rcvbuf_grown, rx_ecn_ce, tx_ecn_cwnd_reduced, tx_user_timeouts;
 };
 
 /* An out-of-order queue that made no progress for this long while the
@@ -186,6 +204,9 @@ struct tcp_pcb_info {
 	uint32_t min_rtt_ms;                            /* smallest RTT sample; UINT32_MAX = none */
 	/* From timed segments in microseconds (0 / UINT32_MAX: none yet). */
 	uint32_t srtt_us, rttvar_us, min_rtt_us;
+	bool ecn_ok;                                    /* ECN negotiated (TCPI_OPT_ECN) */
+	uint32_t rcv_rtt_us;                            /* receiver's RTT estimate (tcpi_rcv_rtt); 0 = none */
+	uint32_t user_timeout_ms;                       /* TCP_USER_TIMEOUT; 0 = none */
 };
 
 /* What the kernel needs to continue an established connection (TCP_REPAIR,
@@ -272,15 +293,22 @@ void tcp_abort(struct tcp_pcb *pcb);
  * SYN retries); their netif is the one their SYN arrived on. */
 /* Interface this pcb transmits on (default: the ctx's); MSS follows its MTU. */
 void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif);
-/* 0 = keep. rcv_buf: the window scale is chosen from it when the SYN leaves
- * (or arrives, for children), so set it before connect/listen; later changes
- * only move the window within that scale. snd_buf may change any time (never
+/* 0 = keep. rcv_buf (SO_RCVBUF, as a window: Linux's half of the doubled
+ * value): fixes the window, ending auto-tuning (settings.rcv_buf_max); the
+ * window scale is chosen from it when the SYN leaves (or arrives, for
+ * children), so set it before connect/listen; later changes only move the
+ * window within that scale. snd_buf may change any time (never
  * below the bytes already queued). Returns nothing: on allocation failure the
  * old send buffer stays. */
 void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf);
 /* Any time; 0 = keep. A running idle timer restarts from the last segment received. */
 void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
 			      uint32_t probes);
+/* TCP_USER_TIMEOUT (any time, 0 = off; children inherit it): as Linux, a
+ * connection whose oldest unacknowledged data (or SYN) has waited this long
+ * for an ACK is reset and ends with ETIMEDOUT at the next retransmission
+ * timeout, which is brought forward to that moment. */
+void tcp_set_user_timeout(struct tcp_pcb *pcb, uint32_t ms);
 /* TCP_SYNCNT: SYN (or SYN-ACK) retransmissions before ETIMEDOUT; 0 = keep. */
 void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries);
 /* TCP_MAXSEG: upper bound on our MSS (advertised in the SYN); 0 = none. */
