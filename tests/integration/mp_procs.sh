@@ -125,7 +125,9 @@ if [ "$KERNEL_ONLY" = 1 ]; then
 	VMA=""
 	echo "mode: kernel only (servers on the kernel; offload checks inverted)"
 else
-	VMA="env LD_PRELOAD=$LIB"
+	# VMA_TEST_PRELOAD: runtimes to load first (asan_offload.sh: the
+	# sanitizers' own, which an uninstrumented program needs first).
+	VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB"
 	echo "mode: libvma $LIB"
 fi
 
