@@ -221,7 +221,7 @@ integration() {
 # own machinery (XDP program, vmad, shared UMEM, share groups across fork)
 # and hostile (a flood beyond what softverbs' system calls keep up with) are
 # left out; docs/verbs.md lists them with the reasons.
-VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_semantics|tcp_stream|tcp_conns|tcp_ctl_thread|avoid_sys_calls|exception_handling|extra_api|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns)$'}
+VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|udp_migrate|iomux_udp|tcp_offload|tcp_semantics|tcp_stream|tcp_conns|tcp_ctl_thread|avoid_sys_calls|exception_handling|extra_api|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns)$'}
 
 # verbs_step: step 6, when softverbs was built (rdma-core found).
 verbs_step() {

@@ -36,7 +36,7 @@ fail=0
 check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 tcp_passive() { $B awk '/^Tcp:/{n++; if(n==2) print $6}' /proc/net/snmp; }
-VERBS="env LD_LIBRARY_PATH=$SV LD_PRELOAD=$LIB SOFTVERBS_STATS=1"
+VERBS="env LD_LIBRARY_PATH=$SV LD_PRELOAD=$LIB SOFTVERBS_STATS=1 VMA_STATS_SHMEM_DIR=$TMP"
 
 SRV='
 import socket,sys,time

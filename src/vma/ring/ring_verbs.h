@@ -1,16 +1,92 @@
 /* The verbs backend's parts shared by its files: device discovery
- * (ring_verbs_dev.c), the flow rule layout (ring_verbs_flow.c) and the
- * ring itself (ring_verbs.c). docs/verbs.md describes all three. */
+ * (ring_verbs_dev.c), steering rules and the flow table
+ * (ring_verbs_flow.c), opening and closing (ring_verbs_open.c) and the
+ * packet path (ring_verbs.c). docs/verbs.md describes them. */
 #ifndef VMA_RING_RING_VERBS_H
 #define VMA_RING_RING_VERBS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+#include <sys/types.h>
 
 #include <infiniband/verbs.h>
 
 #include "ring/ring.h"
+
+/* IP headers land on 4-byte boundaries behind the 14-byte Ethernet header. */
+#define RING_VERBS_HEADROOM 2u
+#define RING_VERBS_MIN_FRAME 2048u
+#define RING_VERBS_MAX_FRAME 16384u
+#define RING_VERBS_POLL_MAX 64u
+
+struct ring_verbs_flow {
+	struct ring_flow flow;
+	struct ibv_flow *ib;      /* NULL: handed to the kernel (to_kernel) */
+};
+
+struct ring_verbs {
+	struct ring base;
+	struct ring_verbs *next_ring;   /* ring_verbs_rings */
+	struct ring_verbs_config vcfg;
+	pid_t owner;              /* a forked child never destroys its parent's objects */
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_comp_channel *channel;
+	struct ibv_cq *rx_cq;
+	struct ibv_cq *tx_cq;
+	struct ibv_qp *qp;
+	uint8_t port;
+	uint8_t *mem;
+	size_t mem_len;
+	uint32_t frame_size;
+	struct ring_sizes sizes;  /* rx_descs: RQ depth; tx_frames: SQ depth */
+	uint32_t max_inline;
+	/* receive */
+	uint32_t *rq_fifo;        /* frames posted, in posting order */
+	uint32_t rq_head, rq_posted;
+	uint32_t rq_reserve;      /* VMA_CQ_KEEP_QP_FULL: WQEs always posted */
+	uint32_t *rx_free;        /* frames neither posted nor held */
+	uint32_t rx_free_count;
+	struct ibv_recv_wr *rwr;
+	struct ibv_sge *rsge;
+	struct ibv_wc wc[RING_VERBS_POLL_MAX];
+	struct ibv_wc stash[RING_VERBS_POLL_MAX];   /* polled by wait_arm */
+	uint32_t stash_head, stash_count;
+	/* The wait fd: an epoll set of the completion channel and an eventfd
+	 * raised while the stash holds completions. A CQ poll consumes what
+	 * it finds, and a completion wait_arm finds must keep the wait fd
+	 * readable for whoever sleeps on it later (level-triggered, as an
+	 * AF_XDP socket with frames in its RX ring is). */
+	int wait_ep;
+	int stash_fd;
+	bool stash_signaled;
+	uint32_t events_unacked;
+	/* send */
+	uint32_t *tx_free;
+	uint32_t tx_free_count;
+	struct ibv_send_wr *swr;  /* one per SQ slot */
+	struct ibv_sge *ssge;
+	int32_t *sq_frame;        /* TX frame of a slot; -1 when inline or free */
+	uint32_t sq_head;         /* oldest slot posted and not completed */
+	uint32_t sq_posted, sq_queued, unsignaled;
+	uint64_t tx_last_send_ns, tx_held_since_ns;
+	/* interrupt moderation */
+	uint16_t mod_count, mod_period_us;
+	bool aim_off;
+	uint64_t aim_last_ns, aim_last_packets;
+	struct ring_verbs_flow *flows;
+	unsigned flow_count, flow_cap;
+	bool warned_rx, warned_tx;
+};
+
+static inline struct ring_verbs *ring_verbs_of(struct ring *ring)
+{
+	return (struct ring_verbs *)ring;
+}
+
 
 /* ---- device discovery (ring_verbs_dev.c) ---- */
 
@@ -52,5 +128,34 @@ int ring_verbs_rule_build(const struct ring_flow *flow, const uint8_t mac[6], ui
 			  struct ring_verbs_rule *rule);
 /* The ring's errno for a refused ibv_create_flow. */
 int ring_verbs_flow_errno(int err);
+
+/* ---- the flow table (ring_verbs_flow.c) ---- */
+
+int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow);
+int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow);
+/* An open ring joins the process's list (flows may move between rings);
+ * release takes it out and destroys every rule it holds. */
+void ring_verbs_flows_register(struct ring_verbs *r);
+void ring_verbs_flows_release(struct ring_verbs *r);
+
+/* ---- the packet path (ring_verbs.c) ---- */
+
+extern const struct ring_ops ring_verbs_ops;
+extern const struct ring_buf_pool_ops ring_verbs_rx_pool_ops;
+extern const struct ring_buf_pool_ops ring_verbs_tx_pool_ops;
+uint64_t ring_verbs_clock_ns(clockid_t clock);
+void ring_verbs_moderate(struct ring_verbs *r, uint16_t count, uint16_t period_us);
+/* Posts free frames while the RQ has room: one chained ibv_post_recv. */
+void ring_verbs_refill(struct ring_verbs *r);
+/* Posts the queued WRs (force_signal: the last one asks for a completion). */
+void ring_verbs_doorbell(struct ring_verbs *r, bool force_signal);
+/* Polls the TX CQ: completed frames back to the free list. */
+void ring_verbs_reap(struct ring_verbs *r);
+void ring_verbs_ack_events(struct ring_verbs *r);
+
+/* ---- opening and closing (ring_verbs_open.c) ---- */
+
+void ring_verbs_close(struct ring *ring);
+void ring_verbs_forget(struct ring *ring);
 
 #endif

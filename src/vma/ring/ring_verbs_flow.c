@@ -1,14 +1,18 @@
-/* The verbs backend's steering rules: one ibv_create_flow rule per flow,
- * an Ethernet, an IPv4 and a TCP/UDP spec with full masks on the fields
- * used, at a priority that makes the more specific rule win
- * (docs/verbs.md, "Flow steering"). Pure: unit tested without a device. */
+/* The verbs backend's steering: one ibv_create_flow rule per flow, an
+ * Ethernet, an IPv4 and a TCP/UDP spec with full masks on the fields used,
+ * at a priority that makes the more specific rule win; each ring's table
+ * of the flows it steers; a flow moving from one ring of the process to
+ * another (docs/verbs.md, "Flow steering"). */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "log/vlog.h"
 #include "ring/ring_flow.h"
 #include "ring/ring_verbs.h"
 
@@ -97,3 +101,198 @@ int ring_verbs_flow_errno(int err)
 		return -EINVAL;   /* EINVAL, ENXIO, EOPNOTSUPP: the device cannot steer it */
 	}
 }
+
+/* ---- the flow tables ---- */
+
+/* The process's verbs rings, for flows moving between them; this lock
+ * guards every ring's flow table (attach, detach and close are not on the
+ * packet path). */
+static pthread_mutex_t ring_verbs_flows_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ring_verbs *ring_verbs_rings;
+
+/* In a forked child the rings (and their rules) are the parent's: none of
+ * them is the child's to take a flow from. */
+static void ring_verbs_atfork_child(void)
+{
+	pthread_mutex_init(&ring_verbs_flows_lock, NULL);
+	ring_verbs_rings = NULL;
+}
+
+static pthread_once_t ring_verbs_atfork_once = PTHREAD_ONCE_INIT;
+
+static void ring_verbs_atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, ring_verbs_atfork_child);
+}
+
+static void ring_verbs_unlink(struct ring_verbs *r)
+{
+	for (struct ring_verbs **p = &ring_verbs_rings; *p; p = &(*p)->next_ring) {
+		if (*p == r) {
+			*p = r->next_ring;
+			break;
+		}
+	}
+}
+
+void ring_verbs_flows_register(struct ring_verbs *r)
+{
+	pthread_once(&ring_verbs_atfork_once, ring_verbs_atfork_register);
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	r->next_ring = ring_verbs_rings;
+	ring_verbs_rings = r;
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+}
+
+void ring_verbs_flows_release(struct ring_verbs *r)
+{
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	ring_verbs_unlink(r);
+	while (r->flow_count) {
+		struct ring_verbs_flow *f = &r->flows[--r->flow_count];
+		if (f->ib)
+			ibv_destroy_flow(f->ib);
+	}
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+}
+
+
+static struct ring_verbs_flow *ring_verbs_flow_find(struct ring_verbs *r, const struct ring_flow *flow)
+{
+	for (unsigned i = 0; i < r->flow_count; i++)
+		if (ring_flow_same(&r->flows[i].flow, flow))
+			return &r->flows[i];
+	return NULL;
+}
+
+/* Whether a 3-tuple of this ring would catch the 5-tuple's segments. */
+static bool ring_verbs_flow_covered(struct ring_verbs *r, const struct ring_flow *five)
+{
+	for (unsigned i = 0; i < r->flow_count; i++) {
+		const struct ring_flow *f = &r->flows[i].flow;
+		if (r->flows[i].ib && !f->group && !f->remote_port && f->proto == five->proto &&
+		    f->local_port == five->local_port && (!f->local_ip || f->local_ip == five->local_ip))
+			return true;
+	}
+	return false;
+}
+
+static int ring_verbs_flow_to_kernel(struct ring_verbs *r, const struct ring_flow *flow, int kind)
+{
+	struct ring_verbs_flow *f = ring_verbs_flow_find(r, flow);
+
+	if (kind != RING_FLOW_5TUPLE)
+		return -EINVAL;
+	if (!f)
+		return -ENOENT;
+	if (!f->ib)
+		return 0;
+	/* A rule steers to a QP or drops: "back to the kernel" is no rule
+	 * at all, which only works when no 3-tuple of ours catches it. */
+	if (ring_verbs_flow_covered(r, flow))
+		return -EOPNOTSUPP;
+	int err = ibv_destroy_flow(f->ib);
+	if (err)
+		return ring_verbs_flow_errno(err);
+	f->ib = NULL;
+	f->flow.to_kernel = 1;
+	return 0;
+}
+
+static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_flow *flow)
+{
+	struct ring_verbs *r = ring_verbs_of(ring);
+	struct ring_verbs_rule rule;
+	int kind = ring_verbs_rule_build(flow, ring->mac, r->port, &rule);
+
+	if (kind < 0)
+		return kind;
+	if (flow->to_kernel)
+		return ring_verbs_flow_to_kernel(r, flow, kind);
+	if (ring_verbs_flow_find(r, flow))
+		return -EEXIST;
+	if (flow->share && kind != RING_FLOW_GROUP) {
+		/* Two QPs with one rule is undefined on hardware: a port other
+		 * processes may share is left to the kernel socket. */
+		static bool told;
+		if (!told)
+			vlog_info("ring: %s: ports shared across processes or by SO_REUSEPORT are served by the "
+				  "kernel on the verbs backend (docs/verbs.md)", ring->ifname);
+		told = true;
+		return -EOPNOTSUPP;
+	}
+	if (r->flow_count == r->flow_cap) {
+		unsigned cap = r->flow_cap ? r->flow_cap * 2 : 16;
+		struct ring_verbs_flow *grown = realloc(r->flows, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		r->flows = grown;
+		r->flow_cap = cap;
+	}
+	/* Another ring of this process steering the same unicast flow: the
+	 * socket is moving lanes (its old lane's rings are drained next).
+	 * Ours goes in one better, theirs goes, ours takes the usual
+	 * priority: no moment with two equal rules (duplicates) or none
+	 * (frames to the kernel). */
+	struct ring_verbs_flow *theirs = NULL;
+	if (kind != RING_FLOW_GROUP) {
+		for (struct ring_verbs *o = ring_verbs_rings; o && !theirs; o = o->next_ring) {
+			if (o == r)
+				continue;
+			struct ring_verbs_flow *f = ring_verbs_flow_find(o, flow);
+			if (f && f->ib)
+				theirs = f;
+		}
+	}
+	struct ibv_flow *ib;
+	if (theirs) {
+		struct ring_verbs_rule better = rule;
+		better.attr.priority--;
+		struct ibv_flow *bridge = ibv_create_flow(r->qp, &better.attr);
+		if (!bridge)
+			return ring_verbs_flow_errno(errno);
+		ibv_destroy_flow(theirs->ib);
+		theirs->ib = NULL;   /* its ring's detach then has nothing to undo */
+		ib = ibv_create_flow(r->qp, &rule.attr);
+		if (!ib) {
+			ib = bridge;   /* keep the better one: steering still right */
+		} else {
+			ibv_destroy_flow(bridge);
+		}
+	} else {
+		ib = ibv_create_flow(r->qp, &rule.attr);
+		if (!ib)
+			return ring_verbs_flow_errno(errno);
+	}
+	r->flows[r->flow_count++] = (struct ring_verbs_flow){ .flow = *flow, .ib = ib };
+	return 0;
+}
+
+static int ring_verbs_detach_flow_locked(struct ring *ring, const struct ring_flow *flow)
+{
+	struct ring_verbs *r = ring_verbs_of(ring);
+	struct ring_verbs_flow *f = ring_verbs_flow_find(r, flow);
+
+	if (!f)
+		return -ENOENT;
+	int err = f->ib ? ibv_destroy_flow(f->ib) : 0;
+	*f = r->flows[--r->flow_count];
+	return err ? -err : 0;
+}
+
+int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	int err = ring_verbs_attach_flow_locked(ring, flow);
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+	return err;
+}
+
+int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	pthread_mutex_lock(&ring_verbs_flows_lock);
+	int err = ring_verbs_detach_flow_locked(ring, flow);
+	pthread_mutex_unlock(&ring_verbs_flows_lock);
+	return err;
+}
+
