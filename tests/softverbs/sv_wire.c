@@ -367,8 +367,9 @@ static unsigned sv_ring_receive(struct sv_qp *qp, unsigned max,
 			clock_gettime(CLOCK_REALTIME, &now);
 			long waited = (long)(now.tv_sec - h->tp_sec) * 1000000 + (now.tv_nsec - (long)h->tp_nsec) / 1000;
 			if (waited > sv_late_us())
-				sv_warn("QP %u: a frame waited %ld us in the receive ring (recv CQ armed %d, wire watched %d)",
-					qp->qp.qp_num, waited, sv_cq_of(qp->qp.recv_cq)->armed, qp->watched);
+				sv_warn("QP %u: a frame waited %ld us in the receive ring until %ld.%06ld (recv CQ armed "
+					"%d, wire watched %d)", qp->qp.qp_num, waited, (long)now.tv_sec, now.tv_nsec / 1000,
+					sv_cq_of(qp->qp.recv_cq)->armed, qp->watched);
 		}
 		if (status & TP_STATUS_COPY) {
 			/* Too long for a slot: the whole frame waits on the socket. */
