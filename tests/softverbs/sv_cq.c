@@ -218,9 +218,10 @@ static void sv_cq_watch_wires(struct sv_cq *cq, bool on)
 	if (!cq->chan)
 		return;
 	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next) {
-		if (qp->qp.recv_cq != &cq->cq || qp->watched == on || qp->wire.rx_fd < 0)
+		if (qp->qp.recv_cq != &cq->cq || qp->watched == on || qp->dev->wire.rx_fd < 0)
 			continue;
-		sv_sys_epoll_ctl(cq->chan->ch.fd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, qp->wire.rx_fd, EPOLLIN);
+		/* Several QPs of one device on one CQ share the fd: EEXIST. */
+		sv_sys_epoll_ctl(cq->chan->ch.fd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, qp->dev->wire.rx_fd, EPOLLIN);
 		qp->watched = on;
 	}
 }
@@ -307,9 +308,17 @@ void sv_cq_watch(struct sv_cq *cq, int fd, bool on)
 
 void sv_cq_pump(struct sv_cq *cq)
 {
-	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next)
-		if (qp->qp.recv_cq == &cq->cq)
-			sv_qp_pump(qp);
+	/* The device of each QP completing on cq, once (the first QP of a
+	 * device in the list stands for it). */
+	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next) {
+		if (qp->qp.recv_cq != &cq->cq)
+			continue;
+		bool done = false;
+		for (struct sv_qp *o = sv_qps; o != qp && !done; o = o->next)
+			done = o->qp.recv_cq == &cq->cq && o->dev == qp->dev;
+		if (!done)
+			sv_dev_pump(qp->dev);
+	}
 }
 
 int sv_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)

@@ -231,6 +231,7 @@ static struct sv_device *sv_device_new(const char *ifname, int ifindex, const ui
 	d->mtu = mtu;
 	d->mem = mem;
 	d->present = true;
+	d->wire.rx_fd = d->wire.tx_fd = -1;
 	d->ibdev.node_type = IBV_NODE_CA;
 	d->ibdev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "sv_%s", ifname);
@@ -588,9 +589,15 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, 
 static void sv_atfork_child(void)
 {
 	/* Every object is the parent's now (each records its pid). The
-	 * parent's kernel-path table must never be changed from here. */
+	 * parent's kernel-path table must never be changed from here, nor
+	 * its wires read: a QP of the child's opens a wire of its own. */
 	pthread_mutex_init(&sv_lock, NULL);
 	sv_nft_forget();
+	for (struct sv_device *d = sv_devices; d; d = d->next) {
+		if (d->wire_users)
+			sv_wire_close(d);
+		d->wire_users = 0;
+	}
 }
 
 static pthread_once_t sv_atfork_once = PTHREAD_ONCE_INIT;

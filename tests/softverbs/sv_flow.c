@@ -103,14 +103,13 @@ static int sv_parse_specs(struct ibv_flow_attr *attr, struct sv_rule *r)
 	return r->proto ? 0 : EINVAL;
 }
 
-/* A NIC steers a frame when it arrives; the tap holds frames until a QP's
- * pump looks. Before the rules of a device change, every QP of it takes
- * what already arrived, under the rules it arrived under. */
+/* A NIC steers a frame when it arrives; the tap holds frames until a pump
+ * looks. Before the rules of a device change, what already arrived is
+ * taken, under the rules it arrived under. */
 static void sv_flow_settle(const struct sv_device *dev)
 {
-	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next)
-		if (qp->dev == dev && qp->ctx->pid == getpid())
-			sv_qp_pump(qp);
+	for (unsigned pass = 0; pass < 64 && dev->wire_users && sv_dev_pump((struct sv_device *)dev) > 0; pass++)
+		;
 }
 
 struct ibv_flow *sv_create_flow(struct ibv_qp *ibqp, struct ibv_flow_attr *attr)
@@ -222,22 +221,28 @@ static bool sv_rule_matches(const struct sv_rule *r, int ifindex, const struct s
 	       (k->sport & r->sport_mask) == r->sport && (!r->dmac_match || memcmp(r->dmac, k->dmac, 6) == 0);
 }
 
-bool sv_flow_delivers(struct sv_qp *qp, const uint8_t *frame, uint32_t len)
+unsigned sv_flow_targets(const struct sv_device *dev, const uint8_t *frame, uint32_t len, struct sv_qp **out,
+			 unsigned max)
 {
 	struct sv_pkt k;
-	int best = 0x10000, mine = 0x10000;
+	int best = 0x10000;
+	unsigned n = 0;
 
-	if (!qp->flows || !sv_parse_frame(frame, len, &k))
-		return false;
-	for (struct sv_flow *f = sv_flows; f; f = f->next) {
-		if (!sv_rule_matches(&f->rule, qp->dev->ifindex, &k))
-			continue;
-		if (f->rule.priority < best)
+	if (!sv_parse_frame(frame, len, &k))
+		return 0;
+	for (struct sv_flow *f = sv_flows; f; f = f->next)
+		if (f->qp->dev == dev && f->rule.priority < best && sv_rule_matches(&f->rule, dev->ifindex, &k))
 			best = f->rule.priority;
-		if (f->qp == qp && f->rule.priority < mine)
-			mine = f->rule.priority;
+	for (struct sv_flow *f = sv_flows; f && n < max; f = f->next) {
+		if (f->qp->dev != dev || f->rule.priority != best || !sv_rule_matches(&f->rule, dev->ifindex, &k))
+			continue;
+		bool seen = false;
+		for (unsigned i = 0; i < n && !seen; i++)
+			seen = out[i] == f->qp;
+		if (!seen)
+			out[n++] = f->qp;
 	}
-	return mine == best && mine < 0x10000;
+	return n;
 }
 
 SV_EXPORT int softverbs_test_rules(uint32_t qp_num, struct softverbs_rule_info *out, int max)

@@ -48,6 +48,18 @@ struct sv_frame {
 	uint8_t *data;
 };
 
+struct sv_wire {
+	int rx_fd;                   /* AF_PACKET, ETH_P_ALL, vnet headers; mem: eventfd */
+	int tx_fd;                   /* AF_PACKET, qdisc bypass; mem: -1 */
+	uint8_t *scratch;            /* SV_RX_BATCH slots of SV_SCRATCH_SIZE, then one for segments */
+	uint8_t *ring;               /* the receive socket's mmap'd TPACKET_V2 ring (NULL: recvmmsg) */
+	size_t ring_len;
+	uint32_t ring_head;
+	/* mem: frames injected, not yet taken */
+	struct sv_frame memq[SV_MEMQ_CAP];
+	uint32_t memq_head, memq_count;
+};
+
 struct sv_device {
 	struct ibv_device ibdev;
 	struct sv_device *next;
@@ -62,6 +74,10 @@ struct sv_device {
 	struct sv_frame txq[SV_MEMQ_CAP];
 	uint32_t txq_head, txq_count;
 	uint64_t tx_dropped;
+	/* The wire of this process on the device: one tap for all its QPs,
+	 * so that steering sees each frame once, as a NIC does. */
+	struct sv_wire wire;
+	unsigned wire_users;      /* QPs */
 };
 
 struct sv_context {
@@ -174,17 +190,6 @@ struct sv_addrset {
 	uint32_t count;
 };
 
-struct sv_wire {
-	int rx_fd;                   /* AF_PACKET, ETH_P_ALL, vnet headers; mem: eventfd */
-	int tx_fd;                   /* AF_PACKET, qdisc bypass; mem: -1 */
-	uint8_t *scratch;            /* SV_RX_BATCH slots of SV_SCRATCH_SIZE, then one for segments */
-	uint8_t *ring;               /* the receive socket's mmap'd TPACKET_V2 ring (NULL: recvmmsg) */
-	size_t ring_len;
-	uint32_t ring_head;
-	/* mem: frames injected, not yet taken */
-	struct sv_frame memq[SV_MEMQ_CAP];
-	uint32_t memq_head, memq_count;
-};
 
 struct sv_qp {
 	struct ibv_qp qp;
@@ -199,15 +204,16 @@ struct sv_qp {
 	struct sv_rwqe *rq;
 	uint32_t rq_head, rq_count;
 	struct sv_addrset sq_addrs, rq_addrs;
-	struct sv_wire wire;
-	bool watched;                /* wire.rx_fd in the recv CQ's channel set */
+	bool watched;                /* the device's wire in the recv CQ's channel set */
 	unsigned flows;
 };
 
 struct sv_qp *sv_qp_of(struct ibv_qp *qp);
-/* Runs the "NIC" for qp: frames from the wire into receive WQEs. */
-void sv_qp_pump(struct sv_qp *qp);
-/* Runs it for every QP completing on cq. */
+/* Runs the "NIC" of dev: frames from the wire into the receive WQEs of
+ * the QPs the rules name (at most SV_PUMP_BUDGET); returns the frames
+ * taken from the wire. */
+unsigned sv_dev_pump(struct sv_device *dev);
+/* Runs the NIC of every device with a QP completing on cq. */
 void sv_cq_pump(struct sv_cq *cq);
 /* A send completion for sq_slot was polled: the WQEs up to it return to
  * the application (ownership checked). */
@@ -219,15 +225,16 @@ extern struct sv_cq *sv_cqs;
 
 /* ---- the wire (sv_wire.c) ---- */
 
-int sv_wire_open(struct sv_qp *qp);
-void sv_wire_close(struct sv_qp *qp);
-/* Frames sent in one doorbell; returns how many the wire took. */
-void sv_wire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count);
+/* The device's wire, opened for its first QP and closed with its last. */
+int sv_wire_open(struct sv_device *dev);
+void sv_wire_close(struct sv_device *dev);
+/* Frames sent in one doorbell. */
+void sv_wire_send(struct sv_device *dev, const struct iovec *frames, unsigned count);
 /* Up to max frames received, split into wire-sized frames and with
- * complete checksums, through deliver(qp, data, len). Returns frames
+ * complete checksums, through deliver(dev, data, len). Returns frames
  * taken from the wire. */
-unsigned sv_wire_receive(struct sv_qp *qp, unsigned max,
-			 void (*deliver)(struct sv_qp *qp, const uint8_t *data, uint32_t len));
+unsigned sv_wire_receive(struct sv_device *dev, unsigned max,
+			 void (*deliver)(struct sv_device *dev, const uint8_t *data, uint32_t len));
 void sv_memwire_inject(struct sv_device *dev, const void *frame, uint32_t len);
 
 /* ---- raw system calls ---- */
@@ -258,9 +265,11 @@ struct sv_flow {
 	struct sv_rule rule;
 };
 
-/* Whether the frame (from qp's device) goes to qp under the rules of this
- * process: qp holds a matching rule of the best priority any rule has. */
-bool sv_flow_delivers(struct sv_qp *qp, const uint8_t *frame, uint32_t len);
+/* The QPs a frame of dev goes to under the rules of this process: those
+ * holding a matching rule of the best priority any matching rule has (up
+ * to max, in out); returns their count. */
+unsigned sv_flow_targets(const struct sv_device *dev, const uint8_t *frame, uint32_t len, struct sv_qp **out,
+			 unsigned max);
 
 /* ---- kernel-path removal (sv_nft.c) ---- */
 

@@ -113,14 +113,14 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	qp->sq = calloc(qp->sq_depth, sizeof(*qp->sq));
 	qp->rq = calloc(qp->rq_depth, sizeof(*qp->rq));
 	qp->inline_buf = qp->max_inline ? malloc((size_t)qp->sq_depth * qp->max_inline) : NULL;
-	qp->wire.rx_fd = qp->wire.tx_fd = -1;
 	if (!qp->sq || !qp->rq || (qp->max_inline && !qp->inline_buf) ||
 	    sv_addrset_init(&qp->sq_addrs, qp->sq_depth) || sv_addrset_init(&qp->rq_addrs, qp->rq_depth)) {
 		errno = ENOMEM;
 		goto fail;
 	}
-	if (sv_wire_open(qp) != 0)
+	if (!qp->dev->wire_users && sv_wire_open(qp->dev) != 0)
 		goto fail;   /* errno from the wire (EPERM without CAP_NET_RAW) */
+	qp->dev->wire_users++;
 	qp->qp.context = pd->context;
 	qp->qp.qp_context = attr->qp_context;
 	qp->qp.pd = pd;
@@ -141,7 +141,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	sv_qps = qp;
 	c->objects++;
 	if (sv_cq_of(attr->recv_cq)->armed)
-		sv_cq_watch(sv_cq_of(attr->recv_cq), qp->wire.rx_fd, (qp->watched = true));
+		sv_cq_watch(sv_cq_of(attr->recv_cq), qp->dev->wire.rx_fd, (qp->watched = true));
 	goto out;
 fail:
 	free(qp->sq);
@@ -274,10 +274,11 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		}
 	}
 	if (qp->watched)
-		sv_cq_watch(sv_cq_of(ibqp->recv_cq), qp->wire.rx_fd, false);
+		sv_cq_watch(sv_cq_of(ibqp->recv_cq), qp->dev->wire.rx_fd, false);
 	sv_cq_forget_qp(sv_cq_of(ibqp->send_cq), qp);
 	sv_cq_forget_qp(sv_cq_of(ibqp->recv_cq), qp);
-	sv_wire_close(qp);
+	if (!--qp->dev->wire_users)
+		sv_wire_close(qp->dev);
 	sv_print_stats();
 	qp->ctx->objects--;
 	pthread_mutex_unlock(&sv_lock);
@@ -389,7 +390,7 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 			w->status = IBV_WC_LOC_LEN_ERR;
 		if (w->status == IBV_WC_SUCCESS) {
 			if (nframes == 64) {
-				sv_wire_send(qp, frames, nframes);
+				sv_wire_send(qp->dev, frames, nframes);
 				nframes = 0;
 			}
 			frames[nframes].iov_base = is_inline ? (void *)(qp->inline_buf + (size_t)slot * qp->max_inline)
@@ -412,7 +413,7 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 	(void)frame_slots;
 	(void)frame_len;
 	if (nframes)
-		sv_wire_send(qp, frames, nframes);
+		sv_wire_send(qp->dev, frames, nframes);
 	if (ret)
 		*bad_wr = wr;
 	pthread_mutex_unlock(&sv_lock);
@@ -509,12 +510,10 @@ static bool sv_poison_intact(const struct sv_rwqe *w)
 	return true;
 }
 
-/* One frame off the wire, for qp. */
+/* One frame off the wire, for qp (its rules chose it). */
 static void sv_qp_deliver(struct sv_qp *qp, const uint8_t *data, uint32_t len)
 {
 	if (qp->qp.state != IBV_QPS_RTR && qp->qp.state != IBV_QPS_RTS)
-		return;
-	if (!sv_flow_delivers(qp, data, len))
 		return;
 	if (!qp->rq_count) {
 		sv_stats.rx_no_wqe++;   /* a NIC's out-of-buffer drop */
@@ -546,9 +545,19 @@ static void sv_qp_deliver(struct sv_qp *qp, const uint8_t *data, uint32_t len)
 		sv_qp_set_error(qp);
 }
 
-void sv_qp_pump(struct sv_qp *qp)
+/* One frame off the wire of dev: to every QP its steering names. */
+static void sv_dev_deliver(struct sv_device *dev, const uint8_t *data, uint32_t len)
 {
-	sv_wire_receive(qp, SV_PUMP_BUDGET, sv_qp_deliver);
+	struct sv_qp *targets[16];
+	unsigned n = sv_flow_targets(dev, data, len, targets, 16);
+
+	for (unsigned i = 0; i < n; i++)
+		sv_qp_deliver(targets[i], data, len);
+}
+
+unsigned sv_dev_pump(struct sv_device *dev)
+{
+	return sv_wire_receive(dev, SV_PUMP_BUDGET, sv_dev_deliver);
 }
 
 SV_EXPORT int softverbs_test_qp_state(uint32_t qp_num, uint32_t *sq_outstanding, uint32_t *rq_posted,

@@ -1,4 +1,5 @@
-/* softverbs: the wire under a QP. On a netdev, an AF_PACKET socket that
+/* softverbs: the wire of a device (one per process, shared by its QPs, so
+ * that steering sees each frame once). On a netdev, an AF_PACKET socket that
  * taps every IPv4 frame arriving (with virtio-net headers, so partial
  * checksums and GSO/GRO super-frames can be turned into what a wire
  * carries) and one that transmits with the qdisc bypassed, as a NIC queue
@@ -48,16 +49,16 @@ static int sv_attach_ipv4_filter(int fd)
 	return (int)sv_setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
 }
 
-static int sv_packet_open(struct sv_qp *qp)
+static int sv_packet_open(struct sv_device *dev)
 {
 	int one = 1, rcvbuf = SV_RCVBUF;
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = qp->dev->ifindex };
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex };
 
 	/* Protocol 0 until bound: nothing queues from other interfaces. */
 	long rx = syscall(SYS_socket, AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (rx < 0)
 		return -1;   /* EPERM without CAP_NET_RAW, as a raw QP */
-	qp->wire.rx_fd = (int)rx;
+	dev->wire.rx_fd = (int)rx;
 	if (sv_setsockopt((int)rx, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) ||
 	    sv_setsockopt((int)rx, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) ||
 	    sv_attach_ipv4_filter((int)rx))
@@ -76,9 +77,9 @@ static int sv_packet_open(struct sv_qp *qp)
 		size_t len = (size_t)SV_RING_FRAME * SV_RING_FRAMES;
 		void *ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, (int)rx, 0);
 		if (ring != MAP_FAILED) {
-			qp->wire.ring = ring;
-			qp->wire.ring_len = len;
-			qp->wire.ring_head = 0;
+			dev->wire.ring = ring;
+			dev->wire.ring_len = len;
+			dev->wire.ring_head = 0;
 		}
 	}
 	sll.sll_protocol = htons(ETH_P_ALL);
@@ -88,7 +89,7 @@ static int sv_packet_open(struct sv_qp *qp)
 	long tx = syscall(SYS_socket, AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (tx < 0)
 		return -1;
-	qp->wire.tx_fd = (int)tx;
+	dev->wire.tx_fd = (int)tx;
 	sll.sll_protocol = 0;   /* transmit only */
 	if (sv_setsockopt((int)tx, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) ||
 	    syscall(SYS_bind, tx, &sll, sizeof(sll)))
@@ -96,70 +97,64 @@ static int sv_packet_open(struct sv_qp *qp)
 	return 0;
 }
 
-int sv_wire_open(struct sv_qp *qp)
+int sv_wire_open(struct sv_device *dev)
 {
-	if (qp->dev->mem) {
+	if (dev->mem) {
 		long fd = syscall(SYS_eventfd2, 0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (fd < 0)
 			return -1;
-		qp->wire.rx_fd = (int)fd;
+		dev->wire.rx_fd = (int)fd;
 		return 0;
 	}
-	if (sv_packet_open(qp) == 0)
+	if (sv_packet_open(dev) == 0)
 		return 0;
 	int err = errno;
-	sv_wire_close(qp);
+	sv_wire_close(dev);
 	errno = err;
 	return -1;
 }
 
-void sv_wire_close(struct sv_qp *qp)
+void sv_wire_close(struct sv_device *dev)
 {
-	if (!qp->dev->mem && qp->wire.rx_fd >= 0) {
+	if (!dev->mem && dev->wire.rx_fd >= 0) {
 		struct tpacket_stats st;
 		socklen_t len = sizeof(st);
-		if (syscall(SYS_getsockopt, qp->wire.rx_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		if (syscall(SYS_getsockopt, dev->wire.rx_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
 			sv_stats.wire_rx_dropped += st.tp_drops;
 	}
-	if (qp->wire.ring)
-		munmap(qp->wire.ring, qp->wire.ring_len);
-	qp->wire.ring = NULL;
-	sv_sys_close(qp->wire.rx_fd);
-	sv_sys_close(qp->wire.tx_fd);
-	qp->wire.rx_fd = qp->wire.tx_fd = -1;
-	while (qp->wire.memq_count) {
-		free(qp->wire.memq[qp->wire.memq_head].data);
-		qp->wire.memq_head = (qp->wire.memq_head + 1) % SV_MEMQ_CAP;
-		qp->wire.memq_count--;
+	if (dev->wire.ring)
+		munmap(dev->wire.ring, dev->wire.ring_len);
+	dev->wire.ring = NULL;
+	sv_sys_close(dev->wire.rx_fd);
+	sv_sys_close(dev->wire.tx_fd);
+	dev->wire.rx_fd = dev->wire.tx_fd = -1;
+	while (dev->wire.memq_count) {
+		free(dev->wire.memq[dev->wire.memq_head].data);
+		dev->wire.memq_head = (dev->wire.memq_head + 1) % SV_MEMQ_CAP;
+		dev->wire.memq_count--;
 	}
-	free(qp->wire.scratch);
-	qp->wire.scratch = NULL;
+	free(dev->wire.scratch);
+	dev->wire.scratch = NULL;
 }
 
 /* ---- test devices: the wire in memory ---- */
 
 void sv_memwire_inject(struct sv_device *dev, const void *frame, uint32_t len)
 {
-	for (struct sv_qp *qp = sv_qps; qp; qp = qp->next) {
-		if (qp->dev != dev || qp->qp.state == IBV_QPS_RESET || qp->qp.state == IBV_QPS_INIT)
-			continue;
-		if (qp->wire.memq_count == SV_MEMQ_CAP)
-			continue;   /* the wire's own drop */
-		struct sv_frame *f = &qp->wire.memq[(qp->wire.memq_head + qp->wire.memq_count) % SV_MEMQ_CAP];
-		f->data = malloc(len ? len : 1);
-		if (!f->data)
-			continue;
-		memcpy(f->data, frame, len);
-		f->len = len;
-		qp->wire.memq_count++;
-		sv_sys_eventfd_signal(qp->wire.rx_fd);
-	}
+	if (!dev->wire_users || dev->wire.memq_count == SV_MEMQ_CAP)
+		return;   /* nobody on the wire, or the wire's own drop */
+	struct sv_frame *f = &dev->wire.memq[(dev->wire.memq_head + dev->wire.memq_count) % SV_MEMQ_CAP];
+	f->data = malloc(len ? len : 1);
+	if (!f->data)
+		return;
+	memcpy(f->data, frame, len);
+	f->len = len;
+	dev->wire.memq_count++;
+	sv_sys_eventfd_signal(dev->wire.rx_fd);
 }
 
-static void sv_memwire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
+static void sv_memwire_send(struct sv_device *d, const struct iovec *frames, unsigned count)
 {
-	struct sv_device *d = qp->dev;
-
 	for (unsigned i = 0; i < count; i++) {
 		if (d->txq_count == SV_MEMQ_CAP) {
 			d->tx_dropped++;
@@ -177,12 +172,12 @@ static void sv_memwire_send(struct sv_qp *qp, const struct iovec *frames, unsign
 	}
 }
 
-void sv_wire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
+void sv_wire_send(struct sv_device *dev, const struct iovec *frames, unsigned count)
 {
 	struct mmsghdr msgs[64];
 
-	if (qp->dev->mem) {
-		sv_memwire_send(qp, frames, count);
+	if (dev->mem) {
+		sv_memwire_send(dev, frames, count);
 		return;
 	}
 	if (count > 64)
@@ -194,7 +189,7 @@ void sv_wire_send(struct sv_qp *qp, const struct iovec *frames, unsigned count)
 	}
 	unsigned sent = 0, tries = 0;
 	while (sent < count && tries++ < 8) {
-		long n = syscall(SYS_sendmmsg, qp->wire.tx_fd, msgs + sent, count - sent, MSG_DONTWAIT);
+		long n = syscall(SYS_sendmmsg, dev->wire.tx_fd, msgs + sent, count - sent, MSG_DONTWAIT);
 		if (n > 0)
 			sent += (unsigned)n;
 		else if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EINTR) {
@@ -257,8 +252,8 @@ static void sv_l4_csum(uint8_t *ip, uint32_t ihl, uint32_t l4_len, uint8_t proto
 
 /* Splits a TCP or UDP super-frame into gso_size pieces, each a frame a
  * wire could carry, with headers and checksums of its own. */
-static void sv_segment(struct sv_qp *qp, const struct virtio_net_hdr *vh, const uint8_t *data, uint32_t len,
-		       void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+static void sv_segment(struct sv_device *dev, const struct virtio_net_hdr *vh, const uint8_t *data, uint32_t len,
+		       void (*deliver)(struct sv_device *, const uint8_t *, uint32_t))
 {
 	uint8_t gso = vh->gso_type & (uint8_t)~VIRTIO_NET_HDR_GSO_ECN;
 	uint16_t mss = vh->gso_size;
@@ -279,9 +274,9 @@ static void sv_segment(struct sv_qp *qp, const struct virtio_net_hdr *vh, const 
 	uint32_t seq0 = 0;
 	if (proto == IPPROTO_TCP)
 		seq0 = (uint32_t)ip[ihl + 4] << 24 | (uint32_t)ip[ihl + 5] << 16 | (uint32_t)ip[ihl + 6] << 8 | ip[ihl + 7];
-	if (!qp->wire.scratch)
+	if (!dev->wire.scratch)
 		return;
-	uint8_t *seg = qp->wire.scratch + (size_t)SV_RX_BATCH * SV_SCRATCH_SIZE;
+	uint8_t *seg = dev->wire.scratch + (size_t)SV_RX_BATCH * SV_SCRATCH_SIZE;
 	sv_stats.rx_segmented++;
 	for (uint32_t off = 0, i = 0; off < payload; off += mss, i++) {
 		uint32_t chunk = payload - off < mss ? payload - off : mss;
@@ -306,17 +301,17 @@ static void sv_segment(struct sv_qp *qp, const struct virtio_net_hdr *vh, const 
 			sv_put16(l4 + 4, (uint16_t)(8 + chunk));
 		}
 		sv_l4_csum(sip, ihl, l4h + chunk, proto);
-		deliver(qp, seg, hdrs + chunk);
+		deliver(dev, seg, hdrs + chunk);
 	}
 }
 
-static void sv_wire_frame(struct sv_qp *qp, struct virtio_net_hdr *vh, uint8_t *data, uint32_t len,
-			  void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+static void sv_wire_frame(struct sv_device *dev, struct virtio_net_hdr *vh, uint8_t *data, uint32_t len,
+			  void (*deliver)(struct sv_device *, const uint8_t *, uint32_t))
 {
 	uint8_t gso = vh->gso_type & (uint8_t)~VIRTIO_NET_HDR_GSO_ECN;
 
 	if (gso == VIRTIO_NET_HDR_GSO_TCPV4 || gso == VIRTIO_NET_HDR_GSO_UDP_L4) {
-		sv_segment(qp, vh, data, len, deliver);
+		sv_segment(dev, vh, data, len, deliver);
 		return;
 	}
 	if (gso != VIRTIO_NET_HDR_GSO_NONE)
@@ -331,7 +326,7 @@ static void sv_wire_frame(struct sv_qp *qp, struct virtio_net_hdr *vh, uint8_t *
 			c = 0xffff;
 		sv_put16(field, c);
 	}
-	deliver(qp, data, len);
+	deliver(dev, data, len);
 }
 
 /* The frames the kernel handed over in the ring, in order: each is read
@@ -348,13 +343,13 @@ static long sv_late_us(void)
 	return late;
 }
 
-static unsigned sv_ring_receive(struct sv_qp *qp, unsigned max,
-				void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+static unsigned sv_ring_receive(struct sv_device *dev, unsigned max,
+				void (*deliver)(struct sv_device *, const uint8_t *, uint32_t))
 {
 	unsigned taken = 0;
 
 	while (taken < max) {
-		struct tpacket2_hdr *h = (struct tpacket2_hdr *)(qp->wire.ring + (size_t)qp->wire.ring_head * SV_RING_FRAME);
+		struct tpacket2_hdr *h = (struct tpacket2_hdr *)(dev->wire.ring + (size_t)dev->wire.ring_head * SV_RING_FRAME);
 		uint32_t status = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
 		if (!(status & TP_STATUS_USER))
 			break;
@@ -367,58 +362,58 @@ static unsigned sv_ring_receive(struct sv_qp *qp, unsigned max,
 			clock_gettime(CLOCK_REALTIME, &now);
 			long waited = (long)(now.tv_sec - h->tp_sec) * 1000000 + (now.tv_nsec - (long)h->tp_nsec) / 1000;
 			if (waited > sv_late_us())
-				sv_warn("QP %u: a frame waited %ld us in the receive ring until %ld.%06ld (recv CQ armed "
-					"%d, wire watched %d)", qp->qp.qp_num, waited, (long)now.tv_sec, now.tv_nsec / 1000,
-					sv_cq_of(qp->qp.recv_cq)->armed, qp->watched);
+				sv_warn("%s: a frame waited %ld us in the receive ring until %ld.%06ld",
+					dev->ibdev.name, waited, (long)now.tv_sec, now.tv_nsec / 1000);
 		}
 		if (status & TP_STATUS_COPY) {
 			/* Too long for a slot: the whole frame waits on the socket. */
 			struct virtio_net_hdr vh;
 			struct iovec iov[2] = { { .iov_base = &vh, .iov_len = sizeof(vh) },
-						{ .iov_base = qp->wire.scratch, .iov_len = SV_SCRATCH_SIZE } };
+						{ .iov_base = dev->wire.scratch, .iov_len = SV_SCRATCH_SIZE } };
 			struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
-			long got = syscall(SYS_recvmsg, qp->wire.rx_fd, &msg, MSG_DONTWAIT);
+			long got = syscall(SYS_recvmsg, dev->wire.rx_fd, &msg, MSG_DONTWAIT);
 			if (wanted && got > (long)sizeof(vh) && !(msg.msg_flags & MSG_TRUNC))
-				sv_wire_frame(qp, &vh, qp->wire.scratch, (uint32_t)(got - (long)sizeof(vh)), deliver);
+				sv_wire_frame(dev, &vh, dev->wire.scratch, (uint32_t)(got - (long)sizeof(vh)), deliver);
 		} else if (wanted && h->tp_snaplen == h->tp_len && h->tp_mac >= sizeof(struct virtio_net_hdr)) {
 			struct virtio_net_hdr vh;
 			memcpy(&vh, data - sizeof(vh), sizeof(vh));
-			sv_wire_frame(qp, &vh, data, h->tp_snaplen, deliver);
+			sv_wire_frame(dev, &vh, data, h->tp_snaplen, deliver);
 		}
 		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-		qp->wire.ring_head = (qp->wire.ring_head + 1) % SV_RING_FRAMES;
+		dev->wire.ring_head = (dev->wire.ring_head + 1) % SV_RING_FRAMES;
 		taken++;
 	}
 	return taken;
 }
 
-unsigned sv_wire_receive(struct sv_qp *qp, unsigned max, void (*deliver)(struct sv_qp *, const uint8_t *, uint32_t))
+unsigned sv_wire_receive(struct sv_device *dev, unsigned max,
+			 void (*deliver)(struct sv_device *, const uint8_t *, uint32_t))
 {
 	unsigned taken = 0;
 
-	if (qp->dev->mem) {
-		while (taken < max && qp->wire.memq_count) {
-			struct sv_frame f = qp->wire.memq[qp->wire.memq_head];
-			qp->wire.memq_head = (qp->wire.memq_head + 1) % SV_MEMQ_CAP;
-			qp->wire.memq_count--;
-			deliver(qp, f.data, f.len);
+	if (dev->mem) {
+		while (taken < max && dev->wire.memq_count) {
+			struct sv_frame f = dev->wire.memq[dev->wire.memq_head];
+			dev->wire.memq_head = (dev->wire.memq_head + 1) % SV_MEMQ_CAP;
+			dev->wire.memq_count--;
+			deliver(dev, f.data, f.len);
 			free(f.data);
 			taken++;
 		}
-		if (!qp->wire.memq_count)
-			sv_sys_eventfd_drain(qp->wire.rx_fd);
+		if (!dev->wire.memq_count)
+			sv_sys_eventfd_drain(dev->wire.rx_fd);
 		return taken;
 	}
-	if (qp->wire.rx_fd < 0)
+	if (dev->wire.rx_fd < 0)
 		return 0;
-	if (!qp->wire.scratch) {
+	if (!dev->wire.scratch) {
 		/* SV_RX_BATCH receive slots and one for segments. */
-		qp->wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
-		if (!qp->wire.scratch)
+		dev->wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
+		if (!dev->wire.scratch)
 			return 0;
 	}
-	if (qp->wire.ring)
-		return sv_ring_receive(qp, max, deliver);
+	if (dev->wire.ring)
+		return sv_ring_receive(dev, max, deliver);
 	while (taken < max) {
 		struct mmsghdr msgs[SV_RX_BATCH];
 		struct iovec iov[SV_RX_BATCH][2];
@@ -429,14 +424,14 @@ unsigned sv_wire_receive(struct sv_qp *qp, unsigned max, void (*deliver)(struct 
 		memset(msgs, 0, sizeof(msgs[0]) * batch);
 		for (unsigned i = 0; i < batch; i++) {
 			iov[i][0] = (struct iovec){ .iov_base = &vh[i], .iov_len = sizeof(vh[i]) };
-			iov[i][1] = (struct iovec){ .iov_base = qp->wire.scratch + (size_t)i * SV_SCRATCH_SIZE,
+			iov[i][1] = (struct iovec){ .iov_base = dev->wire.scratch + (size_t)i * SV_SCRATCH_SIZE,
 						    .iov_len = SV_SCRATCH_SIZE };
 			msgs[i].msg_hdr.msg_iov = iov[i];
 			msgs[i].msg_hdr.msg_iovlen = 2;
 			msgs[i].msg_hdr.msg_name = &from[i];
 			msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
 		}
-		long n = syscall(SYS_recvmmsg, qp->wire.rx_fd, msgs, batch, MSG_DONTWAIT, NULL);
+		long n = syscall(SYS_recvmmsg, dev->wire.rx_fd, msgs, batch, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
 		for (long i = 0; i < n; i++) {
@@ -445,7 +440,7 @@ unsigned sv_wire_receive(struct sv_qp *qp, unsigned max, void (*deliver)(struct 
 			if (got < sizeof(vh[i]) || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
 			    from[i].sll_pkttype == PACKET_OTHERHOST || from[i].sll_pkttype == PACKET_OUTGOING)
 				continue;
-			sv_wire_frame(qp, &vh[i], iov[i][1].iov_base, got - (uint32_t)sizeof(vh[i]), deliver);
+			sv_wire_frame(dev, &vh[i], iov[i][1].iov_base, got - (uint32_t)sizeof(vh[i]), deliver);
 		}
 		if ((unsigned)n < batch)
 			break;
@@ -457,9 +452,9 @@ static void (*sv_test_out)(const uint8_t *, uint32_t, void *);
 static void *sv_test_arg;
 static int sv_test_count;
 
-static void sv_test_deliver(struct sv_qp *qp, const uint8_t *data, uint32_t len)
+static void sv_test_deliver(struct sv_device *dev, const uint8_t *data, uint32_t len)
 {
-	(void)qp;
+	(void)dev;
 	sv_test_count++;
 	sv_test_out(data, len, sv_test_arg);
 }
@@ -467,16 +462,16 @@ static void sv_test_deliver(struct sv_qp *qp, const uint8_t *data, uint32_t len)
 SV_EXPORT int softverbs_test_wire_frame(const struct softverbs_vnet *vnet, const void *frame, uint32_t len,
 					void (*out)(const uint8_t *, uint32_t, void *), void *arg)
 {
-	struct sv_qp qp;
+	struct sv_device dev;
 	struct virtio_net_hdr vh = { .flags = vnet->flags, .gso_type = vnet->gso_type, .gso_size = vnet->gso_size,
 				     .csum_start = vnet->csum_start, .csum_offset = vnet->csum_offset };
 	uint8_t *copy = malloc(len);
 
-	memset(&qp, 0, sizeof(qp));
-	qp.wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
-	if (!copy || !qp.wire.scratch) {
+	memset(&dev, 0, sizeof(dev));
+	dev.wire.scratch = malloc((size_t)(SV_RX_BATCH + 1) * SV_SCRATCH_SIZE);
+	if (!copy || !dev.wire.scratch) {
 		free(copy);
-		free(qp.wire.scratch);
+		free(dev.wire.scratch);
 		return -1;
 	}
 	memcpy(copy, frame, len);
@@ -484,10 +479,10 @@ SV_EXPORT int softverbs_test_wire_frame(const struct softverbs_vnet *vnet, const
 	sv_test_out = out;
 	sv_test_arg = arg;
 	sv_test_count = 0;
-	sv_wire_frame(&qp, &vh, copy, len, sv_test_deliver);
+	sv_wire_frame(&dev, &vh, copy, len, sv_test_deliver);
 	int n = sv_test_count;
 	pthread_mutex_unlock(&sv_lock);
 	free(copy);
-	free(qp.wire.scratch);
+	free(dev.wire.scratch);
 	return n;
 }
