@@ -167,6 +167,8 @@ static bool extra_udp_queue_locked(struct sock_udp *s, struct sock_offload *ctx,
 		return false;
 	}
 	stats_socket_ready_add(s->stats, e->len);
+	if (g_cfg.socketxtreme)
+		extra_xt_udp_ready_locked(s);
 	extra_udp_notify_locked(s, ctx);
 	return true;
 }
@@ -174,7 +176,7 @@ static bool extra_udp_queue_locked(struct sock_udp *s, struct sock_offload *ctx,
 void extra_udp_stage_locked(struct sock_udp *s, const struct sock_udp_entry *e)
 {
 	struct sock_udp_queue *stage = s->cb_stage;
-	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count);
+	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count + s->xt.lent);
 	if (s->released || over_share || !sock_udp_queue_push(stage, e, UINT64_MAX)) {
 		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
@@ -259,6 +261,7 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 		}
 		if (verdict == VMA_PACKET_HOLD && hold >= 0 && !s->released) {
 			extra_udp_hold_fill_locked(h, hold, e.buf);
+			s->xt.lent++;   /* counts against the socket's share of frames */
 			s->stats->c.rx_packets++;
 			s->stats->c.rx_bytes += e.len;
 		} else {
@@ -352,6 +355,7 @@ void extra_udp_release_locked(struct sock_udp *s)
 			extra_udp_hold_unreserve_locked(h, i);
 		}
 	}
+	s->xt.lent = s->xt.lent > h->used ? s->xt.lent - h->used : 0;
 	h->used = 0;
 }
 
@@ -389,6 +393,7 @@ static size_t extra_udp_zcopy_fill_locked(struct sock_udp *s, struct extra_udp_h
 	struct sock_udp_entry e;
 	sock_udp_queue_take(&s->queue, &e);
 	extra_udp_hold_fill_locked(h, hold, e.buf);
+	s->xt.lent++;
 	stats_socket_ready_remove(s->stats, e.len);
 	s->stats->c.rx_packets++;
 	s->stats->c.rx_bytes += e.len;
@@ -549,6 +554,8 @@ int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 		}
 		ring_buf_free(h->slot[slot].buf);
 		h->used--;
+		if (s->xt.lent)
+			s->xt.lent--;
 		extra_udp_hold_unreserve_locked(h, slot);
 	}
 	sock_offload_unlock(ctx);

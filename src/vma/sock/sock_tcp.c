@@ -134,6 +134,9 @@ static void sock_tcp_wake(void *arg)
 
 void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 {
+	/* SocketXtreme reports it through the lane's next socketxtreme_poll. */
+	if (__builtin_expect(g_cfg.socketxtreme, 0))
+		extra_xt_tcp_event_locked(s, ev);
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
 	sock_offload_poll_wake_if_locked(s->ctx);
 	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
@@ -863,6 +866,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0 || (s->linger_on && s->linger_s == 0));
 		sock_tcp_rxq_clear_locked(s);
 		sock_tcp_port_release_locked(s, false);
+		extra_xt_forget_locked(ctx, &s->xt);
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
@@ -914,6 +918,7 @@ const struct sock_ops sock_tcp_kernel_ops = {
 	.connect = sock_tcp_connect,
 	.listen = sock_tcp_op_listen,
 	.setsockopt = sock_tcp_op_setsockopt,
+	.getsockopt = sock_tcp_op_getsockopt,   /* SO_VMA_USER_DATA; the rest is the kernel's */
 	.fcntl = sock_tcp_op_fcntl,    /* mirrors O_NONBLOCK and options for the offload */
 	.ioctl = sock_tcp_op_ioctl,
 	.close = sock_tcp_close,

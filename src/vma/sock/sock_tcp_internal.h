@@ -163,6 +163,8 @@ struct sock_tcp {
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
+	/* SocketXtreme (extra_xtreme.c), guarded by the lane lock. */
+	struct extra_xt_node xt;
 };
 
 enum { SOCK_TCP_RX_TSTAMP_OFF, SOCK_TCP_RX_TSTAMP_US, SOCK_TCP_RX_TSTAMP_NS };
@@ -244,6 +246,10 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
+/* SocketXtreme's auto-accept: the first offloaded connection waiting on
+ * listener l gets an fd as accept4(flags) gives it, its peer in *peer.
+ * -1 with EAGAIN when none waits, EINVAL when l is no offloaded listener. */
+int sock_tcp_accept_next(struct sock_tcp *l, int flags, struct sockaddr_in *peer);
 /* Lock held: drops the unaccepted children and the steering; with
  * pin_connections the accepted ones its 3-tuple steers get their own. */
 void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections);

@@ -13,6 +13,7 @@
 #include <linux/time_types.h>
 
 #include "config/cfg_params.h"
+#include "extra/extra.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
@@ -469,6 +470,9 @@ static ssize_t sock_tcp_tx_stamp_late(struct sock_tcp *s, struct sock_offload *c
 static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *msg, int flags, bool must_block)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
+	/* VMA_SND_FLAGS_DUMMY (the Extra API, extra_dummy.c): built, not sent. */
+	if (__builtin_expect(flags & VMA_SND_FLAGS_DUMMY, 0))
+		return extra_tcp_dummy_send(s, msg, flags);
 	if (sock_tcp_detached(s))
 		return sock_tcp_detached_error();
 	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & MSG_OOB)) {
@@ -624,9 +628,9 @@ ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, in
 			   socklen_t tolen)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s))
+	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s))
+	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return REDIRECT_ORIG_FN(sendto)(obj->fd, buf, len, flags, to, tolen);
 	/* A connected stream ignores the address (Linux does too). */
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -659,9 +663,9 @@ ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int io
 int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s))
+	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s))
+	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;

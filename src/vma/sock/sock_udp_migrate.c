@@ -378,7 +378,7 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 	}
 	/* The Extra API's staged and held datagrams sit in frames of this
 	 * lane's rings, which only this lane's lock may free. */
-	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s)) {
+	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s) || g_cfg.socketxtreme) {
 		err = -EBUSY;
 		goto out;
 	}

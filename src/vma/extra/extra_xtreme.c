@@ -1,0 +1,705 @@
+/* SocketXtreme (docs/extra_api.md): socketxtreme_poll on a ring fd turns
+ * what the sockets of the ring's lane hold into vma_completion_t events,
+ * lending the application the ring frames the data sits in; the buffer
+ * calls give them back.
+ *
+ * Under VMA_SOCKETXTREME=1 the socket layer lists a socket on its lane
+ * (extra_xt.h) when it has a datagram or segment queued, a connection to
+ * auto-accept, or a TCP event. The poll takes the sockets off the list
+ * under the lane lock and, for each, takes its queued data out of the
+ * socket's queue without copying: every ring frame handed out gets a
+ * descriptor in the lane's table (a struct vma_buff_t first, which is what
+ * the application sees). A frame goes back to its ring under the lane lock
+ * when its last reference is dropped. Frames lent count against the
+ * socket's share of the ring (docs/security.md, ring_buf_pool_holder_*):
+ * an application that never frees stops receiving on that socket, never
+ * dries the ring up for the others.
+ *
+ * A lane has one list for all its rings: polling any ring fd of the lane
+ * reports the events of every socket of the lane (one interface: one ring,
+ * the same thing). */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "extra/extra.h"
+#include "log/vlog.h"
+#include "ring/ring_spin.h"
+#include "sock/sock_fd_table.h"
+#include "sock/sock_tcp_internal.h"
+#include "sock/sock_udp_internal.h"
+
+/* Descriptors of one lane's table: frames lent at once. Beyond it the
+ * data waits queued (the socket stays listed) until the application frees. */
+#define EXTRA_XT_BUFS 8192
+/* Tables of the process (lanes, and the dead lanes of a parent after fork). */
+#define EXTRA_XT_TABLES 32
+/* Listeners whose connections one poll auto-accepts. */
+#define EXTRA_XT_ACCEPT_MAX 16
+/* total_len of a packet descriptor is 16 bits. */
+#define EXTRA_XT_PACKET_MAX 65535u
+
+struct extra_xt_buf {
+	struct vma_buff_t vb;          /* first: the address the application holds */
+	struct extra_xt_buf *lead;     /* the first buffer of the unit (itself for TCP) */
+	struct ring_buf *unit;         /* lead: what goes back to the ring */
+	struct extra_xt_node *owner;   /* lead: its socket; NULL once that closed */
+	uint32_t refs;                 /* 0: free */
+	uint32_t live;                 /* lead: buffers of the unit with references */
+	uint32_t owed;                 /* TCP: bytes the window still misses */
+	int32_t next_free;
+	bool tcp;
+};
+
+struct extra_xt_table {
+	struct sock_offload *ctx;
+	int free_head;
+	unsigned nfree;
+	struct extra_xt_buf slot[EXTRA_XT_BUFS];
+};
+
+static struct extra_xt_table *extra_xt_tables[EXTRA_XT_TABLES];
+static unsigned extra_xt_ntables;
+static pthread_mutex_t extra_xt_tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- VMA_SOCKETXTREME=0 ---- */
+
+static int extra_xt_off(const char *what)
+{
+	static int warned;
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		vlog_warn("Extra API: %s needs SocketXtreme mode: set VMA_SOCKETXTREME=1 (this and later "
+			  "SocketXtreme calls fail with EOPNOTSUPP)", what);
+	else
+		vlog_debug("Extra API: %s without VMA_SOCKETXTREME=1", what);
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
+/* ---- the list (lane lock held) ---- */
+
+static void extra_xt_list_locked(struct sock_offload *ctx, struct extra_xt_node *n, struct sock_obj *obj)
+{
+	n->obj = obj;
+	if (n->listed)
+		return;
+	struct extra_xt_lane *l = &ctx->xtreme;
+	n->listed = true;
+	n->next = NULL;
+	n->prev = l->tail;
+	if (l->tail)
+		l->tail->next = n;
+	else
+		l->head = n;
+	l->tail = n;
+}
+
+static void extra_xt_unlist_locked(struct sock_offload *ctx, struct extra_xt_node *n)
+{
+	if (!n->listed)
+		return;
+	struct extra_xt_lane *l = &ctx->xtreme;
+	if (n->prev)
+		n->prev->next = n->next;
+	else
+		l->head = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
+	else
+		l->tail = n->prev;
+	n->prev = n->next = NULL;
+	n->listed = false;
+}
+
+void extra_xt_udp_ready_locked(struct sock_udp *s)
+{
+	if (s->ctx)
+		extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
+}
+
+void extra_xt_tcp_event_locked(struct sock_tcp *s, uint32_t ev)
+{
+	/* A connection not accepted yet has no fd: its listener reports it. */
+	if (s->obj.fd < 0 || !s->ctx)
+		return;
+	/* Data is a packet completion, and a listener's EPOLLIN an auto-accept:
+	 * neither is an epoll bit of its own. */
+	if (s->mode != SOCK_TCP_LISTENER && ev != EPOLLIN)
+		s->xt.events |= ev;
+	extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
+}
+
+/* ---- the table of lent frames ---- */
+
+static struct extra_xt_table *extra_xt_table_get(struct sock_offload *ctx)
+{
+	struct extra_xt_table *t = __atomic_load_n(&ctx->xtreme.table, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(t != NULL, 1))
+		return t;
+	/* Once per lane, outside its lock. */
+	pthread_mutex_lock(&extra_xt_tables_lock);
+	t = ctx->xtreme.table;
+	if (!t && extra_xt_ntables < EXTRA_XT_TABLES) {
+		t = calloc(1, sizeof(*t));
+		if (t) {
+			t->ctx = ctx;
+			for (int i = 0; i < EXTRA_XT_BUFS; i++)
+				t->slot[i].next_free = i + 1 < EXTRA_XT_BUFS ? i + 1 : -1;
+			t->nfree = EXTRA_XT_BUFS;
+			extra_xt_tables[extra_xt_ntables] = t;
+			__atomic_store_n(&extra_xt_ntables, extra_xt_ntables + 1, __ATOMIC_RELEASE);
+			/* The poll that lends from it holds the lane lock: the
+			 * store is seen by every later locker. */
+			__atomic_store_n(&ctx->xtreme.table, t, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&extra_xt_tables_lock);
+	return t;
+}
+
+/* The descriptor behind an address the application gave back, or NULL:
+ * anything else (garbage, a freed buffer) is refused, never followed. */
+static struct extra_xt_buf *extra_xt_buf_of(const void *p, struct extra_xt_table **table)
+{
+	unsigned n = __atomic_load_n(&extra_xt_ntables, __ATOMIC_ACQUIRE);
+	uintptr_t a = (uintptr_t)p;
+	for (unsigned i = 0; i < n; i++) {
+		struct extra_xt_table *t = extra_xt_tables[i];
+		uintptr_t base = (uintptr_t)&t->slot[0];
+		if (a < base || a >= (uintptr_t)&t->slot[EXTRA_XT_BUFS] || (a - base) % sizeof(t->slot[0]))
+			continue;
+		*table = t;
+		return &t->slot[(a - base) / sizeof(t->slot[0])];
+	}
+	return NULL;
+}
+
+static struct extra_xt_buf *extra_xt_buf_alloc_locked(struct extra_xt_table *t)
+{
+	int i = t->free_head;
+	struct extra_xt_buf *b = &t->slot[i];
+	t->free_head = b->next_free;
+	t->nfree--;
+	b->next_free = -1;
+	return b;
+}
+
+static void extra_xt_buf_put_locked(struct extra_xt_table *t, struct extra_xt_buf *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->next_free = t->free_head;
+	t->free_head = (int)(b - t->slot);
+	t->nfree++;
+}
+
+static struct sock_tcp *extra_xt_tcp_of(struct extra_xt_node *n)
+{
+	return (struct sock_tcp *)((char *)n - offsetof(struct sock_tcp, xt));
+}
+
+/* TCP: bytes the application consumed reopen the window (lock held). */
+static void extra_xt_tcp_recved_locked(struct sock_offload *ctx, struct extra_xt_buf *b)
+{
+	if (!b->owed)
+		return;
+	uint32_t owed = b->owed;
+	b->owed = 0;
+	if (!b->owner)
+		return;
+	struct sock_tcp *s = extra_xt_tcp_of(b->owner);
+	if (!s->pcb)
+		return;
+	sock_offload_clock_locked(ctx);   /* tcp_recved may send a window update */
+	tcp_recved(s->pcb, owed);
+	sock_tcp_tx_kick_locked(s);
+}
+
+/* The last reference of a unit's buffer went: the unit's frames go back
+ * when it was the last one (lock held, lane alive). */
+static void extra_xt_buf_release_locked(struct sock_offload *ctx, struct extra_xt_table *t,
+					struct extra_xt_buf *b)
+{
+	struct extra_xt_buf *lead = b->lead;
+	if (b->tcp)
+		extra_xt_tcp_recved_locked(ctx, b);
+	if (b != lead)
+		extra_xt_buf_put_locked(t, b);
+	if (--lead->live)
+		return;
+	ring_buf_free(lead->unit);
+	struct extra_xt_node *owner = lead->owner;
+	if (owner && owner->lent)
+		owner->lent--;
+	if (owner && lead->tcp) {
+		struct sock_tcp *s = extra_xt_tcp_of(owner);
+		if (s->pcb)
+			tcp_rcv_held_set(s->pcb, s->rxq_frames + owner->lent);
+	}
+	extra_xt_buf_put_locked(t, lead);
+}
+
+void extra_xt_forget_locked(struct sock_offload *ctx, struct extra_xt_node *n)
+{
+	extra_xt_unlist_locked(ctx, n);
+	n->events = 0;
+	struct extra_xt_table *t = ctx->xtreme.table;
+	if (!t || !n->lent)
+		return;
+	/* The application may still read frames it holds: they stay until it
+	 * frees them, with no socket to account them to. */
+	for (unsigned i = 0; i < EXTRA_XT_BUFS; i++)
+		if (t->slot[i].refs && t->slot[i].owner == n) {
+			t->slot[i].owner = NULL;
+			t->slot[i].owed = 0;
+		}
+	n->lent = 0;
+}
+
+/* ---- filling completions (lane lock held) ---- */
+
+static uint64_t extra_xt_user_data(const struct extra_xt_node *n, int fd)
+{
+	return n->user_data_set ? n->user_data : (uint64_t)(int64_t)fd;
+}
+
+static void extra_xt_completion_init(struct vma_completion_t *c, const struct extra_xt_node *n, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->user_data = extra_xt_user_data(n, fd);
+	c->src.sin_family = AF_INET;
+	c->listen_fd = -1;
+}
+
+/* The front datagram of s as one packet completion; false when the table
+ * has no room for its buffers (it stays queued). */
+static bool extra_xt_udp_packet_locked(struct extra_xt_table *t, struct sock_udp *s, struct vma_completion_t *c)
+{
+	struct sock_udp_entry *front = sock_udp_queue_front(&s->queue);
+	unsigned nbufs = 0;
+	uint32_t left = front->len;
+	for (const struct ring_buf *b = front->buf; b && (nbufs == 0 || left); b = b->next) {
+		left -= b->len < left ? b->len : left;
+		nbufs++;
+	}
+	if (t->nfree < nbufs || nbufs == 0)
+		return false;
+	struct sock_udp_entry e;
+	sock_udp_queue_take(&s->queue, &e);
+	extra_xt_completion_init(c, &s->xt, s->obj.fd);
+	struct extra_xt_buf *lead = NULL, *prev = NULL;
+	left = e.len;
+	unsigned made = 0;
+	for (struct ring_buf *b = e.buf; b && made < nbufs; b = b->next, made++) {
+		struct extra_xt_buf *x = extra_xt_buf_alloc_locked(t);
+		uint32_t part = b->len < left ? b->len : left;
+		left -= part;
+		x->vb.payload = b->data;
+		x->vb.len = (uint16_t)part;
+		x->refs = 1;
+		if (!lead) {
+			lead = x;
+			x->unit = e.buf;
+			x->owner = &s->xt;
+			x->live = nbufs;
+			c->packet.buff_lst = &x->vb;
+		} else {
+			prev->vb.next = &x->vb;
+		}
+		x->lead = lead;
+		prev = x;
+	}
+	s->xt.lent++;
+	c->packet.num_bufs = nbufs;
+	c->packet.total_len = (uint16_t)e.len;
+	c->events = VMA_SOCKETXTREME_PACKET;
+	c->src.sin_port = e.info.src_port;
+	c->src.sin_addr.s_addr = e.info.src_ip;
+	stats_socket_ready_remove(s->stats, e.len);
+	s->stats->c.rx_packets++;
+	s->stats->c.rx_bytes += e.len;
+	s->stats->c.rx_poll_hit++;
+	return true;
+}
+
+/* Queued bytes of s (up to a packet's 64 KiB) as one packet completion;
+ * false when none could be lent (table full). */
+static bool extra_xt_tcp_packet_locked(struct extra_xt_table *t, struct sock_tcp *s, struct vma_completion_t *c)
+{
+	unsigned nbufs = 0;
+	uint32_t total = 0;
+	struct extra_xt_buf *prev = NULL;
+	extra_xt_completion_init(c, &s->xt, s->obj.fd);
+	while (s->rxq_head && t->nfree && total + s->rxq_head->len <= EXTRA_XT_PACKET_MAX) {
+		struct ring_buf *b = s->rxq_head;
+		s->rxq_head = b->link;
+		if (!s->rxq_head)
+			s->rxq_tail = NULL;
+		b->link = NULL;
+		s->rxq_frames--;
+		s->rxq_bytes -= b->len;
+		struct extra_xt_buf *x = extra_xt_buf_alloc_locked(t);
+		x->vb.payload = b->data;
+		x->vb.len = (uint16_t)b->len;
+		x->refs = 1;
+		x->lead = x;
+		x->unit = b;
+		x->owner = &s->xt;
+		x->live = 1;
+		x->owed = b->len;
+		x->tcp = true;
+		if (prev)
+			prev->vb.next = &x->vb;
+		else
+			c->packet.buff_lst = &x->vb;
+		prev = x;
+		total += b->len;
+		nbufs++;
+	}
+	if (!nbufs)
+		return false;
+	s->xt.lent += nbufs;
+	/* Lent frames still count against the connection's share; the bytes
+	 * reopen the window when the application frees them. */
+	if (s->pcb)
+		tcp_rcv_held_set(s->pcb, s->rxq_frames + s->xt.lent);
+	c->packet.num_bufs = nbufs;
+	c->packet.total_len = (uint16_t)total;
+	c->events = VMA_SOCKETXTREME_PACKET;
+	c->src.sin_port = s->remote_port;
+	c->src.sin_addr.s_addr = s->remote_ip;
+	if (s->stats) {
+		stats_socket_ready_remove(s->stats, total);
+		s->stats->c.rx_packets++;
+		s->stats->c.rx_bytes += total;
+		s->stats->c.rx_poll_hit++;
+	}
+	return true;
+}
+
+struct extra_xt_poll {
+	struct vma_completion_t *comps;
+	unsigned max, got;
+	struct sock_obj *listeners[EXTRA_XT_ACCEPT_MAX];
+	unsigned nlisteners;
+};
+
+/* What one listed socket holds, as completions; true when it has nothing
+ * left to report (it leaves the list). */
+static bool extra_xt_node_poll_locked(struct extra_xt_table *t, struct extra_xt_node *n, struct extra_xt_poll *p)
+{
+	struct sock_obj *obj = n->obj;
+	if (obj->ops == &sock_udp_ops) {
+		struct sock_udp *s = sock_udp_of(obj);
+		if (__builtin_expect(sock_udp_has_strays(s), 0))
+			sock_udp_strays_take_locked(s);
+		while (p->got < p->max && s->queue.count) {
+			if (!extra_xt_udp_packet_locked(t, s, &p->comps[p->got]))
+				return false;
+			p->got++;
+		}
+		return s->queue.count == 0;
+	}
+	struct sock_tcp *s = sock_tcp_of(obj);
+	if (s->mode == SOCK_TCP_LISTENER) {
+		n->events = 0;
+		if (!__atomic_load_n(&s->acceptq_len, __ATOMIC_ACQUIRE))
+			return true;
+		if (p->nlisteners == EXTRA_XT_ACCEPT_MAX)
+			return false;
+		/* Accepted after the unlock (an fd is a syscall away). */
+		sock_obj_pin(obj);
+		p->listeners[p->nlisteners++] = obj;
+		return true;
+	}
+	struct vma_completion_t *last = NULL;
+	while (p->got < p->max && s->rxq_bytes) {
+		if (!extra_xt_tcp_packet_locked(t, s, &p->comps[p->got]))
+			return false;
+		last = &p->comps[p->got++];
+	}
+	if (s->rxq_bytes)
+		return false;
+	/* Events after the data they follow (a FIN after its bytes). */
+	if (n->events) {
+		if (!last) {
+			if (p->got == p->max)
+				return false;
+			last = &p->comps[p->got++];
+			extra_xt_completion_init(last, n, obj->fd);
+			last->src.sin_port = s->remote_port;
+			last->src.sin_addr.s_addr = s->remote_ip;
+		}
+		last->events |= n->events;
+		n->events = 0;
+	}
+	return true;
+}
+
+/* ---- the ring fd ---- */
+
+/* The lane a ring fd belongs to; the calling thread's last answer first. */
+static struct sock_offload *extra_xt_lane_of(int fd)
+{
+	static __thread struct sock_offload *last_ctx;
+	static __thread int last_fd = -1;
+	static __thread unsigned last_slot;
+	struct sock_offload *ctx = last_ctx;
+	if (__builtin_expect(ctx && fd == last_fd && sock_offload_usable(ctx) && last_slot < ctx->nifs &&
+			     ctx->ifs[last_slot].ring && ring_wait_fd(ctx->ifs[last_slot].ring) == fd, 1))
+		return ctx;
+	if (fd < 0)
+		return NULL;
+	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
+	unsigned nl = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
+	for (unsigned l = 0; l < nl; l++) {
+		if (!sock_offload_usable(lanes[l]))
+			continue;
+		for (unsigned i = 0; i < lanes[l]->nifs; i++)
+			if (lanes[l]->ifs[i].ring && ring_wait_fd(lanes[l]->ifs[i].ring) == fd) {
+				last_ctx = lanes[l];
+				last_fd = fd;
+				last_slot = i;
+				return lanes[l];
+			}
+	}
+	return NULL;
+}
+
+/* ---- the members ---- */
+
+/* The connections waiting on listener l, each given an fd and reported
+ * (no lock held). */
+static void extra_xt_auto_accept(struct sock_obj *lobj, struct extra_xt_poll *p)
+{
+	struct sock_tcp *l = sock_tcp_of(lobj);
+	while (p->got < p->max) {
+		struct sockaddr_in peer = { 0 };
+		int nfd = sock_tcp_accept_next(l, 0, &peer);
+		if (nfd < 0)
+			break;
+		struct vma_completion_t *c = &p->comps[p->got++];
+		memset(c, 0, sizeof(*c));
+		c->events = VMA_SOCKETXTREME_NEW_CONNECTION_ACCEPTED;
+		c->user_data = (uint64_t)nfd;
+		c->src = peer;
+		c->src.sin_family = AF_INET;
+		c->listen_fd = lobj->fd;
+		/* What reached the connection before it had an fd is reported
+		 * by the next poll. */
+		struct sock_obj *cobj = sock_fd_get(nfd);
+		if (cobj && cobj->ops == &sock_tcp_offload_ops) {
+			struct sock_tcp *cs = sock_tcp_of(cobj);
+			struct sock_offload *ctx = cs->ctx;
+			sock_offload_lock(ctx);
+			if (cs->peer_fin)
+				cs->xt.events |= EPOLLIN | EPOLLRDHUP;
+			if (cs->reset)
+				cs->xt.events |= EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP;
+			if (cs->rxq_bytes || cs->xt.events)
+				extra_xt_list_locked(ctx, &cs->xt, cobj);
+			sock_offload_unlock(ctx);
+		}
+	}
+	if (__atomic_load_n(&l->acceptq_len, __ATOMIC_ACQUIRE) && sock_tcp_ctx(l)) {
+		sock_offload_lock(l->ctx);
+		if (!l->released)
+			extra_xt_list_locked(l->ctx, &l->xt, lobj);
+		sock_offload_unlock(l->ctx);
+	}
+}
+
+int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsigned int ncompletions, int flags)
+{
+	(void)flags;   /* reserved: "set zero" */
+	if (__builtin_expect(!g_cfg.socketxtreme, 0))
+		return extra_xt_off("socketxtreme_poll");
+	struct sock_offload *ctx = extra_xt_lane_of(fd);
+	if (__builtin_expect(!ctx, 0)) {
+		errno = EBADFD;   /* not a ring fd of ours (libvma's answer) */
+		return -1;
+	}
+	if (!ncompletions)
+		return 0;
+	if (!completions) {
+		errno = EFAULT;
+		return -1;
+	}
+	struct extra_xt_table *t = extra_xt_table_get(ctx);
+	if (__builtin_expect(!t, 0)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	struct extra_xt_poll p = { .comps = completions, .max = ncompletions };
+	sock_offload_lock(ctx);
+	if (__builtin_expect(ctx->dead, 0)) {
+		sock_offload_unlock(ctx);
+		errno = EBADFD;
+		return -1;
+	}
+	if (!ctx->xtreme.head)
+		sock_offload_progress_locked(ctx);
+	for (struct extra_xt_node *n = ctx->xtreme.head; n && p.got < p.max;) {
+		struct extra_xt_node *next = n->next;
+		if (extra_xt_node_poll_locked(t, n, &p))
+			extra_xt_unlist_locked(ctx, n);
+		n = next;
+	}
+	sock_offload_unlock(ctx);
+	for (unsigned i = 0; i < p.nlisteners; i++) {
+		extra_xt_auto_accept(p.listeners[i], &p);
+		sock_obj_unpin(p.listeners[i]);
+	}
+	/* The application spins on this call. Where the scheduler shows that
+	 * other threads wait for this CPU (no busy-polling permit, the peer on
+	 * the same host: docs/process_model.md "Busy polling"), an empty poll
+	 * gives the CPU away once, as libvma's own polling loops stop spinning
+	 * there: the spin that would take their time slice delays the answer
+	 * it waits for. */
+	if (!p.got && !ring_spin_permit())
+		sched_yield();
+	return (int)p.got;
+}
+
+/* Locks the lane of table t; false when the lane is gone (exit, a forked
+ * child's copy): its frames are not ours to give back any more. */
+static bool extra_xt_lock_table(struct extra_xt_table *t)
+{
+	if (!sock_offload_usable(t->ctx))
+		return false;
+	sock_offload_lock(t->ctx);
+	if (t->ctx->dead) {
+		sock_offload_unlock(t->ctx);
+		return false;
+	}
+	return true;
+}
+
+int extra_socketxtreme_free_vma_packets(struct vma_packet_desc_t *packets, int num)
+{
+	if (!g_cfg.socketxtreme)
+		return extra_xt_off("socketxtreme_free_vma_packets");
+	if (!packets || num < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	int rc = 0;
+	struct extra_xt_table *locked = NULL;
+	for (int i = 0; i < num; i++) {
+		struct extra_xt_table *t = NULL;
+		struct extra_xt_buf *b = packets[i].buff_lst ? extra_xt_buf_of(packets[i].buff_lst, &t) : NULL;
+		if (t != locked) {
+			if (locked)
+				sock_offload_unlock(locked->ctx);
+			locked = t && extra_xt_lock_table(t) ? t : NULL;
+			if (t && !locked)
+				continue;   /* the lane is gone: nothing to give back */
+		}
+		if (!b || !b->refs) {
+			rc = -1;
+			continue;
+		}
+		/* The window first (the whole packet, as libvma), then one
+		 * reference of each buffer; a buffer the application took a
+		 * reference on (ref_vma_buff) stays until free_vma_buff. */
+		size_t n = 0;
+		for (struct extra_xt_buf *x = b; x && n < packets[i].num_bufs; n++) {
+			struct vma_buff_t *next = x->vb.next;
+			if (x->tcp)
+				extra_xt_tcp_recved_locked(t->ctx, x);
+			if (--x->refs == 0)
+				extra_xt_buf_release_locked(t->ctx, t, x);
+			struct extra_xt_table *nt = NULL;
+			x = next ? extra_xt_buf_of(next, &nt) : NULL;
+			if (x && (nt != t || !x->refs))
+				x = NULL;
+		}
+	}
+	if (locked)
+		sock_offload_unlock(locked->ctx);
+	if (rc < 0)
+		errno = EINVAL;
+	return rc;
+}
+
+int extra_socketxtreme_ref_vma_buff(struct vma_buff_t *buff)
+{
+	if (!g_cfg.socketxtreme)
+		return extra_xt_off("socketxtreme_ref_vma_buff");
+	struct extra_xt_table *t = NULL;
+	struct extra_xt_buf *b = buff ? extra_xt_buf_of(buff, &t) : NULL;
+	if (!b || !extra_xt_lock_table(t)) {
+		errno = EINVAL;
+		return -1;
+	}
+	int rc = -1;
+	if (b->refs && b->refs < INT32_MAX)
+		rc = (int)++b->refs;
+	sock_offload_unlock(t->ctx);
+	if (rc < 0)
+		errno = EINVAL;
+	return rc;
+}
+
+int extra_socketxtreme_free_vma_buff(struct vma_buff_t *buff)
+{
+	if (!g_cfg.socketxtreme)
+		return extra_xt_off("socketxtreme_free_vma_buff");
+	struct extra_xt_table *t = NULL;
+	struct extra_xt_buf *b = buff ? extra_xt_buf_of(buff, &t) : NULL;
+	if (!b)
+		goto bad;
+	if (!extra_xt_lock_table(t))
+		return 0;   /* the lane is gone, and the frame with it */
+	if (!b->refs) {
+		sock_offload_unlock(t->ctx);
+		goto bad;
+	}
+	int rc = (int)--b->refs;
+	if (!rc)
+		extra_xt_buf_release_locked(t->ctx, t, b);
+	sock_offload_unlock(t->ctx);
+	return rc;
+bad:
+	errno = EINVAL;
+	return -1;
+}
+
+/* ---- SO_VMA_USER_DATA ---- */
+
+int extra_xt_user_data_set(struct extra_xt_node *n, const void *val, socklen_t len)
+{
+	if (!val) {
+		errno = EFAULT;
+		return -1;
+	}
+	/* libvma takes a pointer-sized value. */
+	if (len != sizeof(uint64_t)) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint64_t v;
+	memcpy(&v, val, sizeof(v));
+	__atomic_store_n(&n->user_data, v, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->user_data_set, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int extra_xt_user_data_get(const struct extra_xt_node *n, int fd, void *val, socklen_t *len)
+{
+	if (!val || !len) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (*len < (socklen_t)sizeof(uint64_t)) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint64_t v = __atomic_load_n(&n->user_data_set, __ATOMIC_ACQUIRE) ? __atomic_load_n(&n->user_data,
+											      __ATOMIC_RELAXED)
+									       : (uint64_t)(int64_t)fd;
+	memcpy(val, &v, sizeof(v));
+	*len = sizeof(v);
+	return 0;
+}
