@@ -13,6 +13,9 @@
 #    FORCE (EOPNOTSUPP), copied without it;
 #  - cb_filter_recv: the callback lets even datagrams through, drops odd
 #    ones, holds some; recvfrom reads exactly those let through;
+#  - tcp_zcopy_cb: on TCP, a callback that lets buffers through, drops and
+#    holds some (recv reads exactly those let through, in order), and
+#    recvfrom_zcopy reading a 2 MB stream in place;
 #  - dummy_warmup: the manual's dummy-send loop on UDP and TCP; the sinks
 #    get the real messages only (no dummy on the wire), the counters say
 #    how many dummies were sent ("Tx Dummy messages"), EINVAL on kernel
@@ -29,7 +32,7 @@ BUILD=${1:?usage: extra_examples.sh BUILDDIR}
 BUILD=$(cd "$BUILD" && pwd)
 LIB=$BUILD/src/vma/.libs/libvma.so
 X=$BUILD/tests/extra
-PROGS="zcopy_udp_recv cb_filter_recv dummy_warmup api_members api_members_local"
+PROGS="zcopy_udp_recv cb_filter_recv tcp_zcopy_cb dummy_warmup api_members api_members_local"
 for p in $PROGS; do
 	[ -x "$X/$p" ] || make -C "$BUILD" -s "tests/extra/$p" >/dev/null 2>&1
 done
@@ -103,7 +106,31 @@ def report():
             for k in counts:
                 counts[k] = 0
         s.sendto(("%d %d %d %d" % (counts["udp"], counts["udp_bad"], counts["tcp"], counts["tcp_bad"])).encode(), addr)
-for f in (sender, udp_sink, tcp_sink, report):
+# 17303: on each connection, once a byte came, STREAM bytes (i * 31 % 251),
+# then our half closes; the connection ends at the client's close.
+STREAM = 2000000
+pattern = bytes((i * 31) % 251 for i in range(251 * 31))
+def streamer():
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("198.18.0.1", 17303))
+    l.listen(4)
+    def serve(c):
+        c.recv(1)
+        left, off = STREAM, 0
+        while left:
+            chunk = bytes((i * 31) % 251 for i in range(off, off + min(left, 65536)))
+            c.sendall(chunk)
+            off += len(chunk)
+            left -= len(chunk)
+        c.shutdown(socket.SHUT_WR)
+        while c.recv(65536):
+            pass
+        c.close()
+    while True:
+        c, _ = l.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+for f in (sender, udp_sink, tcp_sink, report, streamer):
     threading.Thread(target=f, daemon=True).start()
 print("ready", flush=True)
 while True:
@@ -143,6 +170,16 @@ cat "$WORK/cb.out"
 check $rc "cb_filter_recv: the callback filtered 2000 datagrams in the reading thread"
 [ $((u1 - u0)) -le 5 ]
 check $? "cb_filter_recv offloaded (server Udp InDatagrams +$((u1 - u0)))"
+
+# the receive callback and zero-copy receive on TCP
+t0=$($B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp)
+$B $VMA timeout 60 "$X/tcp_zcopy_cb" 198.18.0.1 17303 2000000 >"$WORK/tz.out" 2>&1
+rc=$?
+t1=$($B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp)
+cat "$WORK/tz.out"
+check $rc "tcp_zcopy_cb: callback (RECV/DROP/HOLD) and recvfrom_zcopy on TCP, 2 x 2000000 bytes"
+[ $((t1 - t0)) -le 10 ]
+check $? "tcp_zcopy_cb offloaded (Tcp InSegs +$((t1 - t0)))"
 
 # dummy-send warm-up, then with the getsockname() trigger
 for trig in 0 1; do

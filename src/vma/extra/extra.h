@@ -27,6 +27,7 @@ struct sock_tcp;
 struct sock_udp;
 struct sock_udp_entry;
 struct sock_obj;
+struct ring_buf;
 struct extra_xt_node;
 
 /* ---- members (errno set on -1) ---- */
@@ -80,6 +81,23 @@ void extra_xt_forget_locked(struct sock_offload *ctx, struct extra_xt_node *n);
  * (EINVAL: not 8 bytes, EFAULT). */
 int extra_xt_user_data_set(struct extra_xt_node *n, const void *val, socklen_t len);
 int extra_xt_user_data_get(const struct extra_xt_node *n, int fd, void *val, socklen_t *len);
+
+/* ---- offloaded TCP connections (extra_tcp.c) ---- */
+/* Lock held, in the engine's delivery: buf (one buffer, len > 0) waits for
+ * the receive callback instead of the receive queue. */
+void extra_tcp_stage_locked(struct sock_tcp *s, struct ring_buf *buf);
+/* An application thread in a receive or poll call, no lock held: shows
+ * the staged buffers to the callback and carries out its answers (never
+ * on the internal thread). Returns how many it queued for reading. */
+int extra_tcp_run_callbacks(struct sock_tcp *s);
+/* release (lock held): frees the staged buffers. */
+void extra_tcp_release_locked(struct sock_tcp *s);
+/* The members on a TCP socket (extra_udp.c dispatches): EINVAL for a
+ * listener or a connection the kernel serves. */
+int extra_tcp_register(struct sock_tcp *s, vma_recv_callback_t callback, void *context);
+int extra_tcp_recvfrom_zcopy(struct sock_tcp *s, void *buf, size_t len, int *flags, int base, bool force,
+			     struct sockaddr *from, socklen_t *fromlen);
+int extra_tcp_free_packets(struct sock_tcp *s, struct vma_packet_t *pkts, size_t count);
 
 /* ---- dummy sends (extra_dummy.c) ---- */
 /* A stack_netif that takes every frame the stack builds back into its

@@ -15,6 +15,7 @@
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
 #include "sock/sock_fd_table.h"
+#include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
 
 /* Datagrams one socket's application may hold at once; past that,
@@ -55,6 +56,17 @@ static struct sock_udp *extra_udp_get(int fd)
 	}
 	sock_obj_pin(obj);
 	return sock_udp_of(obj);
+}
+
+/* The offloaded TCP socket behind fd, pinned, or NULL (no errno): the
+ * members then take their UDP path. */
+static struct sock_tcp *extra_tcp_get(int fd)
+{
+	struct sock_obj *obj = fd >= 0 ? sock_fd_get(fd) : NULL;
+	if (!obj || obj->ops != &sock_tcp_offload_ops)
+		return NULL;
+	sock_obj_pin(obj);
+	return (struct sock_tcp *)obj;
 }
 
 static void extra_udp_put(struct sock_udp *s)
@@ -285,6 +297,12 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 
 int extra_register_recv_callback(int fd, vma_recv_callback_t callback, void *context)
 {
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_register(t, callback, context);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s)
 		return -1;
@@ -433,6 +451,12 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 	bool force = (*flags & MSG_VMA_ZCOPY_FORCE) != 0;
 	int base = *flags & ~(MSG_VMA_ZCOPY_FORCE | MSG_VMA_ZCOPY);
 	*flags = base;
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_recvfrom_zcopy(t, buf, len, flags, base, force, from, fromlen);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		if (force || fd < 0)
@@ -523,6 +547,12 @@ out:
 
 int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 {
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_free_packets(t, pkts, count);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		errno = EINVAL;

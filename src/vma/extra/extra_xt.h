@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mellanox/vma_extra.h"
+
+struct ring_buf;
 struct sock_obj;
 struct extra_xt_table;
 
@@ -29,6 +32,16 @@ struct extra_xt_node {
 	 * from socketxtreme_poll: they count against the socket's share of
 	 * its ring's frames (docs/security.md) until freed. */
 	uint32_t lent;
+};
+
+/* A TCP socket's receive callback (extra_tcp.c), made by the first
+ * register_recv_callback: in-order buffers wait here, not on the receive
+ * queue, until an application thread shows them to the callback. */
+struct extra_tcp_cb {
+	vma_recv_callback_t fn;              /* NULL: unregistered */
+	void *context;
+	struct ring_buf *head, *tail;        /* staged single buffers (->link) */
+	uint32_t frames, bytes;
 };
 
 /* One per lane. */

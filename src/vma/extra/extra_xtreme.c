@@ -25,44 +25,17 @@
 #include <sys/epoll.h>
 
 #include "extra/extra.h"
+#include "extra/extra_lend.h"
 #include "log/vlog.h"
 #include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
 
-/* Descriptors of one lane's table: frames lent at once. Beyond it the
- * data waits queued (the socket stays listed) until the application frees. */
-#define EXTRA_XT_BUFS 8192
-/* Tables of the process (lanes, and the dead lanes of a parent after fork). */
-#define EXTRA_XT_TABLES 32
 /* Listeners whose connections one poll auto-accepts. */
 #define EXTRA_XT_ACCEPT_MAX 16
 /* total_len of a packet descriptor is 16 bits. */
 #define EXTRA_XT_PACKET_MAX 65535u
-
-struct extra_xt_buf {
-	struct vma_buff_t vb;          /* first: the address the application holds */
-	struct extra_xt_buf *lead;     /* the first buffer of the unit (itself for TCP) */
-	struct ring_buf *unit;         /* lead: what goes back to the ring */
-	struct extra_xt_node *owner;   /* lead: its socket; NULL once that closed */
-	uint32_t refs;                 /* 0: free */
-	uint32_t live;                 /* lead: buffers of the unit with references */
-	uint32_t owed;                 /* TCP: bytes the window still misses */
-	int32_t next_free;
-	bool tcp;
-};
-
-struct extra_xt_table {
-	struct sock_offload *ctx;
-	int free_head;
-	unsigned nfree;
-	struct extra_xt_buf slot[EXTRA_XT_BUFS];
-};
-
-static struct extra_xt_table *extra_xt_tables[EXTRA_XT_TABLES];
-static unsigned extra_xt_ntables;
-static pthread_mutex_t extra_xt_tables_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- VMA_SOCKETXTREME=0 ---- */
 
@@ -131,130 +104,11 @@ void extra_xt_tcp_event_locked(struct sock_tcp *s, uint32_t ev)
 	extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
 }
 
-/* ---- the table of lent frames ---- */
-
-static struct extra_xt_table *extra_xt_table_get(struct sock_offload *ctx)
-{
-	struct extra_xt_table *t = __atomic_load_n(&ctx->xtreme.table, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(t != NULL, 1))
-		return t;
-	/* Once per lane, outside its lock. */
-	pthread_mutex_lock(&extra_xt_tables_lock);
-	t = ctx->xtreme.table;
-	if (!t && extra_xt_ntables < EXTRA_XT_TABLES) {
-		t = calloc(1, sizeof(*t));
-		if (t) {
-			t->ctx = ctx;
-			for (int i = 0; i < EXTRA_XT_BUFS; i++)
-				t->slot[i].next_free = i + 1 < EXTRA_XT_BUFS ? i + 1 : -1;
-			t->nfree = EXTRA_XT_BUFS;
-			extra_xt_tables[extra_xt_ntables] = t;
-			__atomic_store_n(&extra_xt_ntables, extra_xt_ntables + 1, __ATOMIC_RELEASE);
-			/* The poll that lends from it holds the lane lock: the
-			 * store is seen by every later locker. */
-			__atomic_store_n(&ctx->xtreme.table, t, __ATOMIC_RELEASE);
-		}
-	}
-	pthread_mutex_unlock(&extra_xt_tables_lock);
-	return t;
-}
-
-/* The descriptor behind an address the application gave back, or NULL:
- * anything else (garbage, a freed buffer) is refused, never followed. */
-static struct extra_xt_buf *extra_xt_buf_of(const void *p, struct extra_xt_table **table)
-{
-	unsigned n = __atomic_load_n(&extra_xt_ntables, __ATOMIC_ACQUIRE);
-	uintptr_t a = (uintptr_t)p;
-	for (unsigned i = 0; i < n; i++) {
-		struct extra_xt_table *t = extra_xt_tables[i];
-		uintptr_t base = (uintptr_t)&t->slot[0];
-		if (a < base || a >= (uintptr_t)&t->slot[EXTRA_XT_BUFS] || (a - base) % sizeof(t->slot[0]))
-			continue;
-		*table = t;
-		return &t->slot[(a - base) / sizeof(t->slot[0])];
-	}
-	return NULL;
-}
-
-static struct extra_xt_buf *extra_xt_buf_alloc_locked(struct extra_xt_table *t)
-{
-	int i = t->free_head;
-	struct extra_xt_buf *b = &t->slot[i];
-	t->free_head = b->next_free;
-	t->nfree--;
-	b->next_free = -1;
-	return b;
-}
-
-static void extra_xt_buf_put_locked(struct extra_xt_table *t, struct extra_xt_buf *b)
-{
-	memset(b, 0, sizeof(*b));
-	b->next_free = t->free_head;
-	t->free_head = (int)(b - t->slot);
-	t->nfree++;
-}
-
-static struct sock_tcp *extra_xt_tcp_of(struct extra_xt_node *n)
-{
-	return (struct sock_tcp *)((char *)n - offsetof(struct sock_tcp, xt));
-}
-
-/* TCP: bytes the application consumed reopen the window (lock held). */
-static void extra_xt_tcp_recved_locked(struct sock_offload *ctx, struct extra_xt_buf *b)
-{
-	if (!b->owed)
-		return;
-	uint32_t owed = b->owed;
-	b->owed = 0;
-	if (!b->owner)
-		return;
-	struct sock_tcp *s = extra_xt_tcp_of(b->owner);
-	if (!s->pcb)
-		return;
-	sock_offload_clock_locked(ctx);   /* tcp_recved may send a window update */
-	tcp_recved(s->pcb, owed);
-	sock_tcp_tx_kick_locked(s);
-}
-
-/* The last reference of a unit's buffer went: the unit's frames go back
- * when it was the last one (lock held, lane alive). */
-static void extra_xt_buf_release_locked(struct sock_offload *ctx, struct extra_xt_table *t,
-					struct extra_xt_buf *b)
-{
-	struct extra_xt_buf *lead = b->lead;
-	if (b->tcp)
-		extra_xt_tcp_recved_locked(ctx, b);
-	if (b != lead)
-		extra_xt_buf_put_locked(t, b);
-	if (--lead->live)
-		return;
-	ring_buf_free(lead->unit);
-	struct extra_xt_node *owner = lead->owner;
-	if (owner && owner->lent)
-		owner->lent--;
-	if (owner && lead->tcp) {
-		struct sock_tcp *s = extra_xt_tcp_of(owner);
-		if (s->pcb)
-			tcp_rcv_held_set(s->pcb, s->rxq_frames + owner->lent);
-	}
-	extra_xt_buf_put_locked(t, lead);
-}
-
 void extra_xt_forget_locked(struct sock_offload *ctx, struct extra_xt_node *n)
 {
 	extra_xt_unlist_locked(ctx, n);
 	n->events = 0;
-	struct extra_xt_table *t = ctx->xtreme.table;
-	if (!t || !n->lent)
-		return;
-	/* The application may still read frames it holds: they stay until it
-	 * frees them, with no socket to account them to. */
-	for (unsigned i = 0; i < EXTRA_XT_BUFS; i++)
-		if (t->slot[i].refs && t->slot[i].owner == n) {
-			t->slot[i].owner = NULL;
-			t->slot[i].owed = 0;
-		}
-	n->lent = 0;
+	extra_lend_forget_locked(ctx, n);
 }
 
 /* ---- filling completions (lane lock held) ---- */
@@ -292,7 +146,7 @@ static bool extra_xt_udp_packet_locked(struct extra_xt_table *t, struct sock_udp
 	left = e.len;
 	unsigned made = 0;
 	for (struct ring_buf *b = e.buf; b && made < nbufs; b = b->next, made++) {
-		struct extra_xt_buf *x = extra_xt_buf_alloc_locked(t);
+		struct extra_xt_buf *x = extra_lend_alloc_locked(t);
 		uint32_t part = b->len < left ? b->len : left;
 		left -= part;
 		x->vb.payload = b->data;
@@ -339,16 +193,7 @@ static bool extra_xt_tcp_packet_locked(struct extra_xt_table *t, struct sock_tcp
 		b->link = NULL;
 		s->rxq_frames--;
 		s->rxq_bytes -= b->len;
-		struct extra_xt_buf *x = extra_xt_buf_alloc_locked(t);
-		x->vb.payload = b->data;
-		x->vb.len = (uint16_t)b->len;
-		x->refs = 1;
-		x->lead = x;
-		x->unit = b;
-		x->owner = &s->xt;
-		x->live = 1;
-		x->owed = b->len;
-		x->tcp = true;
+		struct extra_xt_buf *x = extra_lend_tcp_locked(t, s, b, false);
 		if (prev)
 			prev->vb.next = &x->vb;
 		else
@@ -359,7 +204,6 @@ static bool extra_xt_tcp_packet_locked(struct extra_xt_table *t, struct sock_tcp
 	}
 	if (!nbufs)
 		return false;
-	s->xt.lent += nbufs;
 	/* Lent frames still count against the connection's share; the bytes
 	 * reopen the window when the application frees them. */
 	if (s->pcb)
@@ -526,7 +370,7 @@ int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsign
 		errno = EFAULT;
 		return -1;
 	}
-	struct extra_xt_table *t = extra_xt_table_get(ctx);
+	struct extra_xt_table *t = extra_lend_table(ctx);
 	if (__builtin_expect(!t, 0)) {
 		errno = ENOMEM;
 		return -1;
@@ -562,20 +406,6 @@ int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsign
 	return (int)p.got;
 }
 
-/* Locks the lane of table t; false when the lane is gone (exit, a forked
- * child's copy): its frames are not ours to give back any more. */
-static bool extra_xt_lock_table(struct extra_xt_table *t)
-{
-	if (!sock_offload_usable(t->ctx))
-		return false;
-	sock_offload_lock(t->ctx);
-	if (t->ctx->dead) {
-		sock_offload_unlock(t->ctx);
-		return false;
-	}
-	return true;
-}
-
 int extra_socketxtreme_free_vma_packets(struct vma_packet_desc_t *packets, int num)
 {
 	if (!g_cfg.socketxtreme)
@@ -588,11 +418,11 @@ int extra_socketxtreme_free_vma_packets(struct vma_packet_desc_t *packets, int n
 	struct extra_xt_table *locked = NULL;
 	for (int i = 0; i < num; i++) {
 		struct extra_xt_table *t = NULL;
-		struct extra_xt_buf *b = packets[i].buff_lst ? extra_xt_buf_of(packets[i].buff_lst, &t) : NULL;
+		struct extra_xt_buf *b = packets[i].buff_lst ? extra_lend_lookup(packets[i].buff_lst, &t) : NULL;
 		if (t != locked) {
 			if (locked)
 				sock_offload_unlock(locked->ctx);
-			locked = t && extra_xt_lock_table(t) ? t : NULL;
+			locked = t && extra_lend_lock(t) ? t : NULL;
 			if (t && !locked)
 				continue;   /* the lane is gone: nothing to give back */
 		}
@@ -607,11 +437,11 @@ int extra_socketxtreme_free_vma_packets(struct vma_packet_desc_t *packets, int n
 		for (struct extra_xt_buf *x = b; x && n < packets[i].num_bufs; n++) {
 			struct vma_buff_t *next = x->vb.next;
 			if (x->tcp)
-				extra_xt_tcp_recved_locked(t->ctx, x);
+				extra_lend_tcp_recved_locked(t->ctx, x);
 			if (--x->refs == 0)
-				extra_xt_buf_release_locked(t->ctx, t, x);
+				extra_lend_release_locked(t->ctx, t, x);
 			struct extra_xt_table *nt = NULL;
-			x = next ? extra_xt_buf_of(next, &nt) : NULL;
+			x = next ? extra_lend_lookup(next, &nt) : NULL;
 			if (x && (nt != t || !x->refs))
 				x = NULL;
 		}
@@ -628,8 +458,8 @@ int extra_socketxtreme_ref_vma_buff(struct vma_buff_t *buff)
 	if (!g_cfg.socketxtreme)
 		return extra_xt_off("socketxtreme_ref_vma_buff");
 	struct extra_xt_table *t = NULL;
-	struct extra_xt_buf *b = buff ? extra_xt_buf_of(buff, &t) : NULL;
-	if (!b || !extra_xt_lock_table(t)) {
+	struct extra_xt_buf *b = buff ? extra_lend_lookup(buff, &t) : NULL;
+	if (!b || !extra_lend_lock(t)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -647,10 +477,10 @@ int extra_socketxtreme_free_vma_buff(struct vma_buff_t *buff)
 	if (!g_cfg.socketxtreme)
 		return extra_xt_off("socketxtreme_free_vma_buff");
 	struct extra_xt_table *t = NULL;
-	struct extra_xt_buf *b = buff ? extra_xt_buf_of(buff, &t) : NULL;
+	struct extra_xt_buf *b = buff ? extra_lend_lookup(buff, &t) : NULL;
 	if (!b)
 		goto bad;
-	if (!extra_xt_lock_table(t))
+	if (!extra_lend_lock(t))
 		return 0;   /* the lane is gone, and the frame with it */
 	if (!b->refs) {
 		sock_offload_unlock(t->ctx);
@@ -658,7 +488,7 @@ int extra_socketxtreme_free_vma_buff(struct vma_buff_t *buff)
 	}
 	int rc = (int)--b->refs;
 	if (!rc)
-		extra_xt_buf_release_locked(t->ctx, t, b);
+		extra_lend_release_locked(t->ctx, t, b);
 	sock_offload_unlock(t->ctx);
 	return rc;
 bad:

@@ -163,9 +163,20 @@ struct sock_tcp {
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
-	/* SocketXtreme (extra_xtreme.c), guarded by the lane lock. */
+	/* The Extra API (src/vma/extra/), guarded by the lane lock:
+	 * SocketXtreme's node (and the frames lent to the application: a
+	 * completion's buffers, recvfrom_zcopy, VMA_PACKET_HOLD), and the
+	 * receive callback's state (NULL until one is registered). */
 	struct extra_xt_node xt;
+	struct extra_tcp_cb *xcb;
 };
+
+/* Receive frames the connection holds (its share of the ring, docs/
+ * security.md): queued, staged for the receive callback, lent out. */
+static inline uint32_t sock_tcp_frames_held(const struct sock_tcp *s)
+{
+	return s->rxq_frames + s->xt.lent + (s->xcb ? s->xcb->frames : 0);
+}
 
 enum { SOCK_TCP_RX_TSTAMP_OFF, SOCK_TCP_RX_TSTAMP_US, SOCK_TCP_RX_TSTAMP_NS };
 
@@ -222,6 +233,9 @@ void sock_tcp_all_add_locked(struct sock_tcp *s);
 void sock_tcp_all_del_locked(struct sock_tcp *s);
 /* Lock held: frees queued RX buffers. */
 void sock_tcp_rxq_clear_locked(struct sock_tcp *s);
+/* Lock held: buf (one buffer, len > 0) joins the receive queue (or the
+ * last queued frame, when small); rxq_bytes is the caller's. */
+void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf);
 /* Lock held: hands the connection's pcb to the background (FIN after the
  * queued data) or resets it; flows follow the pcb. */
 void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);

@@ -111,7 +111,7 @@ bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms)
 
 static bool sock_tcp_rx_ready(const struct sock_tcp *s)
 {
-	return s->rxq_bytes || s->shut_rcv || s->err > 0 || s->reset || !s->pcb;
+	return s->rxq_bytes || s->shut_rcv || s->err > 0 || s->reset || !s->pcb || (s->xcb && s->xcb->frames);
 }
 
 /* Copies up to want bytes from the queue into the iovecs starting at byte
@@ -167,7 +167,7 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 		/* The engine decides whether the reopened window is worth a
 		 * segment of its own (receiver SWS avoidance, as Linux). */
 		if (s->pcb) {
-			tcp_rcv_held_set(s->pcb, s->rxq_frames);
+			tcp_rcv_held_set(s->pcb, sock_tcp_frames_held(s));
 			tcp_recved(s->pcb, (uint32_t)done);
 		}
 	}
@@ -286,7 +286,12 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 				eof = true;
 			}
 		}
+		bool staged = __builtin_expect(s->xcb != NULL, 0) && s->xcb->frames;
 		sock_offload_unlock(ctx);
+		/* Bytes staged for the receive callback: shown to it now, in
+		 * this thread; those it lets through are read on the next pass. */
+		if (__builtin_expect(staged, 0) && !n && extra_tcp_run_callbacks(s) > 0)
+			continue;
 		if (err) {
 			if (s->stats)
 				s->stats->c.rx_errors++;
