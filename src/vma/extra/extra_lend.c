@@ -144,6 +144,43 @@ void extra_lend_forget_locked(struct sock_offload *ctx, struct extra_xt_node *n)
 	n->lent = 0;
 }
 
+unsigned extra_lend_chain_bufs(const struct ring_buf *chain, uint32_t len)
+{
+	unsigned nbufs = 0;
+	for (const struct ring_buf *b = chain; b && (nbufs == 0 || len); b = b->next) {
+		len -= b->len < len ? b->len : len;
+		nbufs++;
+	}
+	return nbufs;
+}
+
+struct extra_xt_buf *extra_lend_chain_locked(struct extra_xt_table *t, struct extra_xt_node *n,
+					     struct ring_buf *chain, uint32_t len, unsigned nbufs)
+{
+	struct extra_xt_buf *lead = NULL, *prev = NULL;
+	unsigned made = 0;
+	for (struct ring_buf *b = chain; b && made < nbufs; b = b->next, made++) {
+		struct extra_xt_buf *x = extra_lend_alloc_locked(t);
+		uint32_t part = b->len < len ? b->len : len;
+		len -= part;
+		x->vb.payload = b->data;
+		x->vb.len = (uint16_t)part;
+		x->refs = 1;
+		if (!lead) {
+			lead = x;
+			x->unit = chain;
+			x->owner = n;
+			x->live = nbufs;
+		} else {
+			prev->vb.next = &x->vb;
+		}
+		x->lead = lead;
+		prev = x;
+	}
+	n->lent++;
+	return lead;
+}
+
 struct extra_xt_buf *extra_lend_tcp_locked(struct extra_xt_table *t, struct sock_tcp *s, struct ring_buf *b,
 					   bool by_fd)
 {

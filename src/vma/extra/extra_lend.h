@@ -60,6 +60,15 @@ struct extra_xt_buf *extra_lend_alloc_locked(struct extra_xt_table *t);
  * bytes); NULL when the table is full. */
 struct extra_xt_buf *extra_lend_tcp_locked(struct extra_xt_table *t, struct sock_tcp *s, struct ring_buf *b,
 					   bool by_fd);
+/* The buffers of chain that hold len bytes (one at least, for an empty
+ * datagram). */
+unsigned extra_lend_chain_bufs(const struct ring_buf *chain, uint32_t len);
+/* A datagram's chain (len bytes in nbufs buffers, t->nfree >= nbufs) lent
+ * as one unit owned by node n: one descriptor per buffer, linked by
+ * vb.next, each with a reference; the frames go back when the last is
+ * dropped. Returns the first. */
+struct extra_xt_buf *extra_lend_chain_locked(struct extra_xt_table *t, struct extra_xt_node *n,
+					     struct ring_buf *chain, uint32_t len, unsigned nbufs);
 /* TCP: the bytes of b the window still misses, given back (lock held). */
 void extra_lend_tcp_recved_locked(struct sock_offload *ctx, struct extra_xt_buf *b);
 /* b's last reference went: the unit's frames go back to the ring when it

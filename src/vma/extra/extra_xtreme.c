@@ -88,14 +88,15 @@ static void extra_xt_unlist_locked(struct sock_offload *ctx, struct extra_xt_nod
 
 void extra_xt_udp_ready_locked(struct sock_udp *s)
 {
-	if (s->ctx)
+	if (s->ctx && !s->released)
 		extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
 }
 
 void extra_xt_tcp_event_locked(struct sock_tcp *s, uint32_t ev)
 {
-	/* A connection not accepted yet has no fd: its listener reports it. */
-	if (s->obj.fd < 0 || !s->ctx)
+	/* A connection not accepted yet has no fd: its listener reports it.
+	 * A closed socket is off the list for good (its memory goes). */
+	if (s->obj.fd < 0 || !s->ctx || s->released)
 		return;
 	/* Data is a packet completion, and a listener's EPOLLIN an auto-accept:
 	 * neither is an epoll bit of its own. */
@@ -131,40 +132,14 @@ static void extra_xt_completion_init(struct vma_completion_t *c, const struct ex
 static bool extra_xt_udp_packet_locked(struct extra_xt_table *t, struct sock_udp *s, struct vma_completion_t *c)
 {
 	struct sock_udp_entry *front = sock_udp_queue_front(&s->queue);
-	unsigned nbufs = 0;
-	uint32_t left = front->len;
-	for (const struct ring_buf *b = front->buf; b && (nbufs == 0 || left); b = b->next) {
-		left -= b->len < left ? b->len : left;
-		nbufs++;
-	}
-	if (t->nfree < nbufs || nbufs == 0)
+	unsigned nbufs = extra_lend_chain_bufs(front->buf, front->len);
+	if (t->nfree < nbufs)
 		return false;
 	struct sock_udp_entry e;
 	sock_udp_queue_take(&s->queue, &e);
 	extra_xt_completion_init(c, &s->xt, s->obj.fd);
-	struct extra_xt_buf *lead = NULL, *prev = NULL;
-	left = e.len;
-	unsigned made = 0;
-	for (struct ring_buf *b = e.buf; b && made < nbufs; b = b->next, made++) {
-		struct extra_xt_buf *x = extra_lend_alloc_locked(t);
-		uint32_t part = b->len < left ? b->len : left;
-		left -= part;
-		x->vb.payload = b->data;
-		x->vb.len = (uint16_t)part;
-		x->refs = 1;
-		if (!lead) {
-			lead = x;
-			x->unit = e.buf;
-			x->owner = &s->xt;
-			x->live = nbufs;
-			c->packet.buff_lst = &x->vb;
-		} else {
-			prev->vb.next = &x->vb;
-		}
-		x->lead = lead;
-		prev = x;
-	}
-	s->xt.lent++;
+	struct extra_xt_buf *lead = extra_lend_chain_locked(t, &s->xt, e.buf, e.len, nbufs);
+	c->packet.buff_lst = &lead->vb;
 	c->packet.num_bufs = nbufs;
 	c->packet.total_len = (uint16_t)e.len;
 	c->events = VMA_SOCKETXTREME_PACKET;
