@@ -148,7 +148,8 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
 s.sendto(sys.argv[1].encode(), ('198.18.0.1', 17302)); print(s.recv(100).decode())" "$1"
 }
 udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
-VMA="env LD_PRELOAD=$LIB VMA_TRACELEVEL=warn"
+# VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
+VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB VMA_TRACELEVEL=warn"
 
 # zero-copy receiver through 512 receive frames
 u0=$(udp_in)

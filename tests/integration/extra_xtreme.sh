@@ -44,7 +44,8 @@ fail=0
 check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 tcp_in() { $B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
 udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
-VMA="env LD_PRELOAD=$LIB VMA_TRACELEVEL=warn"
+# VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
+VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB VMA_TRACELEVEL=warn"
 $A ping -c 1 -W 1 198.18.0.2 >/dev/null 2>&1
 $B ping -c 1 -W 1 198.18.0.1 >/dev/null 2>&1
 
