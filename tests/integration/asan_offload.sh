@@ -9,7 +9,8 @@
 # report goes to a log file, and any AddressSanitizer, LeakSanitizer or UBSan
 # report fails the run. Runs, against that build:
 #   udp_semantics, iomux_udp, life_udp, udp_tx_flush, udp_migrate, and the
-#   Extra API's extra_xtreme and extra_examples (C programs under libvma),
+#   Extra API's extra_api, extra_xtreme and extra_examples (C programs under
+#   libvma),
 #   ring_flows, ring_steering (ring_echo from the sanitizer build),
 #   sockperf server + client under libvma: ping-pong and throughput, 3 s each.
 # Leaks allocated by python3 itself (peers in some scripts) are suppressed;
@@ -51,7 +52,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$LOGS/ubsan"
 fail=0
 check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 
-for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate ring_flows ring_steering extra_xtreme extra_examples; do
+for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate ring_flows ring_steering extra_api extra_xtreme extra_examples; do
 	start=$(date +%s)
 	timeout -k 5 300 bash "$HERE/$t.sh" "$SAN" >"$LOGS/$t.out" 2>&1
 	rc=$?
