@@ -135,7 +135,7 @@ ssize_t extra_tcp_dummy_send(struct sock_tcp *s, const struct msghdr *msg, int f
 		return -1;
 	}
 	size_t len = msg->msg_iov[0].iov_len;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	if (!s->pcb || s->shut_send || s->reset) {
 		sock_offload_unlock(ctx);
 		errno = s->established ? EPIPE : ENOTCONN;

@@ -72,9 +72,9 @@ static int extra_socket_slots(int fd, struct sock_offload **lane, uint32_t *slot
 		}
 	} else if (obj->ops == &sock_tcp_offload_ops) {
 		struct sock_tcp *t = (struct sock_tcp *)obj;
-		struct sock_offload *ctx = t->ctx;
+		struct sock_offload *ctx = __atomic_load_n(&t->ctx, __ATOMIC_ACQUIRE);
 		if (sock_offload_usable(ctx) && !t->released && !t->os_only) {
-			sock_offload_lock(ctx);
+			ctx = sock_tcp_lock(t, ctx);
 			uint32_t m = t->listen_slots;
 			if (t->pcb && t->if_slot >= 0)
 				m |= 1u << t->if_slot;

@@ -96,7 +96,11 @@ int extra_tcp_run_callbacks(struct sock_tcp *s)
 	struct extra_xt_table *t = extra_lend_table(ctx);
 	int queued = 0;
 	for (;;) {
-		sock_offload_lock(ctx);
+		/* A connection with a callback does not move between lanes
+		 * (sock_tcp_move.c), but one may have moved before. */
+		ctx = sock_tcp_lock(s, ctx);
+		if (t && t->ctx != ctx)
+			t = NULL;
 		struct extra_tcp_cb *cb = s->xcb;
 		struct ring_buf *b = cb && cb->fn && !s->released && !ctx->dead ? cb->head : NULL;
 		if (!b) {
@@ -147,10 +151,23 @@ int extra_tcp_run_callbacks(struct sock_tcp *s)
 		/* No lock of ours is held: the callback may call anything. */
 		vma_recv_callback_retval_t verdict = fn(fd, 1, &iov, &info, context);
 
-		sock_offload_lock(ctx);
+		sock_offload_lock(ctx);   /* b and x are this lane's, wherever the socket is now */
 		if (ctx->dead) {
 			sock_offload_unlock(ctx);
 			return queued;   /* the rings are closed: nothing to give back to */
+		}
+		bool here = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE) == ctx;
+		if (!here) {
+			/* Unregistered and moved during the callback: the buffer's
+			 * lane is not the connection's any more. */
+			if (x) {
+				x->unit = NULL;
+				x->refs = 0;
+				extra_lend_release_locked(ctx, t, x);
+			}
+			ring_buf_free(b);
+			sock_offload_unlock(ctx);
+			return queued;
 		}
 		if (verdict == VMA_PACKET_HOLD && x && !s->released) {
 			/* The application's until free_packets(fd). */
@@ -203,7 +220,7 @@ int extra_tcp_register(struct sock_tcp *s, vma_recv_callback_t callback, void *c
 			return -1;
 		}
 	}
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	if (fresh && !s->xcb) {
 		__atomic_store_n(&s->xcb, fresh, __ATOMIC_RELEASE);
 		fresh = NULL;
@@ -247,7 +264,16 @@ int extra_tcp_recvfrom_zcopy(struct sock_tcp *s, void *buf, size_t len, int *fla
 	for (;;) {
 		if (__builtin_expect(s->xcb != NULL, 0))
 			extra_tcp_run_callbacks(s);
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
+		if (t->ctx != ctx) {
+			/* The connection moved lanes: lend from the new lane's table. */
+			sock_offload_unlock(ctx);
+			if (!(t = extra_lend_table(ctx))) {
+				errno = ENOMEM;
+				return -1;
+			}
+			continue;
+		}
 		if (!s->rxq_bytes)
 			sock_offload_progress_locked(ctx);
 		struct ring_buf *b = s->rxq_head;
@@ -320,7 +346,7 @@ int extra_tcp_free_packets(struct sock_tcp *s, struct vma_packet_t *pkts, size_t
 		return -1;
 	}
 	int rc = 0;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	for (size_t i = 0; i < count; i++) {
 		/* Arrays of vma_packet_t step by its fixed part. */
 		const char *pkt = (const char *)pkts + i * sizeof(struct vma_packet_t);

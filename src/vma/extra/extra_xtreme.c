@@ -310,8 +310,7 @@ static void extra_xt_auto_accept(struct sock_obj *lobj, struct extra_xt_poll *p)
 		struct sock_obj *cobj = sock_fd_get(nfd);
 		if (cobj && cobj->ops == &sock_tcp_offload_ops) {
 			struct sock_tcp *cs = sock_tcp_of(cobj);
-			struct sock_offload *ctx = cs->ctx;
-			sock_offload_lock(ctx);
+			struct sock_offload *ctx = sock_tcp_lock(cs, __atomic_load_n(&cs->ctx, __ATOMIC_ACQUIRE));
 			if (cs->peer_fin)
 				cs->xt.events |= EPOLLIN | EPOLLRDHUP;
 			if (cs->reset)
