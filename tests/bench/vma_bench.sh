@@ -23,13 +23,14 @@
 # (reason)"), 1 with --check when a target of the issue is missed, 1 with
 # --strict when any run failed, 2 when it could not set up.
 #
-# --quick: UDP pp64 tp64, TCP pp64 tp64 iperf3 connrate (TCP: kernel and
-# libvma-both only), 2 s a run (the demo, ~1.5 min). Full: ~5 s a run.
+# --quick: UDP pp64 tp64 xapi64, TCP pp64 tp64 iperf3 connrate (TCP: kernel
+# and libvma-both only), 2 s a run (the demo, ~3 min). Full: ~5 s a run.
 # Env: BENCH_SECONDS (per run), BENCH_PORT (first port, 12000), TB_PREFIX
 # (namespace prefix, vmatb), BENCH_TESTBED=keep (use the namespaces that
 # exist and leave them), BENCH_VMA_ENV (extra VAR=VALUE words for libvma),
 # BENCH_WORKLOADS (replaces the workload list, lines separated by ";"),
-# BENCH_TCP_CONFIGS (replaces the configurations of every TCP row).
+# BENCH_TCP_CONFIGS (replaces the configurations of every TCP row),
+# BENCH_XAPI_ROUNDS (rounds of the xapi64 configurations, 3).
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
