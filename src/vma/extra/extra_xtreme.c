@@ -19,7 +19,7 @@
  * reports the events of every socket of the lane (one interface: one ring,
  * the same thing). */
 #include <errno.h>
-#include <sched.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -27,6 +27,7 @@
 #include "extra/extra.h"
 #include "extra/extra_lend.h"
 #include "log/vlog.h"
+#include "redirect/redirect_orig.h"
 #include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
@@ -34,6 +35,8 @@
 
 /* Listeners whose connections one poll auto-accepts. */
 #define EXTRA_XT_ACCEPT_MAX 16
+/* The longest an empty poll waits for the ring when it may not spin. */
+#define EXTRA_XT_WAIT_MS 1
 /* total_len of a packet descriptor is 16 bits. */
 #define EXTRA_XT_PACKET_MAX 65535u
 
@@ -328,6 +331,54 @@ static void extra_xt_auto_accept(struct sock_obj *lobj, struct extra_xt_poll *p)
 	}
 }
 
+/* One pass: the lane's listed sockets as completions (a progress pass
+ * first when none is listed), then the auto-accepts. 0, or -1 (EBADFD:
+ * the lane is gone). */
+static int extra_xt_poll_once(struct sock_offload *ctx, struct extra_xt_table *t, struct extra_xt_poll *p)
+{
+	sock_offload_lock(ctx);
+	if (__builtin_expect(ctx->dead, 0)) {
+		sock_offload_unlock(ctx);
+		errno = EBADFD;
+		return -1;
+	}
+	if (!ctx->xtreme.head)
+		sock_offload_progress_locked(ctx);
+	for (struct extra_xt_node *n = ctx->xtreme.head; n && p->got < p->max;) {
+		struct extra_xt_node *next = n->next;
+		if (extra_xt_node_poll_locked(t, n, p))
+			extra_xt_unlist_locked(ctx, n);
+		n = next;
+	}
+	sock_offload_unlock(ctx);
+	for (unsigned i = 0; i < p->nlisteners; i++) {
+		extra_xt_auto_accept(p->listeners[i], p);
+		sock_obj_unpin(p->listeners[i]);
+	}
+	p->nlisteners = 0;
+	return 0;
+}
+
+/* Sleeps until a ring of the lane has frames (or the internal thread
+ * delivered some), EXTRA_XT_WAIT_MS at most; at once when a socket is
+ * listed already. */
+static void extra_xt_wait(struct sock_offload *ctx)
+{
+	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
+	ring_spin_release();
+	sock_offload_lock(ctx);
+	int n = ctx->xtreme.head || ctx->dead ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+	sock_offload_unlock(ctx);
+	if (n <= 0)
+		return;
+	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 1];
+	for (int i = 0; i < n; i++)
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	int saved = errno;
+	REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)n, EXTRA_XT_WAIT_MS);
+	errno = saved;
+}
+
 int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsigned int ncompletions, int flags)
 {
 	(void)flags;   /* reserved: "set zero" */
@@ -350,33 +401,21 @@ int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsign
 		return -1;
 	}
 	struct extra_xt_poll p = { .comps = completions, .max = ncompletions };
-	sock_offload_lock(ctx);
-	if (__builtin_expect(ctx->dead, 0)) {
-		sock_offload_unlock(ctx);
-		errno = EBADFD;
+	if (extra_xt_poll_once(ctx, t, &p) < 0)
 		return -1;
-	}
-	if (!ctx->xtreme.head)
-		sock_offload_progress_locked(ctx);
-	for (struct extra_xt_node *n = ctx->xtreme.head; n && p.got < p.max;) {
-		struct extra_xt_node *next = n->next;
-		if (extra_xt_node_poll_locked(t, n, &p))
-			extra_xt_unlist_locked(ctx, n);
-		n = next;
-	}
-	sock_offload_unlock(ctx);
-	for (unsigned i = 0; i < p.nlisteners; i++) {
-		extra_xt_auto_accept(p.listeners[i], &p);
-		sock_obj_unpin(p.listeners[i]);
-	}
 	/* The application spins on this call. Where the scheduler shows that
-	 * other threads wait for this CPU (no busy-polling permit, the peer on
-	 * the same host: docs/process_model.md "Busy polling"), an empty poll
-	 * gives the CPU away once, as libvma's own polling loops stop spinning
-	 * there: the spin that would take their time slice delays the answer
-	 * it waits for. */
-	if (!p.got && !ring_spin_permit())
-		sched_yield();
+	 * other threads wait for this CPU (no busy-polling permit: more
+	 * spinners than cores, the peer or other programs on the host; docs/
+	 * process_model.md "Busy polling"), an empty poll waits for the ring
+	 * instead, up to EXTRA_XT_WAIT_MS, as libvma's own receive calls stop
+	 * spinning there: a spin that loses its time slice to them delays the
+	 * answer it waits for far more than a wake-up does. On cores left to
+	 * the application it never waits. */
+	if (!p.got && !ring_spin_permit()) {
+		extra_xt_wait(ctx);
+		if (extra_xt_poll_once(ctx, t, &p) < 0)
+			return -1;
+	}
 	return (int)p.got;
 }
 
