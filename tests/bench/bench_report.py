@@ -261,10 +261,13 @@ TARGETS = (
      "iperf3", None),
     ("tcp_connrate completes under libvma (both ends)", "connrate_ok", lambda v: v is True, "connrate", None),
     # Issue 14: the Extra API's receive methods against plain offloaded
-    # recv in the same run (2 % for noise: zero copy saves one 64-byte copy).
-    ("xapi64 socketxtreme_poll avg <= libvma recv avg", "xtreme_vs_recv", lambda v: v <= 1.02, "xapi64",
+    # recv in the same run, by the median round trip (2 % for noise: zero
+    # copy saves one 64-byte copy). The averages are printed beside it: on
+    # a shared host they follow the few round trips preempted for
+    # milliseconds, which fall on whichever configuration ran then.
+    ("xapi64 socketxtreme_poll p50 <= libvma recv p50", "xtreme_vs_recv", lambda v: v <= 1.02, "xapi64",
      "udp_offloaded"),
-    ("xapi64 recvfrom_zcopy avg <= libvma recv avg", "zcopy_vs_recv", lambda v: v <= 1.02, "xapi64",
+    ("xapi64 recvfrom_zcopy p50 <= libvma recv p50", "zcopy_vs_recv", lambda v: v <= 1.02, "xapi64",
      "udp_offloaded"),
 )
 
@@ -501,8 +504,8 @@ def cmd_report(argv):
         "iperf3_ok": (bool(ip3.get("bytes_received")) and not ip3.get("error")
                       and ip3.get("server_bytes_received") == ip3.get("bytes_received")) if ip3 else None,
         "connrate_ok": (bool(cr.get("conns")) and not cr.get("error")) if cr else None,
-        "xtreme_vs_recv": get("xapi64", "libvma-xtreme").get("ratio_vs_recv"),
-        "zcopy_vs_recv": get("xapi64", "libvma-zcopy").get("ratio_vs_recv"),
+        "xtreme_vs_recv": get("xapi64", "libvma-xtreme").get("p50_ratio_vs_recv"),
+        "zcopy_vs_recv": get("xapi64", "libvma-zcopy").get("p50_ratio_vs_recv"),
     }
     targets, missed = [], 0
     for text, key, ok, workload, needs in TARGETS:
