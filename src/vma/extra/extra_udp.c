@@ -7,6 +7,7 @@
  * ring under the lane lock, like any queued datagram's. */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "extra/extra.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
@@ -482,6 +484,8 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 		goto out;
 	}
 	bool nonblock = s->nonblocking || (base & MSG_DONTWAIT);
+	int rx_poll = sock_udp_rx_poll_budget(s), os_ratio = g_cfg.rx_udp_poll_os_ratio;
+	long spins = 0;
 	for (;;) {
 		struct sock_offload *ctx = sock_udp_lock(s);
 		if (!ctx)
@@ -514,9 +518,24 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			continue;
 		if (nonblock)
 			break;
-		/* Wait like recv does (polling, then sleeping) without taking
-		 * the datagram: a peek. It returns once one is queued here or
-		 * the kernel socket has one. */
+		/* Poll as recv does (VMA_RX_POLL, a busy-polling permit), and
+		 * now and then look at the kernel socket (its datagram is
+		 * copied: VMA_RX_UDP_POLL_OS_RATIO). */
+		if ((rx_poll < 0 || spins < rx_poll) && ring_spin_permit()) {
+			spins++;
+			if (os_ratio > 0 && spins % os_ratio == 0) {
+				char c;
+				if (REDIRECT_ORIG_FN(recvfrom)(s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
+					break;
+			}
+			if (g_cfg.rx_poll_yield)
+				sched_yield();
+			continue;
+		}
+		spins = 0;
+		/* Then wait like recv does (sleeping) without taking the
+		 * datagram: a peek. It returns once one is queued here or the
+		 * kernel socket has one. */
 		struct iovec none = { .iov_base = NULL, .iov_len = 0 };
 		struct msghdr peek = { .msg_iov = &none, .msg_iovlen = 1 };
 		if (sock_udp_recvmsg_common(s, &peek, base | MSG_PEEK) < 0) {
