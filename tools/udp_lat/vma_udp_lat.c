@@ -21,7 +21,9 @@
  *
  * The client sends SIZE bytes carrying a sequence number, waits for the
  * same bytes back (a reply not seen within 100 ms is lost), and prints the
- * half round trip:
+ * half round trip. Each end uses a datagram where it lies: the lent modes
+ * compare and echo it in the ring frame (no copy), the others in their
+ * buffer (the copy recvfrom makes):
  *   mode=M rounds=N lost=N avg_us=X p50_us=X p99_us=X p999_us=X
  * The server echoes every datagram to its sender; -x COUNT stops it after
  * COUNT datagrams (0: never). Exit 0; 1 on a setup error or when every
@@ -109,39 +111,79 @@ static vma_recv_callback_retval_t lat_filter(int fd, size_t sz_iov, struct iovec
 	return VMA_PACKET_RECV;
 }
 
-/* One datagram into buf (at most len bytes, copied out of the frame for
- * the lent modes, which then give the frame back); its sender in *from.
- * The byte count, 0 when nothing came before deadline_ns (0: wait), -1 on
- * an error. */
-static ssize_t lat_receive(struct lat *l, void *buf, size_t len, struct sockaddr_in *from, int64_t deadline_ns)
+/* One received datagram, used where it lies: in the caller's buffer
+ * (recv, cb) or in the ring frames lent by libvma (zcopy, xtreme), which
+ * lat_release gives back. */
+#define LAT_IOV_MAX 16
+struct lat_msg {
+	struct iovec iov[LAT_IOV_MAX];
+	int niov;
+	size_t len;
+	struct sockaddr_in from;
+	/* what to give back */
+	struct vma_packet_t zc;                /* zcopy: the packet's fixed part */
+	struct vma_packet_desc_t *xt;          /* xtreme: the completion's packet */
+};
+
+static void lat_release(struct lat *l, struct lat_msg *m)
 {
+	if (l->mode == LAT_ZCOPY && m->zc.packet_id) {
+		if (l->api->free_packets(l->fd, &m->zc, 1) != 0)
+			perror("vma_udp_lat: free_packets");
+		m->zc.packet_id = NULL;
+	} else if (l->mode == LAT_XTREME && m->xt) {
+		if (l->api->socketxtreme_free_vma_packets(m->xt, 1) != 0)
+			perror("vma_udp_lat: socketxtreme_free_vma_packets");
+		m->xt = NULL;
+	}
+}
+
+/* Whether the datagram holds exactly the size bytes at want. */
+static bool lat_same(const struct lat_msg *m, const char *want, size_t size)
+{
+	if (m->len != size)
+		return false;
+	size_t off = 0;
+	for (int i = 0; i < m->niov; i++) {
+		if (memcmp(m->iov[i].iov_base, want + off, m->iov[i].iov_len) != 0)
+			return false;
+		off += m->iov[i].iov_len;
+	}
+	return off == size;
+}
+
+/* The next datagram into *m (buf: the caller's room for the copying
+ * modes). 1, 0 when nothing came before deadline_ns (0: wait), -1 on an
+ * error. The caller uses it, then calls lat_release. */
+static int lat_receive(struct lat *l, void *buf, size_t len, struct lat_msg *m, int64_t deadline_ns)
+{
+	static char zbuf[sizeof(struct vma_packets_t) + sizeof(struct vma_packet_t) + LAT_IOV_MAX * sizeof(struct iovec)];
 	for (;;) {
-		socklen_t fl = sizeof(*from);
+		socklen_t fl = sizeof(m->from);
 		ssize_t n = -1;
+		m->niov = 0;
 		switch (l->mode) {
 		case LAT_RECV:
 		case LAT_CB:
-			n = recvfrom(l->fd, buf, len, l->spin ? MSG_DONTWAIT : 0, (struct sockaddr *)from, &fl);
+			n = recvfrom(l->fd, buf, len, l->spin ? MSG_DONTWAIT : 0, (struct sockaddr *)&m->from, &fl);
+			if (n >= 0) {
+				m->iov[0] = (struct iovec){ .iov_base = buf, .iov_len = (size_t)n };
+				m->niov = 1;
+			}
 			break;
 		case LAT_ZCOPY: {
-			char zbuf[256];
 			int flags = 0;
-			n = l->api->recvfrom_zcopy(l->fd, zbuf, sizeof(zbuf), &flags, (struct sockaddr *)from, &fl);
-			if (n > 0 && (flags & MSG_VMA_ZCOPY)) {
-				struct vma_packets_t *pkts = (struct vma_packets_t *)zbuf;
-				struct vma_packet_t *pkt = &pkts->pkts[0];
-				size_t off = 0;
-				for (size_t i = 0; i < pkt->sz_iov && off < len; i++) {
-					size_t c = pkt->iov[i].iov_len < len - off ? pkt->iov[i].iov_len : len - off;
-					memcpy((char *)buf + off, pkt->iov[i].iov_base, c);
-					off += c;
-				}
-				if (l->api->free_packets(l->fd, pkt, 1) != 0) {
-					perror("vma_udp_lat: free_packets");
-					return -1;
-				}
-			} else if (n > 0) {
+			n = l->api->recvfrom_zcopy(l->fd, zbuf, sizeof(zbuf), &flags, (struct sockaddr *)&m->from, &fl);
+			if (n >= 0 && (flags & MSG_VMA_ZCOPY)) {
+				struct vma_packet_t *pkt = &((struct vma_packets_t *)zbuf)->pkts[0];
+				memcpy(&m->zc, pkt, sizeof(m->zc));
+				for (size_t i = 0; i < pkt->sz_iov && i < LAT_IOV_MAX; i++)
+					m->iov[m->niov++] = pkt->iov[i];
+			} else if (n >= 0) {
+				/* Copied (the kernel's datagram): it is in zbuf. */
 				memcpy(buf, zbuf, (size_t)n < len ? (size_t)n : len);
+				m->iov[0] = (struct iovec){ .iov_base = buf, .iov_len = (size_t)n };
+				m->niov = 1;
 			}
 			break;
 		}
@@ -159,32 +201,26 @@ static ssize_t lat_receive(struct lat *l, void *buf, size_t len, struct sockaddr
 				struct vma_completion_t *c = &l->comps[l->next++];
 				if (!(c->events & VMA_SOCKETXTREME_PACKET))
 					continue;
-				size_t off = 0;
-				for (struct vma_buff_t *b = c->packet.buff_lst; b && off < len; b = b->next) {
-					size_t k = b->len < len - off ? b->len : len - off;
-					memcpy((char *)buf + off, b->payload, k);
-					off += k;
+				if ((int)c->user_data != l->fd) {
+					/* another socket's: not ours to answer */
+					l->api->socketxtreme_free_vma_packets(&c->packet, 1);
+					continue;
 				}
-				*from = c->src;
+				for (struct vma_buff_t *b = c->packet.buff_lst; b && m->niov < LAT_IOV_MAX; b = b->next)
+					m->iov[m->niov++] = (struct iovec){ .iov_base = b->payload, .iov_len = b->len };
+				m->from = c->src;
+				m->xt = &c->packet;
 				n = c->packet.total_len;
-				if (l->api->socketxtreme_free_vma_packets(&c->packet, 1) != 0) {
-					perror("vma_udp_lat: socketxtreme_free_vma_packets");
-					return -1;
-				}
-				if ((int)c->user_data != l->fd)
-					n = -2;   /* another socket's: not ours to answer */
 				break;
 			}
-			if (n == -2)
-				continue;
-			if (n < 0) {
-				n = -1;
+			if (n < 0)
 				errno = EAGAIN;
-			}
 			break;
 		}
-		if (n >= 0)
-			return n;
+		if (n >= 0) {
+			m->len = (size_t)n;
+			return 1;
+		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return -1;
 		if (lat_stop || (deadline_ns && lat_now_ns() > deadline_ns))
@@ -242,14 +278,19 @@ static int lat_server(struct lat *l, const char *ip, int port, long stop_after)
 	char buf[LAT_MAX_SIZE + 64];
 	long served = 0;
 	while (!lat_stop && (!stop_after || served < stop_after)) {
-		struct sockaddr_in from;
-		ssize_t n = lat_receive(l, buf, sizeof(buf), &from, 0);
-		if (n < 0)
+		struct lat_msg m = { 0 };
+		int r = lat_receive(l, buf, sizeof(buf), &m, 0);
+		if (r < 0)
 			return 1;
-		if (n == 0 && lat_stop)
+		if (r == 0)
 			break;
-		if (sendto(l->fd, buf, (size_t)n, 0, (struct sockaddr *)&from, sizeof(from)) != n)
-			perror("vma_udp_lat: sendto");
+		/* The echo leaves from where the datagram lies (the ring frame
+		 * for the lent modes: no copy on either side). */
+		struct msghdr out = { .msg_name = &m.from, .msg_namelen = sizeof(m.from), .msg_iov = m.iov,
+				      .msg_iovlen = (size_t)m.niov };
+		if (sendmsg(l->fd, &out, 0) != (ssize_t)m.len)
+			perror("vma_udp_lat: sendmsg");
+		lat_release(l, &m);
 		served++;
 	}
 	printf("vma_udp_lat: served %ld\n", served);
@@ -306,13 +347,16 @@ static int lat_client(struct lat *l, const char *ip, int port, long count, long 
 			continue;
 		}
 		for (;;) {
-			struct sockaddr_in from;
-			ssize_t n = lat_receive(l, in, sizeof(in), &from, start + LAT_TIMEOUT_NS);
-			if (n < 0)
+			struct lat_msg m = { 0 };
+			int r = lat_receive(l, in, sizeof(in), &m, start + LAT_TIMEOUT_NS);
+			if (r < 0)
 				return 1;
-			if (n == 0)
+			if (r == 0)
 				break;   /* timed out */
-			if (n == size && memcmp(in, out, (size_t)size) == 0) {
+			/* Checked where it lies (the ring frame for the lent modes). */
+			bool same = lat_same(&m, out, (size_t)size);
+			lat_release(l, &m);
+			if (same) {
 				end = lat_now_ns();
 				break;
 			}
