@@ -15,8 +15,15 @@
 # It reports; it does not judge (exit 0 when it ran, 2 when it could not set up).
 # Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
 # VAR=VALUE words for the libvma runs, e.g. VMA_THREAD_MODE=3), BENCH_ROWS
-# ("MODEL PROTO [VAR=VALUE ...]" separated by ';': the words after PROTO are
-# more environment for that row's libvma runs; default all five rows).
+# ("MODEL PROTO [VAR=VALUE ...] [--server-option ...]" separated by ';': the
+# VAR=VALUE words after PROTO are more environment for that row's libvma
+# runs, the --words options of mp_server for both runs, e.g. --work-us=20;
+# default: the rows below).
+# Rows with --work-us=20 give every request 20 us of server CPU (a loop
+# calibrated at start, as a real server parses and builds its answers): the
+# server, not the load generator that shares the two cores, is then the
+# bottleneck, so they show how throughput grows with threads (the issue's
+# "2 threads >= 1.6x one thread").
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -51,13 +58,17 @@ PORT=19300
 # run CONFIG MODEL WORKERS PROTO [VAR=VALUE...]: prints "RATE DELTA" (rate
 # "n/a" on failure)
 run() {
-	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp=""
+	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp="" w envs=() sargs=()
 	shift 4
-	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-} $*"
+	for w in "$@"; do
+		case $w in --*) sargs+=("${w/=/ }") ;; *) envs+=("$w") ;; esac
+	done
+	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-} ${envs[*]}"
 	[ "$proto" = udp ] && udp=--udp
 	PORT=$((PORT + 1))
+	# shellcheck disable=SC2068 # "--opt value" splits into two words
 	$B $pre "$SRV" --port $PORT --bind 198.18.0.2 --model "$model" --workers "$workers" \
-		--max-seconds $((SECONDS_RUN + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
+		--max-seconds $((SECONDS_RUN + 30)) ${sargs[@]} >"$TMP/srv.out" 2>"$TMP/srv.err" &
 	local job=$!
 	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
 	local before after out rate
@@ -77,22 +88,38 @@ run() {
 	echo "${rate:-n/a} $((after - before))"
 }
 
-printf '%-22s %12s %12s %7s %9s %9s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
-PER_THREAD=VMA_RING_ALLOCATION_LOGIC_RX=20
-IFS=';' read -r -a ROWS <<<"${BENCH_ROWS:-prefork tcp;threads tcp;threads-reuseport tcp $PER_THREAD;udp-prefork udp;udp-threads udp $PER_THREAD}"
+printf '%-34s %10s %10s %6s %7s %7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
+LANES=VMA_RING_ALLOCATION_LOGIC_RX=20
+WORK=--work-us=20
+DEFAULT_ROWS="prefork tcp;threads tcp;threads tcp $LANES;threads-reuseport tcp $LANES;udp-prefork udp"
+DEFAULT_ROWS+=";udp-threads udp $LANES;prefork tcp $WORK;threads tcp $LANES $WORK"
+DEFAULT_ROWS+=";threads-reuseport tcp $LANES $WORK;udp-threads udp $LANES $WORK"
+IFS=';' read -r -a ROWS <<<"${BENCH_ROWS:-$DEFAULT_ROWS}"
 for spec in "${ROWS[@]}"; do
 	set -- $spec
 	model=$1 proto=$2
 	shift 2
 	extra="$*"
+	# The row's name: the model, lanes per thread (lane/t), the work per
+	# request; the server options go to the kernel run too.
+	label=$model
+	kargs=()
+	for word in $extra; do
+		case $word in
+		VMA_RING_ALLOCATION_LOGIC_RX=20) label+=" lane/t" ;;
+		--work-us=*) label+=" ${word#--work-us=}us"; kargs+=("$word") ;;
+		--*) label+=" $word"; kargs+=("$word") ;;
+		*) label+=" ${word%%=*}" ;;
+		esac
+	done
 	k1="" v1=""
 	for w in 1 2 4; do
-		read -r krate _ < <(run kernel "$model" $w "$proto")
+		read -r krate _ < <(run kernel "$model" $w "$proto" "${kargs[@]}")
 		read -r vrate vdelta < <(run libvma "$model" $w "$proto" $extra)
 		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
 		ratio=$(awk -v a="$vrate" -v b="$krate" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
 		ks=$(awk -v a="$krate" -v b="$k1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
 		vs=$(awk -v a="$vrate" -v b="$v1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
-		printf '%-22s %12s %12s %7s %9s %9s %s\n' "$model x$w" "$krate" "$vrate" "$ratio" "$ks" "$vs" "+$vdelta"
+		printf '%-34s %10s %10s %6s %7s %7s %s\n' "$label x$w" "$krate" "$vrate" "$ratio" "$ks" "$vs" "+$vdelta"
 	done
 done

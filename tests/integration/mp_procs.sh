@@ -32,6 +32,14 @@
 #      probe), the other worker's connections still echo.
 #   k. prefork, 2 workers, started as root with --user nobody (setuid
 #      before any socket): offloaded all the same (Tcp InSegs flat).
+#   l. threads, 4 threads on one listener, VMA_RING_ALLOCATION_LOGIC_RX=20:
+#      each accepted connection moves to its accepting thread's lane; 8 x
+#      2000 requests and 200 connections; vma_stats shows 4 rings or more,
+#      each with received packets; every thread echoed some; Tcp InSegs flat.
+#   m. threads-handoff: the main thread accepts and hands connections to 4
+#      worker threads, VMA_RING_ALLOCATION_LOGIC_RX=20: each connection
+#      follows its reader to the worker's lane; 4 rings or more with
+#      traffic; every worker echoed some; Tcp InSegs flat.
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
 #      thread: both readers use it (each answered some) wherever it is (it
 #      stays in the main thread's lane while the two alternate, and moves to
@@ -533,8 +541,44 @@ scenario_k() {
 	chmod 0700 "$TMP"
 }
 
+# ---------------------------------------------------------------- l. threads on one listener, ring per thread
+# The connections of one listener move to the lane of the thread that
+# accepts them (docs/process_model.md): every worker thread's ring carries
+# traffic, not only the listener's.
+scenario_l() {
+	echo "== l. threads, 4 threads on one listener, VMA_RING_ALLOCATION_LOGIC_RX=20"
+	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server l --port 18012 --model threads --workers 4 || return
+	local in0 out0
+	in0=$(tcp_in $SERVER_NS) out0=$(tcp_out $CLIENT_NS)
+	client l1 --port 18012 --conns 8 --requests 2000
+	check $? "l: 8 conns x 2000 requests all echoed intact"
+	client l2 --port 18012 --conns 8 --requests 25 --reconnect
+	check $? "l: 200 connections (--reconnect) all echoed intact"
+	offload_check l "Tcp InSegs" $(( $(tcp_in $SERVER_NS) - in0 )) $(( $(tcp_out $CLIENT_NS) - out0 ))
+	ring_check l 4
+	threads_done l 4 6 16200 echoed
+}
+
+# ---------------------------------------------------------------- m. acceptor thread, 4 worker threads
+# The main thread accepts and hands each connection to a worker thread:
+# every connection follows its reader to that worker's lane after a window
+# of VMA_RING_MIGRATION_RATIO_RX receive calls.
+scenario_m() {
+	echo "== m. threads-handoff, an acceptor and 4 workers, VMA_RING_ALLOCATION_LOGIC_RX=20"
+	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server m --port 18013 --model threads-handoff --workers 4 || return
+	local in0 out0
+	in0=$(tcp_in $SERVER_NS) out0=$(tcp_out $CLIENT_NS)
+	client m1 --port 18013 --conns 8 --requests 2000
+	check $? "m: 8 conns x 2000 requests all echoed intact"
+	client m2 --port 18013 --conns 8 --requests 25 --reconnect
+	check $? "m: 200 connections (--reconnect) all echoed intact"
+	offload_check m "Tcp InSegs" $(( $(tcp_in $SERVER_NS) - in0 )) $(( $(tcp_out $CLIENT_NS) - out0 ))
+	ring_check m 4
+	threads_done m 4 6 16200 echoed
+}
+
 # MP_SCENARIOS="g h" runs only those (development).
-for sc in ${MP_SCENARIOS:-a b c d e f g h i j k}; do
+for sc in ${MP_SCENARIOS:-a b c d e f g h i j k l m}; do
 	"scenario_$sc"
 done
 

@@ -17,6 +17,10 @@
  *                socket on the port, blocking recvfrom + sendto echo.
  *   udp-shared   the main thread makes and binds one UDP socket, then N
  *                threads echo on it (blocking recvfrom + sendto).
+ *   threads-handoff  one process: the main thread accepts and hands each
+ *                connection to one of N worker threads in turn (through a
+ *                pipe), each with its own epoll: the acceptor/worker model
+ *                of memcached and many thread-pool servers.
  *   forkconn     blocking accept loop; one child per connection serves it
  *                with blocking I/O and exits; SIGCHLD reaps.
  *   daemon       `single` after a fork + setsid + fork done after listen();
@@ -36,6 +40,10 @@
  * ID is the pid, or the thread id in the threads model. For forkconn the one
  * line is the master's: connections it accepted, requests its children
  * echoed (summed in shared memory). For UDP "accepted" is always 0.
+ * --work-us N: every request costs about N microseconds of CPU (a loop
+ * calibrated at start) before its echo, as a real server's requests do, so
+ * a benchmark on a small machine measures the server rather than the load
+ * generator sharing its cores (TCP models with epoll, UDP models).
  * --user NAME: started as root, the server becomes NAME (setgroups, setgid,
  * setuid) before it opens any socket, as daemons' "-u user" options do.
  * SIGTERM/SIGINT stop every model cleanly (exit 0). --max-seconds (default
@@ -80,13 +88,13 @@
 
 enum model {
 	M_SINGLE, M_PREFORK, M_THREADS, M_FORKCONN, M_DAEMON, M_UDP_PREFORK, M_THREADS_REUSEPORT, M_UDP_THREADS,
-	M_UDP_SHARED
+	M_UDP_SHARED, M_THREADS_HANDOFF
 };
 
 /* Indexed by enum model. */
 static const char *const model_names[] = { "single",  "prefork",     "threads",          "forkconn",
 					   "daemon",  "udp-prefork", "threads-reuseport", "udp-threads",
-					   "udp-shared" };
+					   "udp-shared", "threads-handoff" };
 
 static struct {
 	const char *bind_addr;
@@ -98,7 +106,49 @@ static struct {
 	const char *pidfile;
 	int max_seconds;
 	const char *user;
-} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120, NULL };
+	int work_us;
+} opt = { "0.0.0.0", 0, M_SINGLE, 4, 64, NULL, NULL, 120, NULL, 0 };
+
+/* --work-us: the CPU a request costs before its answer, as a real server's
+ * requests do (parsing, a lookup, building the reply). A loop of rounds
+ * measured once at start, so time spent descheduled is not counted as work
+ * done: the cost is CPU, whatever the machine's load. */
+static unsigned long work_rounds_per_us;
+static volatile uint64_t work_sink;
+
+static uint64_t work_rounds(const unsigned char *req, size_t len, unsigned long rounds)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+	for (unsigned long i = 0; i < rounds; i++)
+		h = (h ^ req[i % len]) * 0x100000001b3ull + i;
+	return h;
+}
+
+static void work_calibrate(void)
+{
+	unsigned char probe[64] = { 1 };
+	unsigned long rounds = 1000;
+	for (;;) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		work_sink += work_rounds(probe, sizeof(probe), rounds);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+		uint64_t ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+		if (ns >= 20000000u) {   /* 20 ms of CPU: a stable rate */
+			work_rounds_per_us = (unsigned long)(rounds * 1000u / ns);
+			if (!work_rounds_per_us)
+				work_rounds_per_us = 1;
+			return;
+		}
+		rounds *= 2;
+	}
+}
+
+static void request_work(const unsigned char *req, size_t len)
+{
+	if (opt.work_us > 0)
+		work_sink += work_rounds(req, len, work_rounds_per_us * (unsigned long)opt.work_us);
+}
 
 static volatile sig_atomic_t stop_flag;
 /* Bumped by SIGUSR1; every worker compares it with the value it last saw,
@@ -290,6 +340,8 @@ static int conn_service(int ep, struct conn *c, struct worker_stats *st)
 				return 1;
 			}
 			c->rlen += (size_t)r;
+			if (c->rlen == opt.size)
+				request_work(c->buf, opt.size);
 			continue;
 		}
 		ssize_t w = send(c->fd, c->buf + c->woff, opt.size - c->woff, MSG_NOSIGNAL);
@@ -319,6 +371,34 @@ static int conn_service(int ep, struct conn *c, struct worker_stats *st)
 	return 0;
 }
 
+/* A connection fd (non-blocking) joins this worker's epoll and is served. */
+static void conn_add(int ep, int fd, struct worker_stats *st)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct conn *c = calloc(1, sizeof(*c) + opt.size);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
+		msg("epoll_ctl add conn: %s", strerror(errno));
+		close(fd);
+		free(c);
+		return;
+	}
+	st->accepted++;
+	c->next = st->conns;
+	if (c->next)
+		c->next->prev = c;
+	st->conns = c;
+	/* The request may be there already. */
+	if (conn_service(ep, c, st))
+		conn_close(ep, c, st);
+}
+
 static void accept_all(int ep, int ls, struct worker_stats *st)
 {
 	for (;;) {
@@ -331,30 +411,19 @@ static void accept_all(int ep, int ls, struct worker_stats *st)
 				msg("accept: %s", strerror(errno));
 			return;
 		}
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		struct conn *c = calloc(1, sizeof(*c) + opt.size);
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
-			msg("epoll_ctl add conn: %s", strerror(errno));
-			close(fd);
-			free(c);
-			continue;
-		}
-		st->accepted++;
-		c->next = st->conns;
-		if (c->next)
-			c->next->prev = c;
-		st->conns = c;
-		/* The request may be there already. */
-		if (conn_service(ep, c, st))
-			conn_close(ep, c, st);
+		conn_add(ep, fd, st);
 	}
+}
+
+/* threads-handoff: connection fds the acceptor wrote to this worker's
+ * pipe (ls is the pipe's read end). */
+static void handoff_take(int ep, int pipe_fd, struct worker_stats *st)
+{
+	int fds[64];
+	ssize_t r;
+	while ((r = read(pipe_fd, fds, sizeof(fds))) > 0)
+		for (ssize_t i = 0; i < r / (ssize_t)sizeof(int); i++)
+			conn_add(ep, fds[i], st);
 }
 
 /* Serves the listener until stopped. ready(ready_arg) is called once after
@@ -386,7 +455,9 @@ static void epoll_worker(int ls, int exclusive, void (*ready)(int), int ready_ar
 		}
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
-			if (!c)
+			if (!c && opt.model == M_THREADS_HANDOFF)
+				handoff_take(ep, ls, st);
+			else if (!c)
 				accept_all(ep, ls, st);
 			else if (conn_service(ep, c, st))
 				conn_close(ep, c, st);
@@ -606,6 +677,7 @@ static int run_prefork(int ls, int udp)
 struct thread_arg {
 	pthread_t tid;
 	int ls, ready_fd;
+	int handoff[2];              /* threads-handoff: the acceptor writes fds to [1] */
 	struct worker_stats st;
 };
 
@@ -628,10 +700,36 @@ static void *thread_main(void *p)
 		a->ls = make_listener(SOCK_STREAM);
 		set_nonblocking(a->ls, 1);
 	}
+	if (opt.model == M_THREADS_HANDOFF) {
+		epoll_worker(a->handoff[0], 0, ready_pipe, a->ready_fd, &a->st);
+		return NULL;
+	}
 	epoll_worker(a->ls, 1, ready_pipe, a->ready_fd, &a->st);
 	if (opt.model == M_THREADS_REUSEPORT)
 		close(a->ls);
 	return NULL;
+}
+
+/* threads-handoff: the main thread accepts and gives each connection to
+ * the next worker in turn. */
+static void handoff_accept(int ls, struct thread_arg *args, int workers)
+{
+	int next = 0;
+	while (!should_stop()) {
+		struct pollfd p = { .fd = ls, .events = POLLIN };
+		if (poll(&p, 1, TICK_MS) <= 0)
+			continue;
+		int fd;
+		while ((fd = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+			if (write(args[next].handoff[1], &fd, sizeof(fd)) != (ssize_t)sizeof(fd)) {
+				msg("handoff write: %s", strerror(errno));
+				close(fd);
+			}
+			next = (next + 1) % workers;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+			msg("accept: %s", strerror(errno));
+	}
 }
 
 static int run_threads(int ls)
@@ -645,7 +743,13 @@ static int run_threads(int ls)
 	if (ls >= 0 && opt.model != M_UDP_SHARED)
 		set_nonblocking(ls, 1);
 	for (int i = 0; i < opt.workers; i++) {
-		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1] };
+		args[i] = (struct thread_arg){ .ls = ls, .ready_fd = rp[1], .handoff = { -1, -1 } };
+		if (opt.model == M_THREADS_HANDOFF && pipe2(args[i].handoff, O_NONBLOCK | O_CLOEXEC)) {
+			msg("pipe2: %s", strerror(errno));
+			stop_flag = 1;
+			rc = 1;
+			break;
+		}
 		int e = pthread_create(&args[i].tid, NULL, thread_main, &args[i]);
 		if (e) {
 			msg("pthread_create: %s", strerror(e));
@@ -658,6 +762,8 @@ static int run_threads(int ls)
 	if (!rc && wait_ready(rp[0], started) == 0) {
 		write_pidfile(getpid());
 		say_ready();
+		if (opt.model == M_THREADS_HANDOFF)
+			handoff_accept(ls, args, started);
 	} else if (!rc) {
 		msg("threads did not all become ready");
 		stop_flag = 1;
@@ -665,6 +771,11 @@ static int run_threads(int ls)
 	}
 	for (int i = 0; i < started; i++)
 		pthread_join(args[i].tid, NULL);
+	for (int i = 0; i < started; i++)
+		if (args[i].handoff[0] >= 0) {
+			close(args[i].handoff[0]);
+			close(args[i].handoff[1]);
+		}
 	close(rp[0]);
 	close(rp[1]);
 	return rc;
@@ -853,6 +964,8 @@ static void udp_worker(int fd, int ready_fd, struct worker_stats *st)
 			ready_pipe(ready_fd);
 		first = 0;
 		if (r >= 0) {
+			if (r > 0)
+				request_work(buf, (size_t)r);
 			if (sendto(fd, buf, (size_t)r, 0, (struct sockaddr *)&from, fl) != r)
 				msg("sendto: %s", strerror(errno));
 			else
@@ -875,9 +988,9 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: mp_server --port P [--bind ADDR]\n"
 		"                 [--model single|prefork|threads|forkconn|daemon|udp-prefork|threads-reuseport|udp-threads|\n"
-		"                          udp-shared]\n"
+		"                          udp-shared|threads-handoff]\n"
 		"                 [--workers N] [--size B] [--stats FILE] [--pidfile FILE] [--max-seconds S]\n"
-		"                 [--user NAME]\n");
+		"                 [--user NAME] [--work-us N]\n");
 	exit(2);
 }
 
@@ -893,6 +1006,7 @@ int main(int argc, char **argv)
 		{ "pidfile", required_argument, NULL, 'P' },
 		{ "max-seconds", required_argument, NULL, 'T' },
 		{ "user", required_argument, NULL, 'u' },
+		{ "work-us", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -916,12 +1030,15 @@ int main(int argc, char **argv)
 		case 'P': opt.pidfile = optarg; break;
 		case 'T': opt.max_seconds = atoi(optarg); break;
 		case 'u': opt.user = optarg; break;
+		case 'W': opt.work_us = atoi(optarg); break;
 		default: usage();
 		}
 	}
 	if (optind != argc || opt.port <= 0 || opt.port > 65535 || opt.workers < 1 ||
-	    opt.workers > MAX_WORKERS || opt.size < 1 || opt.size > MAX_SIZE || opt.max_seconds < 1)
+	    opt.workers > MAX_WORKERS || opt.size < 1 || opt.size > MAX_SIZE || opt.max_seconds < 1 || opt.work_us < 0 || opt.work_us > 1000000)
 		usage();
+	if (opt.work_us)
+		work_calibrate();
 	if (opt.stats) {
 		stats_fd = open(opt.stats, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (stats_fd < 0) {
@@ -952,6 +1069,7 @@ int main(int argc, char **argv)
 	case M_PREFORK: return run_prefork(ls, 0);
 	case M_UDP_PREFORK: return run_prefork(ls, 1);
 	case M_THREADS:
+	case M_THREADS_HANDOFF:
 	case M_THREADS_REUSEPORT:
 	case M_UDP_THREADS:
 	case M_UDP_SHARED: return run_threads(ls);

@@ -10,6 +10,14 @@
  *   foreign <...>        a port (VMAD_PROBE_FOREIGN_PORT) another process
  *                        owns, with a socket of ours bound elsewhere
  *   own <...>            a UDP port our own socket is bound to (allowed)
+ *   conn <...>           a TCP 5-tuple of our listener's port (allowed)
+ *   lane2 <...>          the same 5-tuple from a second membership of this
+ *                        process, exclusive (EBUSY: the first steers it)
+ *   takeover <...>       the same with VMAD_FLOW_TAKEOVER (allowed: a
+ *                        connection moving to another lane of ours)
+ *   takeback <...>       the first membership takes it back (allowed)
+ *   otherproc <...>      a forked child's own membership asks to take it
+ *                        over (EBUSY: another process's connection)
  *
  * It links libvma_core for the client side of the protocol but is not run
  * under LD_PRELOAD. */
@@ -21,6 +29,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "vmad/vmad_client.h"
 
@@ -96,6 +105,37 @@ int main(int argc, char **argv)
 	f = udp_flow(17006);
 	printf("own %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, s3)));
 
+	/* A connection of our listener's port, moving between two lanes
+	 * (memberships) of this process, and a stranger wanting it. */
+	int l1 = bound_socket(SOCK_STREAM, 17007);
+	listen(l1, 4);
+	struct ring_flow c = { .proto = IPPROTO_TCP, .local_ip = inet_addr("198.18.0.2"), .local_port = htons(17007),
+			       .remote_ip = inet_addr("198.18.0.1"), .remote_port = htons(40001), .owner_fd = -1 };
+	printf("conn %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &c, VMAD_FLOW_EXCLUSIVE, l1)));
+	struct vmad_membership m2;
+	err = vmad_client_join(argv[1], 0, &sizes, NULL, &m2, why, sizeof(why));
+	if (err == 0) {
+		printf("lane2 %s\n", errname(vmad_client_flow(&m2, VMAD_OP_FLOW_ADD, &c, VMAD_FLOW_EXCLUSIVE, l1)));
+		printf("takeover %s\n", errname(vmad_client_flow(&m2, VMAD_OP_FLOW_ADD, &c, VMAD_FLOW_TAKEOVER, l1)));
+		printf("takeback %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &c, VMAD_FLOW_TAKEOVER, l1)));
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct vmad_membership m3;
+			int e = vmad_client_join(argv[1], 0, &sizes, NULL, &m3, why, sizeof(why));
+			if (e == 0)
+				e = vmad_client_flow(&m3, VMAD_OP_FLOW_ADD, &c, VMAD_FLOW_TAKEOVER, l1);
+			printf("otherproc %s\n", errname(e));
+			fflush(stdout);
+			_exit(0);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		vmad_client_leave(&m2);
+	} else {
+		printf("lane2 join %s\n", errname(err));
+	}
+	close(l1);
 	close(s1);
 	close(s2);
 	close(s3);

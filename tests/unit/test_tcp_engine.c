@@ -205,25 +205,27 @@ START_TEST(tail_loss_probe_recovers_lost_last_ack)
 	struct tcp_pcb *a = w->side[0].pcb;
 	struct tcp_pcb_info in;
 	th_run(w, 20);
+	th_spend_quickacks(w, 0);
+	uint64_t base = w->side[0].tx_bytes;
 	tcp_pcb_get_info(a, &in);
-	/* one flight of 9 full segments (within the initial window) in one
-	 * write: the receiver ACKs the first at once (quickack) then every
-	 * second one, so the lost last ACK covers two and PTO has no
-	 * delayed-ACK allowance */
-	uint32_t goal = 9 * (in.mss - (in.ts_ok ? 12 : 0));
+	/* one flight of 10 full segments in one write: the receiver, out of
+	 * quick-ACK mode, ACKs every second one, so the lost last ACK covers
+	 * two and PTO has no delayed-ACK allowance */
+	uint32_t goal = 10 * (in.mss - (in.ts_ok ? 12 : 0));
 	static uint8_t data[16384];
 	ck_assert_uint_le(goal, sizeof(data));
 	uint32_t end = in.snd_una + goal, cwnd0 = in.cwnd;
+	ck_assert_uint_ge(cwnd0, goal);
 	ck_assert_uint_eq(tcp_ctx_next_deadline_ms(w->side[0].tcp), UINT64_MAX);
 	w->drop_ack_once[1] = end;
 	for (uint32_t i = 0; i < goal; i++)
-		data[i] = th_pattern(i);
-	w->side[0].tx_goal = w->side[0].tx_bytes = goal;   /* no pump */
+		data[i] = th_pattern(base + i);
+	w->side[0].tx_goal = w->side[0].tx_bytes = base + goal;   /* no pump */
 	uint64_t t0 = w->now;
 	ck_assert_int_eq(tcp_write(a, data, goal, 0), (int)goal);
 	tcp_pcb_get_info(a, &in);
 	ck_assert_uint_eq(in.snd_nxt, end);   /* all of it left at once */
-	while (w->side[1].rx_bytes < goal && w->now < t0 + 100)
+	while (w->side[1].rx_bytes < base + goal && w->now < t0 + 100)
 		th_step(w);
 	uint64_t t_rx = w->now;
 	ck_assert_uint_lt(t_rx, t0 + 100);
@@ -247,7 +249,7 @@ START_TEST(tail_loss_probe_recovers_lost_last_ack)
 	ck_assert_uint_eq(c->tx_retransmits, 1);
 	ck_assert_uint_ge(in.cwnd, cwnd0);
 	ck_assert_uint_eq(in.backoff, 0);
-	ck_assert_uint_eq(w->side[1].rx_bytes, goal);
+	ck_assert_uint_eq(w->side[1].rx_bytes, base + goal);
 	ck_assert_uint_eq(w->side[1].rx_bad, 0);
 	th_run(w, 300);   /* nothing more: no RTO behind the probe */
 	ck_assert_uint_eq(c->tx_rto_expiries, 0);

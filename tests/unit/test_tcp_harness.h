@@ -64,6 +64,10 @@ void th_run(struct th_wire *w, uint64_t ms);
 bool th_run_until(struct th_wire *w, bool (*done)(struct th_wire *), uint64_t ms);
 uint8_t th_pattern(uint64_t off);
 void th_pump(struct th_side *s);   /* writes pattern bytes as space allows */
+/* Sends 40 full segments from side `from` and waits for them: the
+ * receiver's quick-ACK mode of the connection start is spent, so a test
+ * sees the delayed-ACK policy (within an RTO: no silence renews it). */
+void th_spend_quickacks(struct th_wire *w, int from);
 struct tcp_pcb *th_listen(struct th_side *s, uint16_t port);
 struct tcp_pcb *th_connect(struct th_wire *w, int from, uint16_t lport, uint16_t rport);
 extern const struct tcp_callbacks th_callbacks;

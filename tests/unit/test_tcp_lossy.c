@@ -71,7 +71,7 @@ static void check_efficient(enum tcp_cc_algo algo)
 		/* lost retransmissions, losses with few segments out and lost
 		 * tail ACKs (tail loss probe) are recovered without the timer
 		 * (before: 1-3 RTOs per run and up to 664 ms instead of 66) */
-		ck_assert_msg(r.rtos == 0, "%llu RTOs", (unsigned long long)r.rtos);
+		ck_assert_msg(r.rtos == 0, "%llu RTOs (seed %llu, %llu ms)", (unsigned long long)r.rtos, (unsigned long long)seed, (unsigned long long)r.ms);
 		ck_assert_msg(r.ms < 200, "%llu ms", (unsigned long long)r.ms);
 	}
 }

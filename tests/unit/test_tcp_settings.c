@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test_tcp_harness.h"
+#include "stack/stack_csum.h"
 
 static struct th_wire *w;
 static struct tcp_settings sa, sb;
@@ -99,6 +100,211 @@ START_TEST(window_scale_from_rcv_buf)
 	ck_assert_int_eq(opt_value(&t1, 3), 5);   /* 1 MiB */
 	ck_assert_int_eq(opt_value(&t2, 3), 0);   /* fits in 16 bits */
 	ck_assert_uint_eq(t2.wnd, 60000);
+	th_capture_clear(w);
+}
+END_TEST
+
+/* As Linux's tcp_select_initial_window: a pcb that may auto-tune offers the
+ * scale of the largest buffer it may reach (tcp_rmem[2] = 6 MiB: 7); one
+ * whose buffer was set (SO_RCVBUF 65536) the scale of that buffer (1). */
+START_TEST(window_scale_from_largest_buffer)
+{
+	sa.rcv_buf = 65536;
+	sa.rcv_buf_max = 3u << 20;
+	sa.rcv_wscale_space = 6u << 20;
+	th_init(w, &sa, &sb, 1);
+	w->capture = true;
+	connect_to(client(4000), 80);
+	struct tcp_pcb *set = client(4001);
+	tcp_set_bufsizes(set, 65536, 0);
+	connect_to(set, 80);
+	struct th_tcp t0 = captured(0), t1 = captured(1);
+	ck_assert_int_eq(opt_value(&t0, 3), 7);
+	ck_assert_int_eq(opt_value(&t1, 3), 1);
+	ck_assert_uint_eq(t0.wnd, 65535);   /* a SYN's window is never scaled */
+	th_capture_clear(w);
+}
+END_TEST
+
+static bool got_bulk(struct th_wire *x)
+{
+	return x->side[1].rx_bytes >= x->side[0].tx_goal;
+}
+
+/* Receive auto-tuning (Linux's tcp_rcv_space_adjust): a bulk receiver that
+ * keeps up grows its window from 64 KiB toward rcv_buf_max; one whose
+ * buffer was set keeps it. */
+static uint32_t bulk_rcv_space(bool set_buffer, uint64_t *grown)
+{
+	sa.rcv_buf = sb.rcv_buf = 65536;
+	sa.rcv_buf_max = sb.rcv_buf_max = 4u << 20;
+	sa.timestamps = sb.timestamps = TCP_TS_ON;
+	sa.snd_buf = sb.snd_buf = 4u << 20;
+	th_init(w, &sa, &sb, 3);
+	w->delay_ms = 2;
+	struct tcp_pcb *lis = th_listen(&w->side[1], 80);
+	if (set_buffer)
+		tcp_set_bufsizes(lis, 65536, 0);
+	th_connect(w, 0, 4000, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	w->side[0].tx_goal = 16u << 20;
+	ck_assert(th_run_until(w, got_bulk, 20000));
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	*grown = tcp_ctx_counters(w->side[1].tcp)->rx_rcvbuf_grown;
+	ck_assert(set_buffer || in.rcv_rtt_us > 0);
+	return in.rcv_space;
+}
+
+START_TEST(rcv_buf_autotunes)
+{
+	uint64_t grown;
+	uint32_t space = bulk_rcv_space(false, &grown);
+	ck_assert_uint_ge(space, 1u << 20);
+	ck_assert_uint_le(space, 4u << 20);
+	ck_assert_uint_gt(grown, 0);
+}
+END_TEST
+
+START_TEST(rcv_buf_set_does_not_autotune)
+{
+	uint64_t grown;
+	ck_assert_uint_eq(bulk_rcv_space(true, &grown), 65536);
+	ck_assert_uint_eq(grown, 0);
+}
+END_TEST
+
+static bool client_failed(struct th_wire *x)
+{
+	return x->side[0].err != 0;
+}
+
+/* TCP_USER_TIMEOUT: unacknowledged data against a silent peer ends the
+ * connection with ETIMEDOUT at the timeout (the RTO is brought forward to
+ * it), long before the retry count would; the peer gets a reset. */
+START_TEST(user_timeout_ends_with_etimedout)
+{
+	th_init(w, &sa, &sb, 1);
+	th_listen(&w->side[1], 80);
+	th_connect(w, 0, 4000, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	struct tcp_pcb *c = w->side[0].pcb;
+	tcp_set_user_timeout(c, 1000);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(c, &in);
+	ck_assert_uint_eq(in.user_timeout_ms, 1000);
+	w->drop_all = true;
+	uint64_t t0 = w->now;
+	ck_assert_int_eq(tcp_write(c, "hello", 5, 0), 5);
+	ck_assert(th_run_until(w, client_failed, 5000));
+	ck_assert_int_eq(w->side[0].err, ETIMEDOUT);
+	ck_assert_uint_ge(w->now - t0, 1000);
+	ck_assert_uint_le(w->now - t0, 1000 + 2 * sa.timer_resolution_ms);
+	const struct tcp_counters *k = tcp_ctx_counters(w->side[0].tcp);
+	ck_assert_uint_eq(k->tx_user_timeouts, 1);
+	ck_assert_uint_lt(k->tx_rto_expiries, 5);   /* 200, 400, then the deadline */
+}
+END_TEST
+
+/* Rewrites a captured frame's IP ECN field (and the header checksum). */
+static void set_ip_ecn(struct ring_buf *b, uint8_t ecn)
+{
+	uint8_t *ip = b->data + 14;
+	ip[1] = (uint8_t)((ip[1] & ~3u) | ecn);
+	ip[10] = ip[11] = 0;
+	uint16_t c = stack_csum_finish(stack_csum_add(0, ip, 20));
+	memcpy(ip + 10, &c, 2);
+}
+
+static uint8_t ip_ecn_of(const struct ring_buf *b)
+{
+	return b->data[14 + 1] & 3;
+}
+
+/* Delivers captured frame i to side `to` (its slot emptied). */
+static void deliver(unsigned i, int to)
+{
+	struct ring_buf *b = w->captured[i];
+	w->captured[i] = NULL;
+	stack_input(w->side[to].st, &w->side[to].nif, b);
+}
+
+/* ECN (RFC 3168) as Linux: a side with tcp_ecn 2 accepts a SYN that asks
+ * (ECE|CWR) with an ECE SYN-ACK and does not ask itself; new data leaves
+ * ECT(0), pure ACKs Not-ECT; a CE mark makes the receiver echo ECE until
+ * the sender's CWR, and the sender reduces cwnd once and sets CWR. */
+START_TEST(ecn_negotiated_echoed_and_reduced)
+{
+	sa.ecn = 1;
+	sb.ecn = 2;
+	th_init(w, &sa, &sb, 1);
+	w->capture = true;
+	th_listen(&w->side[1], 80);
+	struct tcp_pcb *c = client(4000);
+	connect_to(c, 80);
+	struct th_tcp syn = captured(0);
+	ck_assert_uint_eq(syn.flags, 0xc2);         /* SYN ECE CWR */
+	deliver(0, 1);
+	struct th_tcp synack = captured(1);
+	ck_assert_uint_eq(synack.flags, 0x52);      /* SYN ACK ECE */
+	ck_assert_uint_eq(ip_ecn_of(w->captured[1]), 0);
+	deliver(1, 0);
+	deliver(2, 1);                              /* the handshake's ACK */
+	th_capture_clear(w);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(c, &in);
+	ck_assert(in.ecn_ok);
+	uint32_t cwnd0 = in.cwnd;
+	static uint8_t data[3000];
+	ck_assert_int_eq(tcp_write(c, data, sizeof(data), 0), (int)sizeof(data));
+	ck_assert_uint_eq(w->ncaptured, 3);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_uint_eq(ip_ecn_of(w->captured[i]), 2);   /* ECT(0) */
+	set_ip_ecn(w->captured[0], 3);                           /* CE on the way */
+	for (unsigned i = 0; i < 3; i++)
+		deliver(i, 1);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(w->captured[i] == NULL);
+	memmove(w->captured, w->captured + 3, (w->ncaptured - 3) * sizeof(w->captured[0]));
+	w->ncaptured -= 3;
+	th_run(w, 2);                          /* quick ACKs, before any probe of the sender */
+	ck_assert_uint_ge(tcp_ctx_counters(w->side[1].tcp)->rx_ecn_ce, 1);
+	unsigned acks = w->ncaptured;
+	ck_assert_uint_ge(acks, 1);
+	for (unsigned i = 0; i < acks; i++) {
+		struct th_tcp ack = captured(i);
+		ck_assert_uint_eq(ack.flags, 0x50);                 /* ACK ECE, no data */
+		ck_assert_uint_eq(ip_ecn_of(w->captured[i]), 0);    /* pure ACK: Not-ECT */
+	}
+	for (unsigned i = 0; i < acks; i++)
+		deliver(i, 0);
+	w->ncaptured = 0;
+	tcp_pcb_get_info(c, &in);
+	ck_assert_uint_lt(in.cwnd, cwnd0);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->tx_ecn_cwnd_reduced, 1);
+	ck_assert_int_eq(tcp_write(c, data, 100, 0), 100);
+	struct th_tcp cwr = captured(0);
+	ck_assert_uint_eq(cwr.flags & 0x80, 0x80);               /* CWR on new data */
+	deliver(0, 1);
+	th_run(w, 50);
+	struct th_tcp after = captured(w->ncaptured - 1);
+	ck_assert_uint_eq(after.flags & 0x40, 0);                /* echo over */
+	th_capture_clear(w);
+}
+END_TEST
+
+START_TEST(ecn_not_asked_by_default)
+{
+	sb.ecn = 2;
+	sa.ecn = 2;
+	th_init(w, &sa, &sb, 1);
+	w->capture = true;
+	th_listen(&w->side[1], 80);
+	connect_to(client(4000), 80);
+	ck_assert_uint_eq(captured(0).flags, 0x02);
+	deliver(0, 1);
+	ck_assert_uint_eq(captured(1).flags, 0x12);   /* no ECE: nobody asked */
 	th_capture_clear(w);
 }
 END_TEST
@@ -603,6 +809,12 @@ static Suite *suite(void)
 	tcase_add_test(t, sndbuf_grows_midstream);
 	tcase_add_test(t, info_for_tcp_info);
 	tcase_add_test(t, notsent_lowat_bounds_unsent_bytes);
+	tcase_add_test(t, window_scale_from_largest_buffer);
+	tcase_add_test(t, rcv_buf_autotunes);
+	tcase_add_test(t, rcv_buf_set_does_not_autotune);
+	tcase_add_test(t, user_timeout_ends_with_etimedout);
+	tcase_add_test(t, ecn_negotiated_echoed_and_reduced);
+	tcase_add_test(t, ecn_not_asked_by_default);
 	suite_add_tcase(s, t);
 	return s;
 }

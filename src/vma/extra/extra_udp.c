@@ -323,7 +323,7 @@ int extra_register_recv_callback(int fd, vma_recv_callback_t callback, void *con
 	s->recv_cb = callback;
 	if (callback) {
 		/* Its frames stay in this lane: no moves between lanes. */
-		s->mig_ratio = 0;
+		__atomic_store_n(&s->mig.ratio, 0, __ATOMIC_RELAXED);
 	} else if (s->cb_stage) {
 		/* Unregistered: what waited for the callback is read in order,
 		 * ahead of what arrives next. */
@@ -473,7 +473,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 				break;
 			}
 			/* Its frames stay in this lane while held. */
-			s->mig_ratio = 0;
+			__atomic_store_n(&s->mig.ratio, 0, __ATOMIC_RELAXED);
 			ret = (ssize_t)extra_udp_zcopy_fill_locked(s, h, hold, buf, len, from, fromlen);
 			sock_offload_unlock(ctx);
 			s->stats->c.rx_poll_hit++;

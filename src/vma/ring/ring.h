@@ -9,6 +9,7 @@
 #ifndef VMA_RING_RING_H
 #define VMA_RING_RING_H
 
+#include <errno.h>
 #include <net/if.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +35,11 @@ struct ring_flow {
 	 * send its packets to the kernel even where a 3-tuple would steer
 	 * them to us. Attaching it over an attached flow rewrites that entry. */
 	uint8_t to_kernel;
+	/* 5-tuple: another ring of this process may steer it now (a TCP
+	 * connection moving between the process's lanes): attaching it here
+	 * points the existing entry at this ring instead of failing with
+	 * -EEXIST. The other ring then only forgets it (forget_flow). */
+	uint8_t takeover;
 };
 
 struct ring_counters {
@@ -92,6 +98,11 @@ struct ring_ops {
 	/* Returns 0 or a negative errno (-EEXIST, -ENOSPC, -ENOENT, -EINVAL). */
 	int (*attach_flow)(struct ring *ring, const struct ring_flow *flow);
 	int (*detach_flow)(struct ring *ring, const struct ring_flow *flow);
+	/* A 5-tuple attached here that another ring of the process took over
+	 * (attach_flow with takeover): drops this ring's record of it without
+	 * touching the steering, which now names the other ring. NULL: the
+	 * backend cannot hand flows over (connections never move). */
+	int (*forget_flow)(struct ring *ring, const struct ring_flow *flow);
 	/* Prepares wait_fd to signal the next packet. Returns 0 when armed, 1
 	 * when packets are already waiting (do not sleep), or a negative errno. */
 	int (*wait_arm)(struct ring *ring);
@@ -227,6 +238,16 @@ static inline int ring_attach_flow(struct ring *ring, const struct ring_flow *fl
 static inline int ring_detach_flow(struct ring *ring, const struct ring_flow *flow)
 {
 	return ring->ops->detach_flow(ring, flow);
+}
+
+static inline bool ring_can_hand_over_flows(const struct ring *ring)
+{
+	return ring->ops->forget_flow != NULL;
+}
+
+static inline int ring_forget_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	return ring->ops->forget_flow ? ring->ops->forget_flow(ring, flow) : -EOPNOTSUPP;
 }
 
 static inline int ring_wait_fd(const struct ring *ring)

@@ -148,11 +148,14 @@ void ring_buf_free(struct ring_buf *buf)
 			struct ring_buf_pool *pool = buf->pool;
 			buf->next = NULL;
 			pool->counters.frees++;
-			if (pool->ops)
+			/* Counted before the hook: a heap buffer's hook frees
+			 * the pool itself (ring_buf_heap_alloc). */
+			if (pool->ops) {
+				pool->counters.free_now++;
 				pool->ops->recycle(pool, buf);
-			else
-				pool->free_list[pool->counters.free_now] = buf;
-			pool->counters.free_now++;
+			} else {
+				pool->free_list[pool->counters.free_now++] = buf;
+			}
 		}
 		buf = next;
 	}
@@ -218,4 +221,42 @@ void ring_buf_pool_reset_min(struct ring_buf_pool *pool)
 void ring_buf_pool_count_empty(struct ring_buf_pool *pool, uint64_t n)
 {
 	pool->counters.empty += n;
+}
+
+/* ---- heap buffers ---- */
+
+/* The pool, its one descriptor and the data in one allocation, given back
+ * whole when the buffer's last reference goes. */
+struct ring_buf_heap {
+	struct ring_buf_pool pool;
+	struct ring_buf buf;
+	uint8_t data[];
+};
+
+static void ring_buf_heap_recycle(struct ring_buf_pool *pool, struct ring_buf *buf)
+{
+	(void)buf;
+	free(pool);   /* first member of struct ring_buf_heap */
+}
+
+static const struct ring_buf_pool_ops ring_buf_heap_ops = {
+	.recycle = ring_buf_heap_recycle,
+};
+
+struct ring_buf *ring_buf_heap_alloc(const char *name, uint32_t size)
+{
+	if (!size)
+		return NULL;
+	struct ring_buf_heap *h = calloc(1, sizeof(*h) + size);
+	if (!h)
+		return NULL;
+	snprintf(h->pool.name, sizeof(h->pool.name), "%s", name ? name : "heap");
+	h->pool.ops = &ring_buf_heap_ops;
+	h->pool.bufs = &h->buf;
+	h->pool.counters.size = 1;
+	h->buf.head = h->data;
+	h->buf.size = size;
+	h->buf.pool = &h->pool;
+	ring_buf_pool_take_inline(&h->pool, &h->buf, 0);
+	return &h->buf;
 }

@@ -57,6 +57,13 @@ struct ring_buf_pool_ops {
 struct ring_buf_pool *ring_buf_pool_create(const char *name, unsigned count, unsigned buf_size);
 void ring_buf_pool_destroy(struct ring_buf_pool *pool);
 
+/* One buffer of size bytes in a heap allocation of its own (refcount 1,
+ * data = head, len 0), freed whole when its last reference goes: for the
+ * rare copy that must outlive the ring it came from (a connection's queue
+ * moving between lanes, a segment forwarded to another lane). NULL when
+ * out of memory. Never on the hot path. */
+struct ring_buf *ring_buf_heap_alloc(const char *name, uint32_t size);
+
 /* One buffer with refcount 1, data = head, len = tot_len = 0, or NULL
  * (counted in empty) when the pool is exhausted. */
 struct ring_buf *ring_buf_alloc(struct ring_buf_pool *pool);

@@ -219,6 +219,8 @@ static const struct ring_ops ring_loop_ops = {
 	.tx_flush = ring_loop_tx_flush,
 	.attach_flow = ring_loop_attach_flow,
 	.detach_flow = ring_loop_detach_flow,
+	/* Loop rings steer nothing outside themselves: forgetting is detaching. */
+	.forget_flow = ring_loop_detach_flow,
 	.wait_arm = ring_loop_wait_arm,
 	.read_counters = ring_loop_read_counters,
 	.close = ring_loop_close,

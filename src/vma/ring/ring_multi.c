@@ -109,6 +109,11 @@ static int ring_multi_detach_flow(struct ring *ring, const struct ring_flow *flo
 	return ring_detach_flow(ring_multi_first(ring), flow);
 }
 
+static int ring_multi_forget_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	return ring_forget_flow(ring_multi_first(ring), flow);
+}
+
 static int ring_multi_wait_arm(struct ring *ring)
 {
 	struct ring_multi *r = ring_multi_of(ring);
@@ -188,6 +193,7 @@ static const struct ring_ops ring_multi_ops = {
 	.tx_pending = ring_multi_tx_pending,
 	.attach_flow = ring_multi_attach_flow,
 	.detach_flow = ring_multi_detach_flow,
+	.forget_flow = ring_multi_forget_flow,
 	.wait_arm = ring_multi_wait_arm,
 	.read_counters = ring_multi_read_counters,
 	.close = ring_multi_close,

@@ -455,14 +455,20 @@ static int ring_xdp_attach_flow(struct ring *ring, const struct ring_flow *flow)
 	err = ring_xdp_flow_remember(r, flow);
 	if (err)
 		return err;
+	bool takeover = kind == RING_FLOW_5TUPLE && flow->takeover;
 	if (kind == RING_FLOW_5TUPLE && r->member.flows5_fd >= 0) {
 		/* Root member: straight into the map, no round trip (vmad
-		 * removes what our slot left behind when we go). */
+		 * removes what our slot left behind when we go). A takeover
+		 * rewrites the entry another lane of ours wrote. */
 		__u32 value = r->slot;
-		err = bpf_map_update_elem(r->member.flows5_fd, &key, &value, BPF_NOEXIST) == 0 ? 0 : -errno;
+		err = bpf_map_update_elem(r->member.flows5_fd, &key, &value, takeover ? BPF_ANY : BPF_NOEXIST) == 0
+			      ? 0
+			      : -errno;
 	} else {
 		err = vmad_client_flow(&r->member, VMAD_OP_FLOW_ADD, flow,
-				       flow->share ? VMAD_FLOW_SHARE : VMAD_FLOW_EXCLUSIVE, flow->owner_fd);
+				       takeover ? VMAD_FLOW_TAKEOVER
+					       : flow->share ? VMAD_FLOW_SHARE : VMAD_FLOW_EXCLUSIVE,
+				       flow->owner_fd);
 	}
 	if (err) {
 		r->flow_count--;
@@ -486,6 +492,19 @@ static int ring_xdp_detach_flow(struct ring *ring, const struct ring_flow *flow)
 		if (kind == RING_FLOW_5TUPLE && r->member.flows5_fd >= 0)
 			return bpf_map_delete_elem(r->member.flows5_fd, &key) == 0 ? 0 : -errno;
 		return vmad_client_flow(&r->member, VMAD_OP_FLOW_DEL, flow, 0, -1);
+	}
+	return -ENOENT;
+}
+
+static int ring_xdp_forget_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	struct ring_xdp *r = ring_xdp_of(ring);
+
+	for (unsigned i = 0; i < r->flow_count; i++) {
+		if (ring_flow_same(&r->flows[i], flow)) {
+			r->flows[i] = r->flows[--r->flow_count];
+			return 0;
+		}
 	}
 	return -ENOENT;
 }
@@ -634,6 +653,7 @@ static const struct ring_ops ring_xdp_ops = {
 	.defer_kicks = ring_xdp_defer_kicks,
 	.attach_flow = ring_xdp_attach_flow,
 	.detach_flow = ring_xdp_detach_flow,
+	.forget_flow = ring_xdp_forget_flow,
 	.wait_arm = ring_xdp_wait_arm,
 	.read_counters = ring_xdp_read_counters,
 	.close = ring_xdp_close,

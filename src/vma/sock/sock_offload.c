@@ -19,6 +19,7 @@
 #include "sock/sock_offload.h"
 #include "extra/extra.h"
 #include "sock/sock_prefetch.h"
+#include "sock/sock_migrate.h"
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "stats/stats.h"
@@ -535,9 +536,11 @@ static void sock_offload_exit(void *arg)
 			sched_yield();
 	if (arg == sock_offload_lane[0])
 		ring_mgr_close_all();
-	for (unsigned k = 0; k < n; k++)
+	for (unsigned k = 0; k < n; k++) {
+		sock_tcp_strays_free(lanes[k]);
 		if (locked[k])
 			sock_offload_unlock_plain(lanes[k]);
+	}
 }
 
 /* Every lane's connections get their FIN (or RST) before the rings close. */
@@ -570,6 +573,44 @@ static enum tcp_ts_mode sock_offload_ts_mode(void)
 		fclose(f);
 	}
 	return v ? TCP_TS_ON : TCP_TS_OFF;
+}
+
+/* A number from /proc/sys (def when absent or unreadable); up to n values
+ * on one line (tcp_rmem's min, default, max). */
+static unsigned sock_offload_sysctl(const char *path, unsigned long *v, unsigned n)
+{
+	FILE *f = fopen(path, "re");
+	unsigned got = 0;
+	if (f) {
+		while (got < n && fscanf(f, "%lu", &v[got]) == 1)
+			got++;
+		fclose(f);
+	}
+	return got;
+}
+
+/* Linux's receive side, from the namespace's sysctls: the initial window is
+ * half of tcp_rmem[1], auto-tuning grows it to half of tcp_rmem[2] (the
+ * default 50% window/buffer ratio), and the window scale is chosen from
+ * max(tcp_rmem[2], rmem_max); ECN as net.ipv4.tcp_ecn (Linux's default 2:
+ * accepted when asked, not asked for). */
+static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
+{
+	unsigned long rmem[3] = { 4096, 131072, 6291456 }, rmem_max = 212992, ecn = 2;
+	if (sock_offload_sysctl("/proc/sys/net/ipv4/tcp_rmem", rmem, 3) != 3) {
+		rmem[1] = 131072;
+		rmem[2] = 6291456;
+	}
+	sock_offload_sysctl("/proc/sys/net/core/rmem_max", &rmem_max, 1);
+	sock_offload_sysctl("/proc/sys/net/ipv4/tcp_ecn", &ecn, 1);
+	if (rmem[1] < 4096 || rmem[1] > (1ul << 30))
+		rmem[1] = 131072;
+	if (rmem[2] < rmem[1] || rmem[2] > (1ul << 30))
+		rmem[2] = rmem[1];
+	set->rcv_buf = (uint32_t)(rmem[1] / 2);
+	set->rcv_buf_max = (uint32_t)(rmem[2] / 2);
+	set->rcv_wscale_space = (uint32_t)(rmem[2] > rmem_max ? rmem[2] : (rmem_max > (1ul << 30) ? 1ul << 30 : rmem_max));
+	set->ecn = ecn == 1 ? 1 : ecn == 0 ? 0 : 2;
 }
 
 /* net.ipv4.tcp_notsent_lowat: TCP_NOTSENT_LOWAT of sockets that set none
@@ -612,15 +653,17 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	set.max_syn_rate = (uint32_t)g_cfg.tcp_max_syn_rate;
 	set.gro_streams_max = (uint32_t)g_cfg.gro_streams_max;
 	set.timer_resolution_ms = engine_tcp_timer_period_ms();
-	set.rcv_buf = 131072;
+	sock_offload_tcp_linux_settings(&set);
 	set.snd_buf = 131072;
 	ctx->tcp_period_ms = set.timer_resolution_ms ? set.timer_resolution_ms : 100;
 	ctx->timers_by_app = !engine_tcp_timer_immediate();
 	ctx->tcp = tcp_ctx_create(ctx->stack, &ctx->ifs[0].nif, &set);
 	if (!ctx->tcp)
 		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
-	else
+	else {
 		tcp_ctx_set_route_hook(ctx->tcp, sock_offload_tcp_route_metrics, ctx);
+		tcp_ctx_set_stray_hook(ctx->tcp, sock_tcp_stray_hook, ctx);
+	}
 }
 
 /* Builds lane `lane` (lane 0 opens the netlink view, the others use it). */
@@ -848,6 +891,20 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 	return sock_offload_lane[lane];
 }
 
+__thread char sock_mig_thread_tag;
+
+void sock_mig_window_configure(struct sock_mig_window *w, int own_logic)
+{
+	int logic = sock_offload_logic_of(own_logic);
+	int ratio = g_cfg.ring_migration_ratio_rx;
+	/* 30 is per core without migration, 10 a lane per socket: nothing to
+	 * follow. A ratio of 0 would check on every call: taken as "never",
+	 * like -1. */
+	bool moves = (logic == RING_MGR_PER_THREAD || logic == RING_MGR_PER_CORE_MIGRATING) && ratio > 0;
+	__atomic_store_n(&w->per_core, logic == RING_MGR_PER_CORE_MIGRATING, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->ratio, moves ? (unsigned)ratio : 0, __ATOMIC_RELAXED);
+}
+
 int sock_offload_logic_of(int logic)
 {
 	return logic >= 0 ? logic : g_cfg.ring_allocation_logic_rx;
@@ -967,6 +1024,10 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	stack_clock_set_us(ctx->stack, now_us);
 	if (ctx->timers_by_app)
 		sock_offload_timers_locked(ctx, now);
+	/* Segments of connections that moved here, which another lane still
+	 * received (sock_tcp_move.c): rare, one load when there are none. */
+	if (__builtin_expect(__atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL, 0))
+		sock_tcp_strays_input_locked(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		total += sock_offload_poll_if(ctx, &ctx->ifs[i]);
 	return total;
@@ -1155,6 +1216,16 @@ void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const s
 		return;
 	if (!ctx->dead)
 		ring_detach_flow(ctx->ifs[if_slot].ring, flow);
+	*ref = ctx->flows[--ctx->nflows];
+}
+
+void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (!ref || --ref->refs > 0)
+		return;
+	if (!ctx->dead)
+		ring_forget_flow(ctx->ifs[if_slot].ring, flow);
 	*ref = ctx->flows[--ctx->nflows];
 }
 

@@ -41,6 +41,7 @@
 struct sock_offload;
 struct sock_tcp;
 struct sock_tcp_orphan;
+struct sock_tcp_stray;
 struct sock_tcp_ports;
 struct stats_ring;
 struct stats_pool;
@@ -176,6 +177,12 @@ struct sock_offload {
 	 * segments copied into the frame of the one before (sock_tcp.c);
 	 * datagrams refused because their socket held its share of frames. */
 	uint64_t rx_coalesced, udp_frame_pressure_drops;
+	/* TCP segments other lanes passed on for connections that moved here
+	 * (sock_tcp_move.c): a lock-free list, newest first, fed to the engine
+	 * at the next progress pass; and the ones this lane could not pass on
+	 * or feed (no memory, no destination). */
+	struct sock_tcp_stray *tcp_strays;
+	uint64_t tcp_strays_dropped;
 	/* The lane's stack counters as last zeroed (vma_stats -z). */
 	struct stats_lane_counters lane_base;
 	uint32_t lane_zero_epoch;
@@ -367,6 +374,9 @@ int sock_offload_if_slot_by_ip(const struct sock_offload *ctx, uint32_t ip);
  * Lock held. Returns 0 or a negative errno. */
 int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+/* A 5-tuple another lane took over (attached with takeover): this lane's
+ * reference goes without detaching, since the entry names the other lane. */
+void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 /* The connection of flow (held once) now belongs to a kernel socket
  * (sock_tcp_handoff.c): its entry sends its packets to the kernel, and the
  * reference moves from the socket to the context until the GC below finds

@@ -295,8 +295,11 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s)
 		tcp_set_syn_retries(pcb, s->syncnt);
 	tcp_set_nodelay(pcb, s->nodelay);
 	tcp_set_quickack(pcb, s->quickack);
+	/* SO_RCVBUF (the value asked: Linux offers half of its doubled
+	 * buffer as the window) fixes the window and ends auto-tuning */
 	if (s->rcvbuf || s->sndbuf)
 		tcp_set_bufsizes(pcb, s->rcvbuf, s->sndbuf);
+	tcp_set_user_timeout(pcb, s->user_timeout_ms);
 	if (s->keep_params_set)
 		tcp_set_keepalive_params(pcb, s->keep_idle_s * 1000u, s->keep_intvl_s * 1000u, s->keep_cnt);
 	tcp_set_keepalive(pcb, s->keepalive);
@@ -325,7 +328,7 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	unsigned spins = 0;
 	for (;;) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (s->connecting)
 			sock_offload_progress_locked(ctx);
 		bool connecting = s->connecting;
@@ -719,7 +722,7 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		}
 	}
 result:
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	int err = 0;
 	if (s->established && !s->reset) {
 		/* The first connect() after a non-blocking one completed says 0. */
@@ -794,10 +797,11 @@ static const void *sock_tcp_lane_key(struct sock_obj *obj)
 
 static int sock_tcp_poll_watch(struct sock_obj *obj, int wake_fd, bool on)
 {
-	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx)
 		return on ? -1 : 0;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	bool ok = sock_offload_poll_watch_locked(ctx, wake_fd, on);
 	sock_offload_unlock(ctx);
 	return ok ? 0 : -1;
@@ -821,7 +825,7 @@ static bool sock_tcp_fin_settled(const struct sock_tcp *s)
 /* SO_LINGER {1, t}: the close waits up to t for our FIN to be acknowledged. */
 static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
 {
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	bool go = s->pcb && s->mode == SOCK_TCP_ACTIVE && s->established && !s->rxq_bytes;
 	if (go) {
 		sock_offload_clock_locked(ctx);
@@ -834,7 +838,7 @@ static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
 		return;
 	uint64_t deadline = engine_now_ms() + (uint64_t)s->linger_s * 1000;
 	for (;;) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		sock_offload_progress_locked(ctx);
 		bool done = sock_tcp_fin_settled(s);
 		sock_offload_unlock(ctx);
@@ -856,7 +860,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 	struct sock_offload *ctx = s->ctx;
 	/* A socket of the parent's context (fork) is the parent's to end. */
 	if (sock_offload_usable(ctx) && s->mode != SOCK_TCP_KERNEL) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (s->mode == SOCK_TCP_LISTENER)
 			sock_tcp_listener_close_locked(s, true);
 		else
@@ -976,6 +980,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	s->port.fd = -1;
 	s->cloexec = (type & SOCK_CLOEXEC) != 0;
 	s->ring_logic = -1;
+	sock_mig_window_configure(&s->mig, -1);
 	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };
 	s->nonblocking = (type & SOCK_NONBLOCK) != 0;

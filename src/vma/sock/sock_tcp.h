@@ -27,4 +27,14 @@ void sock_tcp_exit(void *ctx);
 void sock_tcp_fork_release_locked(struct sock_offload *ctx);
 void sock_tcp_after_fork_child(struct sock_offload *old);
 
+/* Lane moves (sock_tcp_move.c). The engine's stray hook of every lane
+ * (arg: the lane): a segment for a connection that moved to another lane,
+ * queued there. A progress pass of a lane whose stray list is not empty
+ * feeds it to the lane's engine (lock held); strays_free drops the list. */
+struct tcp_seg_origin;
+void sock_tcp_stray_hook(void *arg, void *dest_arg, const struct tcp_seg_origin *from, const uint8_t *seg,
+			 uint32_t len);
+void sock_tcp_strays_input_locked(struct sock_offload *ctx);
+void sock_tcp_strays_free(struct sock_offload *ctx);
+
 #endif

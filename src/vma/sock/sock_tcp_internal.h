@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sock/sock_migrate.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
 #include "sock/sock_tcp_port.h"
@@ -49,6 +50,10 @@ struct sock_tcp {
 	struct sock_offload *ctx;
 	int ring_logic;              /* SO_VMA_RING_ALLOC_LOGIC; -1: the process's logic */
 	uint32_t ring_user_id;       /* its user id (logic 11) */
+	/* Who reads the connection (VMA_RING_MIGRATION_RATIO_RX): it moves to
+	 * the lane of a thread (core) that alone made a window of receive
+	 * calls (sock_tcp_move.c). */
+	struct sock_mig_window mig;
 	struct stats_socket *stats;
 	enum sock_tcp_mode mode;
 	bool released;
@@ -124,6 +129,7 @@ struct sock_tcp {
 	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
 	uint32_t maxseg, syncnt;
 	uint32_t notsent_lowat;          /* TCP_NOTSENT_LOWAT as set; 0: net.ipv4.tcp_notsent_lowat */
+	uint32_t user_timeout_ms;        /* TCP_USER_TIMEOUT as set; 0: none */
 	bool user_bound;
 	/* The application bound the kernel socket or set something on it
 	 * (options, ioctl, fcntl) before connect(): connect keeps that socket
@@ -186,10 +192,28 @@ static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
  * (the kernel socket answers). */
 static inline struct sock_offload *sock_tcp_ctx(const struct sock_tcp *s)
 {
-	struct sock_offload *ctx = s->ctx;
+	struct sock_offload *ctx = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(!sock_offload_usable(ctx) || s->mode == SOCK_TCP_KERNEL || s->released, 0))
 		return NULL;
 	return ctx;
+}
+
+/* Locks the lane of connection s, starting from ctx (the lane the caller
+ * saw), and returns it. A connection may move to another lane while no
+ * lock is held (sock_tcp_move.c); a move holds both lanes' locks while it
+ * changes s->ctx, so once a lane is locked and s->ctx still names it, the
+ * connection stays there until the unlock; if it moved we follow. The
+ * caller unlocks the lane returned. */
+static inline struct sock_offload *sock_tcp_lock(struct sock_tcp *s, struct sock_offload *ctx)
+{
+	for (;;) {
+		sock_offload_lock(ctx);
+		struct sock_offload *now = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+		if (__builtin_expect(now == ctx || now == NULL, 1))
+			return ctx;
+		sock_offload_unlock(ctx);
+		ctx = now;
+	}
 }
 
 extern const struct sock_ops sock_tcp_kernel_ops;   /* undecided / kernel for life */
@@ -238,6 +262,22 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
  * handshake's segments come one round trip apart, so connect and accept
  * poll like recv instead of sleeping at once (one wake-up each saved). */
 bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms);
+
+/* An accepted connection c of listener l, not published yet: under a
+ * lane per thread or core it moves to the accepting thread's (core's)
+ * lane (sock_tcp_move.c). Takes the locks itself; c stays where it was
+ * when it cannot move. */
+void sock_tcp_move_accepted(struct sock_tcp *l, struct sock_tcp *c);
+/* The end of a clean window of receive calls (all from one thread, or
+ * core): the connection moves to that caller's lane if it is not there.
+ * No lock held. */
+void sock_tcp_migrate_window_end(struct sock_tcp *s);
+static inline void sock_tcp_migrate_note(struct sock_tcp *s)
+{
+	bool mixed;
+	if (__builtin_expect(sock_mig_window_note(&s->mig, &mixed), 0) && !mixed)
+		sock_tcp_migrate_window_end(s);
+}
 
 /* Child sockets (sock_tcp_listen.c). */
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);

@@ -43,7 +43,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	int fds[SOCK_OFFLOAD_MAX_IFS];
 	ring_spin_release();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
 	sock_offload_unlock(ctx);
 	if (n < 0) {
@@ -259,8 +259,9 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
+	sock_tcp_migrate_note(s);
 	for (;;) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (!s->rxq_bytes)
 			sock_offload_progress_locked(ctx);
 		else if (!sock_offload_rx_drain_locked(ctx, s->stats ? &s->stats->c.rx_drain_polls : NULL))
@@ -456,7 +457,7 @@ static unsigned sock_tcp_tx_stamp_kinds(const struct sock_tcp *s)
 static ssize_t sock_tcp_tx_stamp_late(struct sock_tcp *s, struct sock_offload *ctx, unsigned kinds, size_t sent)
 {
 	if (__builtin_expect(kinds != 0, 0)) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (s->pcb)
 			tcp_tx_stamp_request(s->pcb, kinds, sent > UINT32_MAX ? UINT32_MAX : (uint32_t)sent);
 		sock_offload_unlock(ctx);
@@ -496,7 +497,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 	 * stamped: its write holds output back until the stamp is asked. */
 	unsigned stamp_kinds = sock_tcp_tx_stamp_kinds(s);
 	for (;;) {
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (!s->pcb || s->shut_send) {
 			int err = s->err > 0 ? s->err : 0;
 			s->err = 0;
@@ -606,7 +607,7 @@ long sock_tcp_send_room(struct sock_tcp *s)
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx)
 		return -1;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	/* What a send would find now (it does not poll the rings first either). */
 	if (s->pcb)
 		sock_tcp_snd_refresh_locked(s);

@@ -262,6 +262,11 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 		return -ENOMEM;
 	struct sock_offload *ctx = l->ctx;
 	c->ctx = ctx;
+	/* Its ring allocation logic (SO_VMA_RING_ALLOC_LOGIC) too: it decides
+	 * where the connection goes at accept and later. */
+	c->ring_logic = l->ring_logic;
+	c->ring_user_id = l->ring_user_id;
+	sock_mig_window_configure(&c->mig, c->ring_logic);
 	/* Options Linux copies from the listener to the accepted socket. */
 	c->nodelay = l->nodelay;
 	c->quickack = l->quickack;
@@ -429,6 +434,10 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 	sock_offload_lock(ctx);
 	c->listener = NULL;
 	sock_offload_unlock(ctx);
+	/* A lane per thread or core: the connection goes where the thread
+	 * that accepted it runs, before anyone else can see its fd. */
+	sock_tcp_move_accepted(l, c);
+	ctx = c->ctx;
 	c->obj.ops = &sock_tcp_offload_ops;
 	if (sock_fd_set(nfd, &c->obj) != 0) {
 		sock_offload_lock(ctx);

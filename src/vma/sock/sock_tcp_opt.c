@@ -69,6 +69,7 @@ static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_
 	}
 	s->ring_logic = logic;
 	s->ring_user_id = user_id;
+	sock_mig_window_configure(&s->mig, logic);
 	if (s->mode == SOCK_TCP_KERNEL && !s->os_only && !s->inherited) {
 		struct sock_offload *ctx = sock_offload_get_for_logic(s->obj.fd, logic, user_id);
 		if (ctx && ctx->tcp)
@@ -115,6 +116,7 @@ static bool sock_tcp_opt_supported(int level, int name)
 		case TCP_SYNCNT:
 		case TCP_QUICKACK:
 		case TCP_NOTSENT_LOWAT:
+		case TCP_USER_TIMEOUT:
 			return true;
 		}
 		return false;
@@ -287,6 +289,10 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 			s->notsent_lowat = (uint32_t)v;
 			apply = true;
 			break;
+		case TCP_USER_TIMEOUT:   /* the kernel refused negative values */
+			s->user_timeout_ms = v > 0 ? (uint32_t)v : 0;
+			apply = true;
+			break;
 		}
 	}
 	s->opts_known |= sock_tcp_opt_bit(level, name);
@@ -299,7 +305,7 @@ static void sock_tcp_options_push(struct sock_tcp *s)
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx || !s->pcb)
 		return;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	sock_tcp_apply_options_locked(s);
 	if (s->pcb) {
 		sock_offload_clock_locked(ctx);
@@ -372,7 +378,7 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 		return -1;
 	int whole = (int)flags;
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	/* OPT_ID switched on: byte offsets count from snd_una, or from
 	 * write_seq with OPT_ID_TCP (Linux's sk_tskey); under the lock so a
 	 * stamp falling due meanwhile reads a whole value. */
@@ -469,6 +475,13 @@ _Static_assert(sizeof(struct tcp_info) <= sizeof(struct sock_tcp_info), "headers
 #define SOCK_TCP_LINUX_REORDERING 3u      /* net.ipv4.tcp_reordering */
 #define SOCK_TCP_TS_OPTION_BYTES 12u
 
+/* A full segment's payload (Linux's mss_cache): the MSS less the timestamp
+ * option when it is on. */
+static uint32_t sock_tcp_payload_mss(const struct tcp_pcb_info *in)
+{
+	return in->mss - (in->ts_ok && in->mss > SOCK_TCP_TS_OPTION_BYTES ? SOCK_TCP_TS_OPTION_BYTES : 0);
+}
+
 /* Our engine's view in the kernel's units: times in µs (ages in ms),
  * windows in segments, sizes in bytes, counters as RFC 4898 defines. */
 static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
@@ -494,12 +507,13 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_probes = (uint8_t)(in.probes > 255 ? 255 : in.probes);
 	ti->tcpi_backoff = ti->tcpi_retransmits;
 	ti->tcpi_options = (in.ts_ok ? TCPI_OPT_TIMESTAMPS : 0) | (in.sack_ok ? TCPI_OPT_SACK : 0) |
-			   (in.ws_ok ? TCPI_OPT_WSCALE : 0);
+			   (in.ws_ok ? TCPI_OPT_WSCALE : 0) | (in.ecn_ok ? TCPI_OPT_ECN : 0);
+	ti->tcpi_rcv_rtt = in.rcv_rtt_us;
 	if (in.ws_ok)
 		ti->tcpi_wscales = (uint8_t)((in.snd_wscale & 0xf) | (in.rcv_wscale & 0xf) << 4);
 	ti->tcpi_rto = in.rto_ms * 1000;
 	ti->tcpi_ato = in.delack_ms * 1000;
-	ti->tcpi_snd_mss = in.mss;
+	ti->tcpi_snd_mss = sock_tcp_payload_mss(&in);
 	/* Linux starts from 536 and moves to the largest segment received */
 	uint32_t rcv_mss = in.mss < SOCK_TCP_LINUX_MSS_DEFAULT ? in.mss : SOCK_TCP_LINUX_MSS_DEFAULT;
 	ti->tcpi_rcv_mss = in.rcv_mss > rcv_mss ? in.rcv_mss : rcv_mss;
@@ -604,7 +618,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		} out;
 		memset(&out, 0, sizeof(out));
 		socklen_t full = sock_tcp_info_len(obj->fd);
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		if (s->mode == SOCK_TCP_LISTENER) {
 			out.ti.tcpi_state = 10;
 			out.ti.tcpi_reordering = SOCK_TCP_LINUX_REORDERING;
@@ -627,13 +641,15 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 			return -1;
 		}
 		struct tcp_pcb_info in;
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		bool have = s->pcb != NULL;
 		if (have)
 			tcp_pcb_get_info(s->pcb, &in);
 		sock_offload_unlock(ctx);
+		/* Linux's mss_cache: the payload of a full segment, the
+		 * timestamp option left out once agreed */
 		if (have)
-			return sock_tcp_put_int(val, len, (int)in.mss);
+			return sock_tcp_put_int(val, len, (int)sock_tcp_payload_mss(&in));
 	}
 	if (level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW)) {
 		/* The kernel's answer (its length rules, bind_phc) with our flags:
@@ -736,7 +752,7 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 			errno = EINVAL;
 			return -1;
 		}
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		int v;
 		if (req == FIONREAD) {
 			if (!s->rxq_bytes)
@@ -796,7 +812,7 @@ int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen
 	 * or both FINs exchanged: the socket is CLOSE, its TIME_WAIT lives
 	 * apart) has no peer either. */
 	struct sock_offload *ctx = s->ctx;
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	bool ended = !s->pcb || s->reset;
 	if (!ended) {
 		enum tcp_state st = tcp_pcb_state(s->pcb);
@@ -826,7 +842,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		if (how == SHUT_WR)
 			return 0;
 		/* Linux stops listening; accept() then fails with EINVAL. */
-		sock_offload_lock(ctx);
+		ctx = sock_tcp_lock(s, ctx);
 		sock_tcp_listener_close_locked(s, true);
 		s->mode = SOCK_TCP_ACTIVE;
 		s->reset = true;
@@ -834,7 +850,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		sock_offload_unlock(ctx);
 		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
 	}
-	sock_offload_lock(ctx);
+	ctx = sock_tcp_lock(s, ctx);
 	int err = 0;
 	if (!s->pcb || (!s->established && !s->connecting)) {
 		err = ENOTCONN;

@@ -30,7 +30,7 @@ void sock_udp_op_dump(struct sock_obj *obj, int log_level)
 	const struct sock_offload *lane = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 	if (lane)
 		vlog_print(log_level, "fd %d: lane %u, moved %u times (check every %u receive calls; 0: never)%s",
-			   obj->fd, lane->lane, s->stats ? s->stats->ring_migrations : 0, s->mig_ratio,
+			   obj->fd, lane->lane, s->stats ? s->stats->ring_migrations : 0, s->mig.ratio,
 			   __atomic_load_n(&s->stray_ctx, __ATOMIC_ACQUIRE) ? ", the last lane still catching strays" : "");
 	if (s->stats)
 		stats_socket_dump(s->stats, log_level);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sock/sock_migrate.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tstamp.h"
 #include "sock/sock_udp.h"
@@ -94,20 +95,10 @@ struct sock_udp {
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	struct sock_udp_route route;
 
-	/* ---- moving between lanes (VMA_RING_MIGRATION_RATIO_RX, sock_udp_migrate.c) ----
-	 * The receive calls of the current window of mig_ratio calls (0: the
-	 * socket never moves), the caller that opened the window and whether
-	 * another caller came in it. Heuristic counters: plain relaxed atomics,
-	 * a lost update only shifts a window. */
+	/* ---- moving between lanes (VMA_RING_MIGRATION_RATIO_RX, sock_udp_migrate.c) ---- */
 	int ring_logic;              /* SO_VMA_RING_ALLOC_LOGIC; -1: the process's logic */
 	uint32_t ring_user_id;       /* its user id (logic 11) */
-	unsigned mig_ratio;
-	bool mig_per_core;           /* logic 31: the caller is its core, else its thread */
-	unsigned mig_calls;
-	uint64_t mig_key;
-	bool mig_mixed;
-	bool mig_busy;               /* a thread is considering a move (atomic flag) */
-	uint64_t mig_not_before_ms;  /* after a refused move: do not retry before */
+	struct sock_mig_window mig;
 	/* The old lane's pcb after a move, kept bound for a grace period so a
 	 * datagram the XDP program had already sent to the old ring still
 	 * reaches the socket (as a stray). Guarded by stray_ctx's lock. */
@@ -231,7 +222,7 @@ void sock_udp_group_flow_put_locked(struct sock_udp *s, struct sock_offload *ctx
 void sock_udp_wake(void *arg);
 
 /* ---- moving between lanes (sock_udp_migrate.c) ---- */
-/* Sets s->mig_ratio from the socket's logic (its own, or
+/* Sets s->mig.ratio from the socket's logic (its own, or
  * VMA_RING_ALLOCATION_LOGIC_RX) and VMA_RING_MIGRATION_RATIO_RX (socket
  * creation). */
 void sock_udp_migrate_init(struct sock_udp *s);
@@ -248,34 +239,11 @@ int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id);
  * the old lane's pcb of the last move once its grace is over (so readers
  * stop polling that lane). No lock held. */
 void sock_udp_migrate_window_end(struct sock_udp *s, bool mixed);
-/* One byte per thread: its address names the calling thread for the
- * window (logic 20) without a gettid syscall. */
-extern __thread char sock_udp_mig_thread_tag;
 static inline void sock_udp_migrate_note(struct sock_udp *s)
 {
-	unsigned ratio = s->mig_ratio;
-	if (__builtin_expect(ratio == 0, 1))
+	bool mixed;
+	if (__builtin_expect(!sock_mig_window_note(&s->mig, &mixed), 1))
 		return;
-	uint64_t key;
-	if (s->mig_per_core) {
-		int cpu = sched_getcpu();   /* vDSO / rseq: no syscall */
-		key = (uint64_t)(cpu + 1);
-	} else {
-		key = (uint64_t)(uintptr_t)&sock_udp_mig_thread_tag;
-	}
-	unsigned calls = __atomic_load_n(&s->mig_calls, __ATOMIC_RELAXED);
-	if (calls == 0) {
-		__atomic_store_n(&s->mig_key, key, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->mig_mixed, false, __ATOMIC_RELAXED);
-	} else if (key != __atomic_load_n(&s->mig_key, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&s->mig_mixed, true, __ATOMIC_RELAXED);
-	}
-	if (++calls < ratio) {
-		__atomic_store_n(&s->mig_calls, calls, __ATOMIC_RELAXED);
-		return;
-	}
-	__atomic_store_n(&s->mig_calls, 0, __ATOMIC_RELAXED);
-	bool mixed = __atomic_load_n(&s->mig_mixed, __ATOMIC_RELAXED);
 	if (!mixed || __atomic_load_n(&s->stray_ctx, __ATOMIC_RELAXED))
 		sock_udp_migrate_window_end(s, mixed);
 }

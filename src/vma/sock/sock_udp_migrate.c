@@ -64,8 +64,6 @@
  * the two lanes for long; what is left reaches the socket as strays. */
 #define SOCK_UDP_MIG_DRAIN_PASSES 256
 
-__thread char sock_udp_mig_thread_tag;
-
 struct sock_udp_stray {
 	struct sock_udp_stray *next;
 	uint32_t len;
@@ -78,14 +76,7 @@ static void sock_udp_stray_wake(void *arg);
 
 static void sock_udp_migrate_configure(struct sock_udp *s)
 {
-	int logic = sock_offload_logic_of(s->ring_logic);
-	int ratio = g_cfg.ring_migration_ratio_rx;
-	/* 30 is per core without migration, 10 a lane per socket: nothing to
-	 * follow. A ratio of 0 would check on every call: taken as "never",
-	 * like -1. */
-	bool moves = (logic == RING_MGR_PER_THREAD || logic == RING_MGR_PER_CORE_MIGRATING) && ratio > 0;
-	__atomic_store_n(&s->mig_per_core, logic == RING_MGR_PER_CORE_MIGRATING, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->mig_ratio, moves ? (unsigned)ratio : 0, __ATOMIC_RELAXED);
+	sock_mig_window_configure(&s->mig, s->ring_logic);
 }
 
 void sock_udp_migrate_init(struct sock_udp *s)
@@ -278,8 +269,7 @@ void sock_udp_migrate_after_fork_child(struct sock_udp *s)
 		s->heaps[i] = NULL;
 	}
 	/* The thread that was considering a move is not in the child. */
-	s->mig_busy = false;
-	s->mig_calls = 0;
+	sock_mig_window_after_fork(&s->mig);
 }
 
 /* ---- the move ---- */
@@ -508,7 +498,7 @@ static void sock_udp_consider_move(struct sock_udp *s, uint64_t now)
 {
 	if (s->released || s->os_only || s->fork_dormant || s->inherited)
 		return;
-	if (now < s->mig_not_before_ms)
+	if (now < s->mig.not_before_ms)
 		return;
 	/* One old-lane pcb at a time: the last move's must have served its
 	 * grace first (a socket moves at most once per grace). */
@@ -522,7 +512,7 @@ static void sock_udp_consider_move(struct sock_udp *s, uint64_t now)
 		return;
 	int err = sock_udp_port_shared(s, from, to) ? -EADDRINUSE : sock_udp_move(s, from, to);
 	if (err < 0 && err != -EAGAIN) {
-		s->mig_not_before_ms = now + SOCK_UDP_MIG_RETRY_MS;
+		s->mig.not_before_ms = now + SOCK_UDP_MIG_RETRY_MS;
 		vlog_debug("fd %d: stays in lane %u, not moved to lane %u (%s)", s->obj.fd, from->lane, to->lane,
 			   strerror(-err));
 	}
@@ -532,14 +522,14 @@ void sock_udp_migrate_window_end(struct sock_udp *s, bool mixed)
 {
 	/* One thread considers a move at a time; a window that ends in
 	 * another meanwhile is simply not looked at. */
-	if (__atomic_exchange_n(&s->mig_busy, true, __ATOMIC_ACQUIRE))
+	if (!sock_mig_window_claim(&s->mig))
 		return;
 	uint64_t now = engine_now_ms();
 	if (__atomic_load_n(&s->stray_ctx, __ATOMIC_ACQUIRE) && now - s->stray_since_ms >= SOCK_UDP_STRAY_GRACE_MS)
 		sock_udp_stray_reap(s);
 	if (!mixed)
 		sock_udp_consider_move(s, now);
-	__atomic_store_n(&s->mig_busy, false, __ATOMIC_RELEASE);
+	sock_mig_window_release(&s->mig);
 }
 
 int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id)
@@ -549,7 +539,7 @@ int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id)
 	sock_udp_migrate_configure(s);
 	if (s->released || s->os_only || s->fork_dormant || s->inherited)
 		return 0;   /* not in a lane of ours: nothing to move */
-	if (__atomic_exchange_n(&s->mig_busy, true, __ATOMIC_ACQUIRE))
+	if (!sock_mig_window_claim(&s->mig))
 		return -EBUSY;
 	int err = 0;
 	struct sock_offload *from = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
@@ -565,6 +555,6 @@ int sock_udp_set_ring_logic(struct sock_udp *s, int logic, uint32_t user_id)
 		if (err == -EAGAIN)
 			err = -EBUSY;
 	}
-	__atomic_store_n(&s->mig_busy, false, __ATOMIC_RELEASE);
+	sock_mig_window_release(&s->mig);
 	return err;
 }

@@ -37,7 +37,20 @@ struct tcp_settings {
 	uint32_t mtu;                  /* VMA_MTU; 0 = the netif's */
 	uint32_t timer_resolution_ms;  /* VMA_TCP_TIMER_RESOLUTION_MSEC (fast timer) */
 	uint32_t max_syn_rate;         /* VMA_TCP_MAX_SYN_RATE per listener per second; 0 = unlimited */
-	uint32_t rcv_buf, snd_buf;     /* bytes per pcb */
+	uint32_t rcv_buf, snd_buf;     /* bytes per pcb (rcv_buf: the window offered) */
+	/* Receive-buffer auto-tuning (Linux's tcp_rcv_space_adjust, "DRS"): a
+	 * pcb whose rcv_buf was not set (tcp_set_bufsizes) grows its window as
+	 * the application reads, each receiver RTT, up to rcv_buf_max (Linux:
+	 * the window of net.ipv4.tcp_rmem[2]); 0 = rcv_buf stays. */
+	uint32_t rcv_buf_max;
+	/* Such a pcb's window scale is chosen from the largest buffer it may
+	 * grow to, as Linux from max(tcp_rmem[2], net.core.rmem_max): the
+	 * larger of rcv_buf and this. */
+	uint32_t rcv_wscale_space;
+	/* RFC 3168 ECN, as Linux's net.ipv4.tcp_ecn: 0 off, 1 asked for on
+	 * active opens and accepted, 2 accepted when the peer asks (Linux's
+	 * default) */
+	uint8_t ecn;
 	uint32_t ooo_max_bytes;        /* buffer memory (ring_buf.size) held out of order per pcb */
 	uint32_t delack_ms;            /* delayed-ACK timeout */
 	uint32_t rto_initial_ms, rto_min_ms, rto_max_ms;
@@ -64,6 +77,10 @@ struct tcp_settings {
 struct tcp_counters {
 	uint64_t rx_segments, rx_bad_checksum, rx_bad_header, rx_no_pcb, rx_fragmented;
 	uint64_t rx_handed_off;        /* segments of connections handed to the kernel: dropped, not reset */
+	/* Lane moves (tcp_pcb_move): connections that moved in and out of
+	 * this engine; segments that still reached it for a connection gone
+	 * elsewhere (or a SYN for a listener elsewhere) and were passed on. */
+	uint64_t moved_in, moved_out, rx_strays_passed;
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
 	/* Receive frames (docs/security.md): in-order segments refused because
@@ -96,6 +113,11 @@ struct tcp_counters {
 	uint64_t rx_payload_bytes, tx_payload_bytes;   /* new bytes (no retransmits/duplicates) */
 	uint64_t tx_pure_acks, tx_delayed_acks;        /* ACKs without data; ones sent by the delack timer */
 	uint64_t rx_batch_merged, rx_batch_deliveries; /* segments merged into a batch; recv calls it made */
+	/* Linux-like receive and ECN behaviour: ACKs sent at once by quick-ACK
+	 * mode (connection start, after idle); receive windows grown by
+	 * auto-tuning; CE-marked segments received; congestion window
+	 * reductions for ECE; connections ended by TCP_USER_TIMEOUT */
+	uint64_t tx_quick_acks, rx_rcvbuf_grown, rx_ecn_ce, tx_ecn_cwnd_reduced, tx_user_timeouts;
 };
 
 /* An out-of-order queue that made no progress for this long while the
@@ -182,6 +204,9 @@ struct tcp_pcb_info {
 	uint32_t min_rtt_ms;                            /* smallest RTT sample; UINT32_MAX = none */
 	/* From timed segments in microseconds (0 / UINT32_MAX: none yet). */
 	uint32_t srtt_us, rttvar_us, min_rtt_us;
+	bool ecn_ok;                                    /* ECN negotiated (TCPI_OPT_ECN) */
+	uint32_t rcv_rtt_us;                            /* receiver's RTT estimate (tcpi_rcv_rtt); 0 = none */
+	uint32_t user_timeout_ms;                       /* TCP_USER_TIMEOUT; 0 = none */
 };
 
 /* What the kernel needs to continue an established connection (TCP_REPAIR,
@@ -268,15 +293,22 @@ void tcp_abort(struct tcp_pcb *pcb);
  * SYN retries); their netif is the one their SYN arrived on. */
 /* Interface this pcb transmits on (default: the ctx's); MSS follows its MTU. */
 void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif);
-/* 0 = keep. rcv_buf: the window scale is chosen from it when the SYN leaves
- * (or arrives, for children), so set it before connect/listen; later changes
- * only move the window within that scale. snd_buf may change any time (never
+/* 0 = keep. rcv_buf (SO_RCVBUF, as a window: Linux's half of the doubled
+ * value): fixes the window, ending auto-tuning (settings.rcv_buf_max); the
+ * window scale is chosen from it when the SYN leaves (or arrives, for
+ * children), so set it before connect/listen; later changes only move the
+ * window within that scale. snd_buf may change any time (never
  * below the bytes already queued). Returns nothing: on allocation failure the
  * old send buffer stays. */
 void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf);
 /* Any time; 0 = keep. A running idle timer restarts from the last segment received. */
 void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
 			      uint32_t probes);
+/* TCP_USER_TIMEOUT (any time, 0 = off; children inherit it): as Linux, a
+ * connection whose oldest unacknowledged data (or SYN) has waited this long
+ * for an ACK is reset and ends with ETIMEDOUT at the next retransmission
+ * timeout, which is brought forward to that moment. */
+void tcp_set_user_timeout(struct tcp_pcb *pcb, uint32_t ms);
 /* TCP_SYNCNT: SYN (or SYN-ACK) retransmissions before ETIMEDOUT; 0 = keep. */
 void tcp_set_syn_retries(struct tcp_pcb *pcb, uint32_t retries);
 /* TCP_MAXSEG: upper bound on our MSS (advertised in the SYN); 0 = none. */
@@ -334,6 +366,40 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *out);
 /* Frees the pcb without sending anything (its connection now lives
  * elsewhere: the kernel took it over). No callback runs. */
 void tcp_pcb_forget(struct tcp_pcb *pcb);
+
+/* ---- moving connections between engines (lanes; docs/process_model.md) ---- */
+
+/* Where a segment came from, for a segment passed between engines. */
+struct tcp_seg_origin {
+	uint32_t src, dst;       /* IPv4, network order */
+	uint8_t ttl, tos;
+	uint8_t src_mac[6];
+	int ifindex;
+};
+/* A segment reached this engine for a connection that moved to another
+ * (dest_arg: that engine's stray hook argument), or a SYN reopening a
+ * moved-in connection's TIME_WAIT where no listener of the port is
+ * (dest_arg NULL: whichever engine holds the listener). seg/len: the whole
+ * TCP segment, checksum verified. Runs inside input with this engine's
+ * owner locked; it must copy what it keeps and not call into any engine. */
+typedef void (*tcp_stray_fn)(void *arg, void *dest_arg, const struct tcp_seg_origin *from, const uint8_t *seg,
+			     uint32_t len);
+void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg);
+/* Moves a synchronized connection (ESTABLISHED or CLOSE_WAIT, outside
+ * input) to engine `to`, sending on nif there; its callbacks go with it.
+ * The out-of-order queue, whose frames belong to the old engine's ring, is
+ * dropped (reneged, RFC 2018 section 8: the peer keeps what we did not
+ * acknowledge); the caller owns the in-order data it already took. The old
+ * engine passes segments of the connection that still reach it to its
+ * stray hook for a while. Both engines' owners must be locked; `to`'s clock
+ * must not be behind the old one's (timestamps stay monotonic). 0, or
+ * -EINVAL with nothing changed. */
+int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_netif *nif);
+/* Feeds a segment passed on by another engine's stray hook: buf holds the
+ * whole TCP segment (data = TCP header, len = segment length) and is
+ * consumed; nif is this engine's interface of from->ifindex. */
+void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,
+		      const struct tcp_seg_origin *from);
 void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
 		      uint32_t *remote_ip, uint16_t *remote_port);
 const char *tcp_state_name(enum tcp_state s);

@@ -123,10 +123,16 @@ static void negotiate(struct tcp_pcb *pcb, const struct tcp_seg *seg, bool we_of
 	pcb->ws_ok = s->window_scaling && seg->opt.has_ws;
 	pcb->snd_wscale = pcb->ws_ok ? seg->opt.ws : 0;
 	if (!we_offered)   /* passive: our shift is chosen now */
-		pcb->rcv_wscale = pcb->ws_ok ? tcp_wscale_for(pcb->rcv_buf) : 0;
+		pcb->rcv_wscale = pcb->ws_ok ? tcp_pcb_wscale(pcb) : 0;
 	else if (!pcb->ws_ok)
 		pcb->rcv_wscale = 0;
 	pcb->sack_ok = s->sack && seg->opt.sack_perm;
+	/* ECN (RFC 3168 6.1.1): a SYN asks with ECE and CWR, its SYN-ACK
+	 * agrees with ECE alone. As Linux's tcp_ecn: 2 accepts, 1 also asks. */
+	if (!we_offered)
+		pcb->ecn_ok = s->ecn && (seg->ecn_flags & (TCP_ECE | TCP_CWR)) == (TCP_ECE | TCP_CWR);
+	else
+		pcb->ecn_ok = s->ecn == 1 && (seg->ecn_flags & (TCP_ECE | TCP_CWR)) == TCP_ECE;
 	pcb->ts_ok = s->timestamps != TCP_TS_OFF && seg->opt.has_ts;
 	if (pcb->ts_ok)
 		pcb->ts_recent = seg->opt.ts_val;
@@ -291,6 +297,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 		ctx->route_fn(ctx->route_arg, c->remote_ip, &c->route);
 	negotiate(c, seg, false);
 	c->iss = isn ? *isn : tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
+	c->una_since_ms = ctx->now_ms;
 	c->snd_una = c->snd_sml = c->iss;
 	c->sbuf_seq = c->iss + 1;
 	tcp_send_segment(c, c->iss, 0, TCP_SYN);
@@ -306,6 +313,9 @@ static void established(struct tcp_pcb *pcb)
 {
 	pcb->state = TCP_ESTABLISHED;
 	pcb->syn_acked = true;
+	/* auto-tuning's first measure: what the initial window carries (Linux's
+	 * tcp_init_buffer_space: at most 10 segments) */
+	pcb->rcvq_space = tcp_min32(pcb->rcv_buf, 10 * pcb->adv_mss);
 	pcb->backoff = 0;
 	pcb->rto_at = 0;
 	pcb->recover = pcb->snd_una;
@@ -396,6 +406,8 @@ static void enter_recovery(struct tcp_pcb *pcb)
 	pcb->in_recovery = true;
 	pcb->recover = pcb->snd_max;
 	tcp_cc_on_loss(pcb);
+	if (pcb->ecn_ok)
+		pcb->ecn_queue_cwr = true;   /* the window was reduced: tell an ECN peer */
 	pcb->rtt_timing = false;
 	uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
 	uint32_t run_end;
@@ -411,6 +423,20 @@ static void enter_recovery(struct tcp_pcb *pcb)
 	tcp_arm_rexmit_probe(pcb);
 	tcp_arm_rto(pcb);
 	pcb->tlp_at = 0;   /* recovery has its own probe */
+}
+
+/* ECE (RFC 3168 6.1.2): the network marked our data; react as to a loss
+ * (ssthresh and cwnd reduced) at most once per window of data, and say so
+ * with CWR on our next new segment. In recovery the loss response stands. */
+static void ecn_echo(struct tcp_pcb *pcb)
+{
+	if (pcb->ecn_cwr_active || pcb->in_recovery || pcb->snd_una == pcb->snd_max)
+		return;
+	tcp_cc_on_loss(pcb);
+	pcb->ecn_cwr_active = true;
+	pcb->ecn_high = pcb->snd_max;
+	pcb->ecn_queue_cwr = true;
+	pcb->ctx->cnt.tx_ecn_cwnd_reduced++;
 }
 
 /* ACK processing (step five). false: the segment is done with. */
@@ -447,8 +473,11 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		    tcp_sack_bytes_above(pcb, pcb->rexmit_mark) >= 3 * pcb->mss)
 			tcp_rexmit_lost_again(pcb);
 	}
+	if (pcb->ecn_ok && (seg->ecn_flags & TCP_ECE) && !(seg->flags & TCP_SYN))
+		ecn_echo(pcb);
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
 		uint32_t acked = seg->ack - pcb->snd_una;
+		pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
 		bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
 		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
 			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
@@ -460,6 +489,8 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		}
 		pcb->backoff = 0;
 		pcb->snd_una = seg->ack;
+		if (pcb->ecn_cwr_active && SEQ_GEQ(pcb->snd_una, pcb->ecn_high))
+			pcb->ecn_cwr_active = false;   /* a window after the reduction: ECE counts again */
 		if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
 			pcb->snd_nxt = pcb->snd_una;
 		tcp_sack_trim(pcb);
@@ -591,6 +622,30 @@ static void deliver(struct tcp_pcb *pcb, struct ring_buf *chain)
 	pcb->cb.recv(pcb->cb_arg, pcb, chain);
 }
 
+/* The receiver's RTT for auto-tuning (Linux's tcp_rcv_rtt_measure_ts and
+ * tcp_rcv_rtt_measure): the echo of our timestamp on a full segment (ms
+ * clock: at least 1 ms), else the time the peer takes to send a window. */
+static void rcv_rtt_measure(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (pcb->rcv_buf_locked || !ctx->set.rcv_buf_max)
+		return;
+	if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr && seg->len >= pcb->rcv_mss) {
+		uint32_t delta = (uint32_t)ctx->now_ms - seg->opt.ts_ecr;
+		if (delta < 3600u * 1000u)
+			tcp_rcv_rtt_update(pcb, (delta ? delta : 1) * 1000u, false);
+	}
+	if (pcb->rcv_rtt_time_us) {
+		if (SEQ_LT(pcb->rcv_nxt, pcb->rcv_rtt_seq))
+			return;
+		tcp_rcv_rtt_update(pcb, (uint32_t)tcp_min32((uint32_t)(ctx->now_us - pcb->rcv_rtt_time_us), UINT32_MAX / 8),
+				   true);
+	}
+	uint32_t wnd = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : pcb->rcv_buf;
+	pcb->rcv_rtt_seq = pcb->rcv_nxt + wnd;
+	pcb->rcv_rtt_time_us = ctx->now_us ? ctx->now_us : 1;
+}
+
 /* Steps six to eight: payload and FIN. Takes seg->buf when it keeps it. */
 static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 {
@@ -599,6 +654,22 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	bool data_state = pcb->state == TCP_ESTABLISHED || pcb->state == TCP_FIN_WAIT_1 ||
 			  pcb->state == TCP_FIN_WAIT_2;
 
+	if (seg->len && data_state && pcb->ecn_ok) {
+		/* RFC 3168 6.1.3: CWR ends our echo (ACK it at once: the sender's
+		 * cwnd may be tiny); CE starts it, with quick ACKs as Linux */
+		if (seg->ecn_flags & TCP_CWR) {
+			pcb->ecn_demand_cwr = false;
+			pcb->ack_now = true;
+		}
+		if (seg->ip_ecn == TCP_IP_CE) {
+			ctx->cnt.rx_ecn_ce++;
+			if (!pcb->ecn_demand_cwr) {
+				tcp_quickack_grant(pcb, 2);
+				pcb->pingpong = false;
+				pcb->ecn_demand_cwr = true;
+			}
+		}
+	}
 	if (seg->len && data_state) {
 		if (pcb->detached) {
 			/* closed by the app: nobody can read this (RFC 9293 3.10.7.4 note; as Linux) */
@@ -647,9 +718,15 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 				stack_buf_chain_fix_tot_len(b);
 			}
 			pcb->segs_unacked++;
+			rcv_rtt_measure(pcb, seg);
 			uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
 			bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
-			if (pcb->quickack || filled_hole || two_full || (seg->flags & TCP_PSH && pcb->quickack))
+			/* quick-ACK mode (connection start, after idle): at once,
+			 * unless interactive, where the reply carries the ACK */
+			bool quick = pcb->quick && !pcb->pingpong;
+			if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
+				ctx->cnt.tx_quick_acks++;
+			if (pcb->quickack || filled_hole || two_full || quick)
 				pcb->ack_now = true;
 			else if (!pcb->delack_at)
 				pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
@@ -842,9 +919,25 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 {
 	if ((seg->flags & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) != TCP_SYN)
 		return false;
-	if (pcb->ts_ok && seg->opt.has_ts)
-		return SEQ_GT(seg->opt.ts_val, pcb->ts_recent);
-	return SEQ_GT(seg->seq, pcb->rcv_nxt);
+	/* As Linux's tcp_timewait_state_process: not PAWS-rejected, and a
+	 * newer timestamp or a sequence number above the old connection's
+	 * (a client reconnecting within the same ms repeats its TSval) */
+	if (pcb->ts_ok && seg->opt.has_ts && SEQ_LT(seg->opt.ts_val, pcb->ts_recent))
+		return false;
+	return SEQ_GT(seg->seq, pcb->rcv_nxt) ||
+	       (pcb->ts_ok && seg->opt.has_ts && SEQ_GT(seg->opt.ts_val, pcb->ts_recent));
+}
+
+/* A segment for a connection (or listener) in another engine: the whole
+ * TCP segment [h, h + len) goes to the stray hook. */
+static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct stack_ip4_info *ip, const uint8_t *src_mac,
+		       const uint8_t *h, uint32_t len)
+{
+	struct tcp_seg_origin from = { .src = ip->src, .dst = ip->dst, .ttl = ip->ttl, .tos = ip->tos,
+				       .ifindex = ip->ifindex };
+	memcpy(from.src_mac, src_mac, 6);
+	ctx->cnt.rx_strays_passed++;
+	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, h, len);
 }
 
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
@@ -879,6 +972,8 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 	seg.seq = get32(h + 4);
 	seg.ack = get32(h + 8);
 	seg.flags = h[13] & 0x3f;
+	seg.ecn_flags = h[13] & (TCP_ECE | TCP_CWR);
+	seg.ip_ecn = ip->tos & TCP_IP_ECN_MASK;
 	seg.wnd = (uint32_t)(h[14] << 8 | h[15]);
 	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg.opt);
 	pkt->data += hlen;
@@ -901,12 +996,26 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		 * space starts above the old one. */
 		reopen_isn = pcb->snd_nxt + 65535 + 2;
 		isn = &reopen_isn;
+		bool moved_in = pcb->moved_in;
 		tcp_pcb_done(pcb);
 		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+		if (moved_in && ctx->stray_fn && (!pcb || pcb->state != TCP_LISTEN)) {
+			/* The connection had moved here from the engine of its
+			 * listener: the new one starts there, and so do the
+			 * segments that follow its SYN. */
+			tcp_handed_note(ctx, ip->dst, dport, ip->src, sport, TCP_HANDED_TO_LISTENER, NULL);
+			pass_stray(ctx, NULL, ip, src_mac, h, len);
+			pcb = NULL;
+			goto done;
+		}
 	}
+	const struct tcp_handed *hd = NULL;
 	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
-	    !(seg.flags & TCP_SYN) && tcp_handed_off(ctx, ip->dst, dport, ip->src, sport)) {
-		ctx->cnt.rx_handed_off++;
+	    !(seg.flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, dport, ip->src, sport)) != NULL) {
+		if (hd->kind != TCP_HANDED_KERNEL && ctx->stray_fn)
+			pass_stray(ctx, hd->dest_arg, ip, src_mac, h, len);
+		else
+			ctx->cnt.rx_handed_off++;
 	} else if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
 		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
@@ -916,6 +1025,11 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		pcb->segs_in++;
 		pcb->last_ack_rx_ms = ctx->now_ms;
 		if (seg.len) {
+			/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
+			 * data, and after a silence longer than the RTO (the sender
+			 * restarts from a small window: it needs our ACKs now) */
+			if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
+				tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
 			pcb->last_data_rx_ms = ctx->now_ms;
 			pcb->data_segs_in++;
 			if (seg.len > pcb->rcv_mss)
@@ -926,8 +1040,18 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		else
 			synchronized_input(pcb, &seg, nif, ip, src_mac, sport, dport);
 	}
+done:
 	ctx->depth--;
 	if (!ctx->depth)
 		tcp_reap(ctx);
 	ring_buf_free(seg.buf);
+}
+
+void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,
+		      const struct tcp_seg_origin *from)
+{
+	/* The engine that passed it verified the checksum. */
+	struct stack_ip4_info ip = { .src = from->src, .dst = from->dst, .ttl = from->ttl, .tos = from->tos,
+				     .proto = 6, .l4_csum_trusted = true, .ifindex = from->ifindex };
+	tcp_input(ctx->st, nif, buf, &ip, from->src_mac);
 }

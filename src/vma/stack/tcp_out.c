@@ -16,7 +16,8 @@ struct tcp_emit {
 	uint16_t src_port, dst_port;
 	const uint8_t *dst_mac;
 	uint32_t seq, ack;
-	uint8_t flags;
+	uint8_t flags;                   /* ECE and CWR included */
+	uint8_t ip_ecn;                  /* the IP header's ECN field (ECT(0) on ECN data) */
 	uint16_t wnd;
 	uint8_t opts[TCP_MAX_OPT_LEN];
 	uint32_t optlen;
@@ -76,7 +77,7 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 	eth[12] = 0x08;
 	eth[13] = 0x00;
 	ip[0] = 0x45;
-	ip[1] = 0;
+	ip[1] = e->ip_ecn;
 	put16(ip + 2, (uint16_t)(STACK_IP4_HLEN + thlen + data_len));
 	put16(ip + 4, stack_ip4_next_id(ctx->st, e->src_ip, e->dst_ip, IP4_PROTO_TCP));
 	put16(ip + 6, IP4_DF);
@@ -192,6 +193,7 @@ static void emit_init(struct tcp_emit *e, const struct tcp_pcb *pcb)
 	e->src_port = pcb->local_port;
 	e->dst_port = pcb->remote_port;
 	e->dst_mac = pcb->dst_mac;
+	e->ip_ecn = 0;
 }
 
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags)
@@ -203,6 +205,25 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		flags |= TCP_ACK;
 	e.seq = seq;
 	e.ack = (flags & TCP_ACK) ? pcb->rcv_nxt : 0;
+	if (flags & TCP_SYN) {
+		/* ECN setup (RFC 3168 6.1.1): our SYN asks with ECE and CWR when
+		 * tcp_ecn is 1; a SYN-ACK agrees with ECE */
+		if (!(flags & TCP_ACK) ? pcb->ctx->set.ecn == 1 : pcb->ecn_ok)
+			flags |= (flags & TCP_ACK) ? TCP_ECE : (TCP_ECE | TCP_CWR);
+	} else if (pcb->ecn_ok) {
+		if (pcb->ecn_demand_cwr)
+			flags |= TCP_ECE;   /* until the peer's CWR */
+		/* ECT only on new data: never on pure ACKs or retransmissions
+		 * (RFC 3168 6.1.4, 6.1.5); the first one after a reduction
+		 * carries CWR */
+		if (len && SEQ_GEQ(seq, pcb->snd_max)) {
+			e.ip_ecn = TCP_IP_ECT0;
+			if (pcb->ecn_queue_cwr) {
+				flags |= TCP_CWR;
+				pcb->ecn_queue_cwr = false;
+			}
+		}
+	}
 	e.flags = flags;
 	uint32_t win = tcp_rcv_window(pcb);
 	e.wnd = (flags & TCP_SYN) ? (uint16_t)tcp_min32(win, 65535) : (uint16_t)(win >> pcb->rcv_wscale);
@@ -211,6 +232,10 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	e.optlen = build_opts(pcb, flags, len, e.opts);
 	if (flags & TCP_ACK) {
 		pcb->last_ack_sent = pcb->rcv_nxt;
+		/* quick-ACK mode spends one per ACK that was due (Linux's
+		 * tcp_dec_quickack_mode) */
+		if (pcb->quick && (pcb->ack_now || pcb->delack_at))
+			pcb->quick--;
 		/* data within a delayed-ACK time of the peer's: a request/response
 		 * exchange (Linux's pingpong heuristic) */
 		if (len && pcb->last_data_rx_ms &&
@@ -230,6 +255,8 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		pcb->ctx->cnt.tx_pure_acks++;
 	}
 	if (len) {
+		if (pcb->snd_una == pcb->snd_max && SEQ_GEQ(seq, pcb->snd_max))
+			pcb->una_since_ms = pcb->ctx->now_ms;   /* a new flight: TCP_USER_TIMEOUT counts from here */
 		pcb->last_data_tx_ms = pcb->ctx->now_ms;
 		pcb->bytes_sent += len;
 		pcb->data_segs_out++;
@@ -452,6 +479,14 @@ void tcp_arm_rto(struct tcp_pcb *pcb)
 	uint64_t rto = (uint64_t)pcb->rto_ms << pcb->backoff;
 	if (rto > pcb->ctx->set.rto_max_ms)
 		rto = pcb->ctx->set.rto_max_ms;
+	if (pcb->user_timeout_ms) {
+		/* as Linux's tcp_clamp_rto_to_user_timeout: the expiry that ends
+		 * the connection comes at the user timeout, not one backoff later */
+		uint64_t end = pcb->una_since_ms + pcb->user_timeout_ms;
+		uint64_t left = end > pcb->ctx->now_ms ? end - pcb->ctx->now_ms : 1;
+		if (left < rto)
+			rto = left;
+	}
 	pcb->rto_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + rto);
 }
 
@@ -690,6 +725,8 @@ int tcp_output(struct tcp_pcb *pcb)
 void tcp_recved(struct tcp_pcb *pcb, uint32_t len)
 {
 	pcb->rcv_unread -= tcp_min32(len, pcb->rcv_unread);
+	pcb->rcv_copied += len;
+	tcp_rcv_space_adjust(pcb);
 	if (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_FIN_WAIT_1 &&
 	    pcb->state != TCP_FIN_WAIT_2)
 		return;

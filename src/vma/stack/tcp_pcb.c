@@ -115,12 +115,81 @@ void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg)
 	ctx->route_arg = arg;
 }
 
+/* As Linux's tcp_select_initial_window: ilog2(space) - 15, within 0..14. */
 uint8_t tcp_wscale_for(uint32_t rcv_buf)
 {
-	uint8_t ws = 0;
-	while (ws < TCP_MAX_WSCALE && (65535u << ws) < rcv_buf)
-		ws++;
-	return ws;
+	int ws = rcv_buf ? 31 - __builtin_clz(rcv_buf) - 15 : 0;
+	return (uint8_t)(ws < 0 ? 0 : ws > (int)TCP_MAX_WSCALE ? (int)TCP_MAX_WSCALE : ws);
+}
+
+uint8_t tcp_pcb_wscale(const struct tcp_pcb *pcb)
+{
+	uint32_t space = pcb->rcv_buf;
+	/* the largest window auto-tuning may reach (Linux: tcp_rmem[2], rmem_max) */
+	if (!pcb->rcv_buf_locked)
+		space = tcp_max32(space, tcp_max32(pcb->ctx->set.rcv_wscale_space, pcb->ctx->set.rcv_buf_max));
+	return tcp_wscale_for(space);
+}
+
+/* ---- receive-buffer auto-tuning (Linux's tcp_rcv_space_adjust) ----
+ * Once per receiver RTT: when the app consumed more than in any earlier
+ * RTT, the window becomes twice that plus 16 segments (more when the rate
+ * is still climbing), so the sender is never limited by our window while
+ * the app keeps up; never above rcv_buf_max, never shrunk. */
+void tcp_rcv_rtt_update(struct tcp_pcb *pcb, uint32_t sample_us, bool win_dep)
+{
+	if (!sample_us)
+		sample_us = 1;
+	if (!pcb->rcv_rtt_us)
+		pcb->rcv_rtt_us = sample_us;
+	else if (win_dep)
+		pcb->rcv_rtt_us = tcp_min32(pcb->rcv_rtt_us, sample_us);
+	else
+		pcb->rcv_rtt_us = (uint32_t)(((uint64_t)pcb->rcv_rtt_us * 7 + sample_us) / 8);
+}
+
+void tcp_rcv_space_adjust(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t rtt = pcb->rcv_rtt_us;
+	if (pcb->rcv_buf_locked || !ctx->set.rcv_buf_max || !rtt)
+		return;
+	if (!pcb->rcvq_time_us) {
+		pcb->rcvq_time_us = ctx->now_us;
+		pcb->rcvq_seq = pcb->rcv_copied;
+		return;
+	}
+	if (ctx->now_us - pcb->rcvq_time_us < rtt)
+		return;
+	uint32_t copied = pcb->rcv_copied - pcb->rcvq_seq;
+	if (copied > pcb->rcvq_space) {
+		uint64_t space = pcb->rcvq_space ? pcb->rcvq_space : 1;
+		uint64_t win = 2ull * copied + 16ull * pcb->adv_mss;
+		win += 2 * (win * (copied - space) / space);
+		uint32_t nb = (uint32_t)(win < ctx->set.rcv_buf_max ? win : ctx->set.rcv_buf_max);
+		if (nb > pcb->rcv_buf) {
+			pcb->rcv_buf = nb;
+			ctx->cnt.rx_rcvbuf_grown++;
+		}
+		pcb->rcvq_space = copied;
+	}
+	pcb->rcvq_seq = pcb->rcv_copied;
+	pcb->rcvq_time_us = ctx->now_us;
+}
+
+/* Linux's tcp_incr_quickack: as many immediate ACKs as half the window
+ * holds segments, at least 2, at most max. */
+void tcp_quickack_grant(struct tcp_pcb *pcb, uint32_t max)
+{
+	uint32_t mss = pcb->rcv_mss ? pcb->rcv_mss : tcp_min32(pcb->adv_mss, 536);
+	uint32_t wnd = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : pcb->rcv_buf;
+	uint32_t n = wnd / (2 * (mss ? mss : 536));
+	if (n < 2)
+		n = 2;
+	if (n > max)
+		n = max;
+	if (n > pcb->quick)
+		pcb->quick = (uint8_t)n;
 }
 
 void tcp_estab_count(struct tcp_pcb *pcb, bool on)
@@ -349,6 +418,8 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		pcb->syn_retries = tmpl->syn_retries;
 		pcb->mss_clamp = tmpl->mss_clamp;
 		pcb->notsent_lowat = tmpl->notsent_lowat;
+		pcb->rcv_buf_locked = tmpl->rcv_buf_locked;
+		pcb->user_timeout_ms = tmpl->user_timeout_ms;
 	} else {
 		pcb->notsent_lowat = s->notsent_lowat ? s->notsent_lowat : UINT32_MAX;
 		pcb->rcv_buf = s->rcv_buf;
@@ -486,8 +557,9 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
 	pcb->snd_una = pcb->snd_nxt = pcb->snd_max = pcb->snd_sml = pcb->iss;
 	pcb->sbuf_seq = pcb->iss + 1;
 	pcb->state = TCP_SYN_SENT;
-	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_wscale_for(pcb->rcv_buf) : 0;
+	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_pcb_wscale(pcb) : 0;
 	tcp_mss_reset(pcb);
+	pcb->una_since_ms = pcb->ctx->now_ms;
 	pcb->rtt_start_ms = pcb->ctx->now_ms;
 	pcb->rtt_start_us = pcb->ctx->now_us;
 	pcb->ctx->cnt.active_opens++;
@@ -705,13 +777,22 @@ static bool sbuf_resize(struct tcp_pcb *pcb, uint32_t size)
 
 void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf)
 {
-	if (rcv_buf)
+	if (rcv_buf) {
 		pcb->rcv_buf = rcv_buf;
+		pcb->rcv_buf_locked = true;   /* SO_RCVBUF: no auto-tuning (Linux's SOCK_RCVBUF_LOCK) */
+	}
 	if (snd_buf && pcb->sbuf) {
 		uint32_t size = tcp_max32(snd_buf, pcb->sbuf_len);
 		if (size && size != pcb->sbuf_size)
 			sbuf_resize(pcb, size);   /* on failure the old buffer stays */
 	}
+}
+
+void tcp_set_user_timeout(struct tcp_pcb *pcb, uint32_t ms)
+{
+	pcb->user_timeout_ms = ms;
+	if (pcb->rto_at)
+		tcp_arm_rto(pcb);   /* the deadline may now come before the RTO */
 }
 
 void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
@@ -830,24 +911,93 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
 	return 0;
 }
 
-int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip,
+					 uint16_t rport)
 {
-	for (unsigned i = 0; i < TCP_HANDED_RECENT; i++) {
-		const struct tcp_handed *h = &ctx->handed[i];
+	/* Newest first: a tuple moved again, or reused, is found as it is now. */
+	for (unsigned k = 1; k <= TCP_HANDED_RECENT && k <= ctx->handed_next; k++) {
+		const struct tcp_handed *h = &ctx->handed[(ctx->handed_next - k) % TCP_HANDED_RECENT];
 		if (h->lport == lport && h->rport == rport && h->lip == lip && h->rip == rip)
-			return 1;
+			return h->kind == TCP_HANDED_KERNEL || ctx->now_ms - h->at_ms < TCP_MOVED_GRACE_MS ? h : NULL;
 	}
-	return 0;
+	return NULL;
+}
+
+void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
+		     void *dest_arg)
+{
+	ctx->handed[ctx->handed_next++ % TCP_HANDED_RECENT] = (struct tcp_handed){
+		.lip = lip, .rip = rip, .lport = lport, .rport = rport, .kind = kind, .dest_arg = dest_arg,
+		.at_ms = ctx->now_ms,
+	};
+	if (!ctx->handed_next)   /* wrapped: 0 means "none yet" to tcp_input */
+		ctx->handed_next = TCP_HANDED_RECENT;
 }
 
 void tcp_pcb_forget(struct tcp_pcb *pcb)
 {
-	struct tcp_ctx *ctx = pcb->ctx;
-	ctx->handed[ctx->handed_next++ % TCP_HANDED_RECENT] = (struct tcp_handed){
-		.lip = pcb->local_ip, .rip = pcb->remote_ip, .lport = pcb->local_port, .rport = pcb->remote_port,
-	};
+	tcp_handed_note(pcb->ctx, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port,
+			TCP_HANDED_KERNEL, NULL);
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
 	tcp_pcb_release(pcb);
+}
+
+void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg)
+{
+	ctx->stray_fn = fn;
+	ctx->stray_arg = arg;
+}
+
+int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_netif *nif)
+{
+	struct tcp_ctx *from = pcb->ctx;
+	if (!to || !nif || to == from || from->depth || to->depth || pcb->in_batch || pcb->dead || pcb->parent ||
+	    (pcb->state != TCP_ESTABLISHED && pcb->state != TCP_CLOSE_WAIT) || pcb->hashed != TCP_HASH_CONN)
+		return -EINVAL;
+	/* Out of the old engine: its demux, its list, its counters. */
+	pcb_unhash(pcb);
+	if (pcb->prev)
+		pcb->prev->next = pcb->next;
+	else
+		from->pcbs = pcb->next;
+	if (pcb->next)
+		pcb->next->prev = pcb->prev;
+	from->npcbs--;
+	bool estab = pcb->counted_estab;
+	tcp_estab_count(pcb, false);
+	from->cnt.moved_out++;
+	/* Out-of-order frames belong to the old ring: reneged (never again
+	 * reported in a SACK block; the peer resends them). */
+	if (pcb->ooo) {
+		from->cnt.rx_ooo_reneged += pcb->ooo_count;
+		tcp_ooo_free(pcb);
+		memset(pcb->sack_recent, 0, sizeof(pcb->sack_recent));
+	}
+	pcb->dsack_pending = false;
+	/* What still reaches the old engine for the connection goes on. */
+	tcp_handed_note(from, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port, TCP_HANDED_MOVED,
+			to->stray_arg);
+
+	/* Into the new one. */
+	pcb->ctx = to;
+	pcb->nif = nif;
+	pcb->moved_in = true;
+	pcb->prev = NULL;
+	pcb->next = to->pcbs;
+	if (to->pcbs)
+		to->pcbs->prev = pcb;
+	to->pcbs = pcb;
+	to->npcbs++;
+	pcb_hash_into(pcb, TCP_HASH_CONN);
+	tcp_estab_count(pcb, estab);
+	to->cnt.moved_in++;
+	/* Its timers are absolute times on the same clock: the new engine
+	 * learns of the earliest one. */
+	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rexmit_probe_at };
+	for (unsigned i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		if (fine[i])
+			tcp_deadline(to, fine[i]);
+	return 0;
 }
 
 void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
@@ -919,4 +1069,7 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->srtt_us = pcb->srtt_us;
 	o->rttvar_us = pcb->rttvar_us;
 	o->min_rtt_us = pcb->min_rtt_us;
+	o->ecn_ok = pcb->ecn_ok;
+	o->rcv_rtt_us = pcb->rcv_rtt_us;
+	o->user_timeout_ms = pcb->user_timeout_ms;
 }

@@ -19,6 +19,13 @@
  * as Linux's rcv_mss estimate: a stream of tiny segments is acknowledged
  * every ~536 bytes or by the delayed-ACK timer, not every second segment. */
 #define TCP_ACK_MIN_BYTES 536u
+/* Quick-ACK mode grants at most this many immediate ACKs (Linux's TCP_MAX_QUICKACKS) */
+#define TCP_MAX_QUICKACKS 16u
+
+/* IPv4 ECN field (RFC 3168) */
+#define TCP_IP_ECN_MASK 0x03
+#define TCP_IP_ECT0     0x02
+#define TCP_IP_CE       0x03
 
 #define TCP_FIN 0x01
 #define TCP_SYN 0x02
@@ -26,6 +33,8 @@
 #define TCP_PSH 0x08
 #define TCP_ACK 0x10
 #define TCP_URG 0x20
+#define TCP_ECE 0x40
+#define TCP_CWR 0x80
 
 #define SEQ_LT(a, b)  ((int32_t)((uint32_t)(a) - (uint32_t)(b)) < 0)
 #define SEQ_LEQ(a, b) ((int32_t)((uint32_t)(a) - (uint32_t)(b)) <= 0)
@@ -45,7 +54,9 @@ struct tcp_opts {
 /* A received segment after header parsing. */
 struct tcp_seg {
 	uint32_t seq, ack, len;          /* len: payload bytes */
-	uint8_t flags;
+	uint8_t flags;                   /* FIN..URG; ECE and CWR in ecn_flags */
+	uint8_t ecn_flags;               /* TCP_ECE / TCP_CWR of the header */
+	uint8_t ip_ecn;                  /* the IP header's ECN field */
 	uint32_t wnd;                    /* unscaled header value */
 	struct tcp_opts opt;
 	struct ring_buf *buf;            /* data at payload, len = payload (or NULL) */
@@ -133,9 +144,32 @@ struct tcp_pcb {
 	 * transmitting takes the unsent bytes below this; UINT32_MAX = off */
 	uint32_t notsent_lowat;
 	bool counted_estab;              /* in cnt.curr_estab */
+	/* TCP_USER_TIMEOUT (0 = off) and when the oldest unacknowledged data
+	 * (or the SYN) was sent: the flight started, or an ACK moved snd_una */
+	uint32_t user_timeout_ms;
+	uint64_t una_since_ms;
+	/* ECN (RFC 3168): negotiated; the peer saw CE from us and must hear
+	 * ECE until its CWR (ecn_demand_cwr); our next new data carries CWR
+	 * (ecn_queue_cwr); no further ECE reduction before snd_una passes
+	 * ecn_high (one per window, as a loss) */
+	bool ecn_ok, ecn_demand_cwr, ecn_queue_cwr, ecn_cwr_active;
+	uint32_t ecn_high;
 
 	/* receive side */
 	uint32_t irs, rcv_nxt, rcv_adv, rcv_buf, rcv_unread;
+	/* Auto-tuning (Linux's DRS): off once the app set rcv_buf; bytes the
+	 * app consumed (rcv_copied), at the start of this measure (rcvq_seq,
+	 * rcvq_time_us) and the most consumed in one measure (rcvq_space) */
+	bool rcv_buf_locked;
+	uint32_t rcv_copied, rcvq_seq, rcvq_space;
+	uint64_t rcvq_time_us;
+	/* Receiver RTT (Linux's rcv_rtt_est): from the echoed timestamps, else
+	 * the time the peer takes to send a window; 0 = none yet */
+	uint32_t rcv_rtt_us, rcv_rtt_seq;
+	uint64_t rcv_rtt_time_us;
+	/* Quick-ACK mode (Linux's icsk_ack.quick): ACKs left to send at once,
+	 * granted at the first data and after an idle RTO (TCP_MAX_QUICKACKS) */
+	uint8_t quick;
 	struct ring_buf *ooo;            /* sorted by scratch[0] (seq), via link */
 	struct ring_buf *ooo_tail;       /* last of ooo (highest start), NULL when empty */
 	uint32_t ooo_max_end;            /* highest end of a queued buffer (when ooo) */
@@ -185,6 +219,11 @@ struct tcp_pcb {
 	uint64_t tlp_at;
 	bool tlp_sent;
 
+	/* Moved here from another engine (tcp_pcb_move): a SYN reopening its
+	 * TIME_WAIT goes to the engine of the port's listener when this one
+	 * has none. */
+	bool moved_in;
+
 	/* Transmit stamps asked (tcp_tx_stamp_request); NULL until the first
 	 * request, so a pcb without SO_TIMESTAMPING pays one pointer test per
 	 * segment and per ACK. */
@@ -222,6 +261,11 @@ struct tcp_hash {
 };
 
 #define TCP_HANDED_RECENT 64
+/* How long segments of a connection that moved to another engine are
+ * passed on: the ones that still come here were steered before the move
+ * and land within one NAPI pass of it; the rest of the entry's life only
+ * risks passing on a new connection that reuses the tuple. */
+#define TCP_MOVED_GRACE_MS 2000
 
 struct tcp_ctx {
 	struct stack *st;
@@ -250,15 +294,28 @@ struct tcp_ctx {
 	struct tcp_handed {
 		uint32_t lip, rip;
 		uint16_t lport, rport;
+		/* What becomes of the tuple's segments: dropped (handed to
+		 * the kernel), passed to the stray hook for another engine
+		 * (moved away), or passed for the port's listener. */
+		uint8_t kind;
+		void *dest_arg;
+		uint64_t at_ms;
 	} handed[TCP_HANDED_RECENT];
 	unsigned handed_next;
+	tcp_stray_fn stray_fn;
+	void *stray_arg;
 	/* Route metrics toward the sender of a SYN (tcp_ctx_set_route_hook). */
 	tcp_route_fn route_fn;
 	void *route_arg;
 };
 
-/* Whether (lip, lport, rip, rport) was handed to the kernel lately. */
-int tcp_handed_off(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport);
+enum { TCP_HANDED_KERNEL, TCP_HANDED_MOVED, TCP_HANDED_TO_LISTENER };
+/* The record of (lip, lport, rip, rport) if it was handed to the kernel or
+ * moved away lately, else NULL. */
+const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip,
+					 uint16_t rport);
+void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
+		     void *dest_arg);
 
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
@@ -293,6 +350,9 @@ uint32_t tcp_path_mss(const struct tcp_pcb *pcb);
  * both MSS values from its interface, clamp and route. */
 void tcp_mss_reset(struct tcp_pcb *pcb);
 uint8_t tcp_wscale_for(uint32_t rcv_buf);
+/* The shift a pcb's SYN / SYN-ACK offers: from rcv_buf, or when it may
+ * auto-tune, the largest window it may grow to. */
+uint8_t tcp_pcb_wscale(const struct tcp_pcb *pcb);
 void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
 /* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
 void tcp_batch_flush_pcb(struct tcp_pcb *pcb);
@@ -359,6 +419,13 @@ void tcp_cc_init(struct tcp_pcb *pcb);
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
 void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* fast retransmit: sets ssthresh, cwnd */
 void tcp_cc_on_rto(struct tcp_pcb *pcb);
+
+/* tcp_pcb.c: receive auto-tuning after the app consumed bytes; a
+ * receiver RTT sample (us; win_dep: from a window's time, kept as a min) */
+void tcp_rcv_space_adjust(struct tcp_pcb *pcb);
+void tcp_rcv_rtt_update(struct tcp_pcb *pcb, uint32_t sample_us, bool win_dep);
+/* Quick-ACK mode: up to max immediate ACKs (Linux's tcp_incr_quickack) */
+void tcp_quickack_grant(struct tcp_pcb *pcb, uint32_t max);
 
 /* tcp_timer.c */
 void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);

@@ -20,6 +20,11 @@ void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t r)
 		uint32_t diff = pcb->srtt_ms > r ? pcb->srtt_ms - r : r - pcb->srtt_ms;
 		pcb->rttvar_ms = (3 * pcb->rttvar_ms + diff) / 4;
 		pcb->srtt_ms = (7 * pcb->srtt_ms + r) / 8;
+		/* never 0 once sampled (Linux keeps srtt_us >= 1): on a sub-ms
+		 * path the ms average rounds down to 0, which read as "no sample"
+		 * and stopped the tail loss probe (an RTO instead) */
+		if (!pcb->srtt_ms)
+			pcb->srtt_ms = 1;
 	}
 	uint32_t rto = pcb->srtt_ms + tcp_max32(1, 4 * pcb->rttvar_ms);
 	pcb->rto_ms = tcp_min32(tcp_max32(rto, s->rto_min_ms), s->rto_max_ms);
@@ -51,7 +56,13 @@ static void on_rto(struct tcp_pcb *pcb)
 	pcb->total_rto++;
 	uint32_t limit = (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD) ?
 			 pcb->syn_retries : ctx->set.max_retries;
-	if (pcb->backoff >= limit) {
+	/* TCP_USER_TIMEOUT replaces the retry count (as Linux's
+	 * retransmits_timed_out): the oldest unacknowledged byte waited too long */
+	bool user_timeout = pcb->user_timeout_ms && pcb->snd_una != pcb->snd_max &&
+			    ctx->now_ms - pcb->una_since_ms >= pcb->user_timeout_ms;
+	if (user_timeout)
+		ctx->cnt.tx_user_timeouts++;
+	if (user_timeout || (!pcb->user_timeout_ms && pcb->backoff >= limit)) {
 		if (pcb->state != TCP_SYN_SENT && pcb->state != TCP_SYN_RCVD)
 			tcp_send_rst(pcb);
 		tcp_pcb_fail(pcb, ETIMEDOUT);
@@ -194,6 +205,8 @@ uint64_t tcp_ctx_next_deadline_ms(const struct tcp_ctx *ctx)
 void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 {
 	ctx->now_ms = now_ms;
+	if (now_ms * 1000 > ctx->now_us)
+		ctx->now_us = now_ms * 1000;   /* a caller with a ms clock only */
 	bool routine = now_ms >= ctx->next_fast_ms;
 	if (!routine && now_ms < ctx->deadline_min)
 		return;

@@ -56,6 +56,11 @@ enum vmad_flow_mode {
 	 * spread over every member in it. Allowed for the same kernel socket
 	 * (inherited across fork) or SO_REUSEPORT sockets of the same uid. */
 	VMAD_FLOW_SHARE = 1,
+	/* 5-tuple: the connection moves to the caller from another member of
+	 * the same process (a TCP connection changing lanes): the entry, held
+	 * by that member alone, names the caller from now on. Otherwise as
+	 * EXCLUSIVE. */
+	VMAD_FLOW_TAKEOVER = 2,
 };
 
 struct vmad_request {

@@ -502,6 +502,23 @@ static void vmad_flow_add(struct vmad_server *s, int ci, const struct vmad_reque
 			rep->status = 0;
 			return;
 		}
+		if (req->mode == VMAD_FLOW_TAKEOVER && kind == RING_FLOW_5TUPLE && f->nholders == 1 &&
+		    s->conns[f->holders[0].conn].cred.pid == c->cred.pid && !f->holders[0].to_kernel) {
+			/* Another lane of the same process had it: the whole
+			 * entry (its references included) changes hands. */
+			struct vmad_holder old = f->holders[0];
+			nh.refs = 1;
+			f->holders[0] = nh;
+			int err = vmad_flow_publish(f);
+			if (err) {
+				f->holders[0] = old;
+				vmad_flow_publish(f);
+				vmad_refuse(s, rep, err, "cannot update the steering maps: %s", strerror(-err));
+				return;
+			}
+			rep->status = 0;
+			return;
+		}
 		if (!vmad_may_share(f, &nh) || f->nholders == RING_XDP_MAX_MEMBERS) {
 			const struct vmad_conn *o = &s->conns[f->holders[0].conn];
 			vmad_refuse(s, rep, -EBUSY, "the %s port %u is steered to pid %d (not a shared socket)",

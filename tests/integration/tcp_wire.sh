@@ -1,0 +1,107 @@
+#!/bin/bash
+# TCP on the wire as Linux (issue 13), root: tests/integration/tcp_wire (see
+# its header) runs its scenarios once on kernel sockets and once under
+# libvma, against a kernel peer that captures the frames (AF_PACKET) on its
+# veth; what the test side put on the wire, and its socket results, must
+# match the kernel's run: exactly for options and flags (window scale with
+# and without SO_RCVBUF, timestamps, SACK, MSS, ECN negotiation, ECT(0) and
+# CWR, ETIMEDOUT from TCP_USER_TIMEOUT), within bounds for counts and times
+# (quick ACKs at the connection start, the window auto-tuning reaches, the
+# first retransmission, when the user timeout ends the connection).
+# Usage: tcp_wire.sh [BUILDDIR | path/to/libvma.so]   exit 0 pass, 1 fail, 77 skip.
+# Testbed prefix twire (TCP_WIRE_TB_PREFIX); the peer namespace asks for ECN
+# (net.ipv4.tcp_ecn=1), marks CE on what the test side sends from port 9703
+# and drops its data to port 9706.
+# run.sh-timeout: 240
+set -u
+ARG=${1:-$(dirname "$0")/../..}
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -d "$ARG" ]; then BUILD=$ARG; LIB=$ARG/src/vma/.libs/libvma.so; else LIB=$ARG; BUILD=$(dirname "$LIB")/../../..; fi
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+[ -f "$LIB" ] || { echo "SKIP: no $LIB"; exit 77; }
+command -v nft >/dev/null || { echo "SKIP: needs nft"; exit 77; }
+LIB=$(readlink -f "$LIB")
+PROG=$BUILD/tests/integration/tcp_wire
+if [ ! -x "$PROG" ]; then
+	PROG=$(mktemp /tmp/tcp_wire.XXXXXX)
+	cc -std=gnu11 -O2 -o "$PROG" "$HERE/tcp_wire.c" -lpthread || { echo "SKIP: cannot build the helper"; exit 77; }
+fi
+export TB_PREFIX=${TCP_WIRE_TB_PREFIX:-twire}
+bash "$HERE/../../contrib/testbed.sh" up pair >/dev/null || { echo "SKIP: testbed"; exit 77; }
+TMP=$(mktemp -d)
+peer=
+cleanup() {
+	[ -n "$peer" ] && kill "$peer" 2>/dev/null
+	bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1
+	rm -rf "$TMP"
+	case $PROG in /tmp/tcp_wire.*) rm -f "$PROG" ;; esac
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+A="nsenter --net=/run/netns/$TB_PREFIX-a"
+B="nsenter --net=/run/netns/$TB_PREFIX-b"
+$A sysctl -qw net.ipv4.tcp_ecn=1 || { echo "SKIP: net.ipv4.tcp_ecn in the peer namespace"; exit 77; }
+$A nft -f - <<-EOF || { echo "SKIP: nft rules in the peer namespace"; exit 77; }
+	table inet twire {
+		chain pre {
+			type filter hook prerouting priority -150; policy accept;
+			tcp sport 9703 ip ecn ect0 ip ecn set ce
+		}
+		chain in {
+			type filter hook input priority 0; policy accept;
+			tcp dport 9706 ip length > 100 drop
+		}
+	}
+EOF
+tcp_in_segs() { $B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
+
+run() {  # $1 name, $2 test prefix (env ...); metrics to $TMP/$1.m
+	local b0 b1 rc
+	b0=$(tcp_in_segs)
+	$A timeout 120 "$PROG" peer "$TB_PREFIX-a0" 198.18.0.1 198.18.0.2 >"$TMP/$1.peer" 2>&1 &
+	peer=$!
+	for _ in $(seq 50); do grep -q "peer ready" "$TMP/$1.peer" && break; sleep 0.1; done
+	$B $2 timeout 100 "$PROG" test 198.18.0.1 198.18.0.2 >"$TMP/$1.test" 2>&1
+	rc=$?
+	wait "$peer"; peer=
+	b1=$(tcp_in_segs)
+	grep -h '^METRIC' "$TMP/$1.peer" "$TMP/$1.test" | awk '{print $2, $3}' >"$TMP/$1.m"
+	grep -h '^INFO' "$TMP/$1.peer" "$TMP/$1.test" | sed "s/^/  [$1] /"
+	echo "  [$1] test exit $rc, kernel TcpInSegs in the test namespace +$((b1 - b0))"
+	echo $((b1 - b0)) >"$TMP/$1.segs"
+	[ $rc = 0 ] || { sed "s/^/  [$1 test] /" "$TMP/$1.test" | tail -5; }
+}
+run kernel ""
+run libvma "env LD_PRELOAD=$LIB VMA_TRACELEVEL=2"
+
+fail=0 total=0 failed=0
+check() {  # $1 ok (0/1), $2 text
+	total=$((total + 1))
+	if [ "$1" = 1 ]; then echo "PASS: $2"; else echo "FAIL: $2"; failed=$((failed + 1)); fail=1; fi
+}
+val() { awk -v k="$2" '$1 == k {print $2; exit}' "$TMP/$1.m"; }
+segs=$(cat "$TMP/libvma.segs")
+check "$([ "$segs" -lt 200 ] && echo 1)" "libvma run offloaded (kernel TcpInSegs +$segs < 200 in the test namespace)"
+# exact: what a peer sees in the handshakes and flags, and the socket's error
+for k in syn_wscale syn_timestamps syn_sackok syn_mss syn_ece_cwr syn_rcvbuf65536_wscale \
+	synack_ecn_peer_wscale synack_ecn_peer_timestamps synack_ecn_peer_sackok synack_ecn_peer_mss \
+	synack_ecn_peer_ece_cwr ecn_data_all_ect0 ecn_peer_echoed_ece ecn_cwr_sent user_timeout_etimedout \
+	quickack_bytes drs_bytes; do
+	kv=$(val kernel $k) vv=$(val libvma $k)
+	check "$([ -n "$kv" ] && [ "$kv" = "$vv" ] && echo 1)" "$k: libvma $vv, kernel $kv"
+done
+# bounded: counts and times (the kernel's run proves the scenario)
+bounded() {  # $1 key, $2 awk condition on k (kernel) and v (libvma), $3 text
+	local kv vv ok
+	kv=$(val kernel "$1") vv=$(val libvma "$1")
+	ok=$(awk -v k="${kv:-nan}" -v v="${vv:-nan}" "BEGIN { print (k != \"nan\" && v != \"nan\" && ($2)) ? 1 : 0 }")
+	check "$ok" "$1: libvma $vv, kernel $kv ($3)"
+}
+bounded quickack_acks_first10 "k >= 8 && v >= k - 2" "quick ACKs: about one per segment at the start, as the kernel"
+# the window follows how fast the application reads (bytes per receiver
+# RTT), so a reader slower than the kernel's gets a smaller one, as Linux
+bounded drs_max_window "k >= 262144 && v >= 262144 && v >= k / 4" "auto-tuning opens the window past 4 times the initial 64 KiB, at least a quarter as far as the kernel"
+bounded user_timeout_first_rexmit_ms "k >= 150 && v >= k * 0.75 && v <= k * 1.5 + 50" "first retransmission of a lone segment at the RTO, as the kernel (min RTO 200 ms)"
+bounded user_timeout_error_ms "k >= 900 && k <= 2500 && v >= 900 && v <= k + 500" "ETIMEDOUT at TCP_USER_TIMEOUT (1000 ms)"
+echo "tcp_wire: $total checks, $failed failed"
+exit $fail
