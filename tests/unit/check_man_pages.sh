@@ -11,8 +11,9 @@
 #                 parses in a rule, and every EXAMPLES block (and the
 #                 installed libvma.conf) parses with no bad line;
 #   every page    groff renders it with no warning (when groff is there).
-# Fix a stale libvma.7 with `tests/unit/check_man_pages.sh --update`, run
-# from a build dir (it rewrites the source tree's docs/libvma.7).
+# Fix a stale libvma.7 with `make update-docs` in the build dir (which also
+# refreshes docs/parameters.md), or `tests/unit/check_man_pages.sh --update`
+# run from a build dir; both rewrite the source tree's docs/libvma.7.
 set -u
 srcdir=${srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 gendoc=./src/vma/config/cfg_gendoc
@@ -51,7 +52,7 @@ if [ "$(grep -cF -e "$MAN_BEGIN" -e "$MAN_END" "$page7")" != 2 ]; then
 elif splice_generated "$page7" "$tmp/params.man" | diff -u "$page7" - >"$tmp/diff"; then
 	ok "libvma.7 lists the $("$gendoc" --effects | wc -l) parameters of the table"
 else
-	bad "libvma.7's parameter list is out of date with the table (fix: tests/unit/check_man_pages.sh --update in the build dir):"
+	bad "libvma.7's parameter list is out of date with the table (fix: make update-docs in the build dir):"
 	head -20 "$tmp/diff"
 fi
 
