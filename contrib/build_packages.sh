@@ -154,7 +154,7 @@ trap 'exit 143' TERM INT
 
 # ---- 3 (in the background while the packages build): the fresh root ----
 make_root() {
-	local key tarball
+	local key tarball start=$SECONDS
 	key=$(printf '%s %s %s' "$suite" "$mirror" "$root_tools" | md5sum | cut -c1-12)
 	tarball=$cache/root-$suite-$key.tar
 	if [ -s "$tarball" ] && [ -n "$(find "$tarball" -mtime -"$cache_days" 2>/dev/null)" ]; then
@@ -168,9 +168,9 @@ make_root() {
 			"$suite" "$cache/new-$key.$$.tar" "$mirror" || { rm -f "$cache/new-$key.$$.tar"; return 1; }
 		mv "$cache/new-$key.$$.tar" "$tarball"
 	fi
-	tar -C "$root" -xf "$tarball"
+	tar -C "$root" -xf "$tarball" || return 1
+	echo "root ready in $((SECONDS - start)) s"
 }
-root_start=$(date +%s)
 if [ $build_only = 0 ]; then
 	make_root >"$logs/root.log" 2>&1 &
 	root_pid=$!
@@ -223,7 +223,8 @@ if ! wait "$root_pid"; then
 	show_log "$logs/root.log"
 	finish
 fi
-ok "fresh root: mmdebstrap --variant=apt + $root_tools ($(tail -1 "$logs/root.log" | grep -q cache && echo cached || echo built) in $(($(date +%s) - root_start)) s)"
+ok "fresh root: mmdebstrap --variant=apt + $root_tools ($(grep -q '^root from the cache' "$logs/root.log" &&
+	echo 'from the cache, unpacked' || echo made) in $(sed -n 's/^root ready in \([0-9]*\) s$/\1/p' "$logs/root.log") s, beside the build)"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 mkdir -p "$root/tmp/debs"
