@@ -80,9 +80,17 @@ run() {
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
 	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9.]*\) .*/\1/p')
+	# Requests that failed (a UDP datagram lost, a reply later than the
+	# client's timeout): the rate stands, reported with the count.
+	local failed
+	failed=$(echo "$out" | sed -n 's/^error requests [0-9]* failed \([0-9]*\) .*rate \([0-9.]*\) .*/\1 \2/p')
+	if [ -z "$rate" ] && [ -n "$failed" ]; then
+		echo "mp_bench: $config $model x$workers: ${failed%% *} requests failed" >&2
+		rate=${failed#* }
+	fi
 	# A libvma run whose traffic reached the kernel, or that failed: keep
 	# the server's log for a look (offload refused, a warning).
-	if [ "$config" = libvma ] && { [ -z "$rate" ] || [ $((after - before)) -gt 1000 ]; }; then
+	if [ "$config" = libvma ] && { [ -z "$rate" ] || [ -n "$failed" ] || [ $((after - before)) -gt 1000 ]; }; then
 		cp "$TMP/srv.err" "/tmp/mp_bench.$model.$workers.$PORT.err" 2>/dev/null &&
 			echo "mp_bench: $model x$workers: server log kept in /tmp/mp_bench.$model.$workers.$PORT.err" >&2
 	fi
