@@ -292,6 +292,11 @@ START_TEST(keep_qp_full_drops_instead_of_running_dry)
 	struct ring_counters rc;
 	ring_read_counters(ring, &rc);
 	ck_assert_uint_gt(rc.rx_dropped, 0);
+	/* Each refused packet counts as the RX pool found empty. */
+	struct ring_buf_pool_counters pc;
+	ring_buf_pool_read_counters(ring->rx_pool, &pc);
+	ck_assert_uint_eq(pc.empty, rc.rx_dropped);
+	ck_assert_uint_eq(rc.rx_fill_empty, 0);
 	/* Sockets may hold all but the reserve, no more. */
 	ck_assert_int_le(nheld, 64 - 8);
 	ck_assert_int_ge(nheld, 64 - 8 - 8);
@@ -340,6 +345,11 @@ START_TEST(without_keep_qp_full_the_rq_runs_dry_and_the_nic_drops)
 	struct ring_counters rc;
 	ring_read_counters(ring, &rc);
 	ck_assert_uint_eq(rc.rx_dropped, 0);
+	/* The RQ ran dry once (the NIC's drops are not ours to count). */
+	ck_assert_uint_eq(rc.rx_fill_empty, 1);
+	struct ring_buf_pool_counters pc;
+	ring_buf_pool_read_counters(ring->rx_pool, &pc);
+	ck_assert_uint_eq(pc.empty, 1);
 	for (int i = 0; i < nheld; i++)
 		ring_buf_free(held[i]);
 	ring_close(ring);
@@ -560,6 +570,45 @@ START_TEST(the_more_specific_rule_wins_across_rings)
 }
 END_TEST
 
+START_TEST(a_taken_over_flow_is_forgotten_by_its_old_ring)
+{
+	/* A connection moving lanes (sock_tcp_move.c): the new ring takes
+	 * the 5-tuple over, the old one forgets its record. */
+	struct ring_config cfg = small_cfg();
+	struct ring *from = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t from_qpn = softverbs_test_last_qp_num();
+	struct ring *to = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t to_qpn = softverbs_test_last_qp_num();
+	ck_assert(ring_can_hand_over_flows(from));
+	struct ring_flow five = udp5("10.0.0.1", 5000, "10.0.0.2", 7000);
+	ck_assert_int_eq(ring_attach_flow(from, &five), 0);
+	struct ring_flow own = five;
+	own.takeover = 1;
+	ck_assert_int_eq(ring_attach_flow(to, &own), 0);
+	ck_assert_int_eq(softverbs_test_rules(from_qpn, NULL, 0), 0);
+	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 1);
+	ck_assert_int_eq(ring_forget_flow(from, &five), 0);
+	ck_assert_int_eq(ring_forget_flow(from, &five), -ENOENT);
+	uint8_t f[256];
+	size_t len = udp_frame(f, to, "10.0.0.2", 7000, "10.0.0.1", 5000, 10, 0);
+	softverbs_test_inject(test_ifindex, f, len);
+	ck_assert_int_eq(drain(from), 0);
+	ck_assert_int_eq(drain(to), 1);
+	/* Forgetting a flow whose rule is still there removes the rule. */
+	struct ring_flow other = udp5("10.0.0.1", 5000, "10.0.0.3", 7000);
+	ck_assert_int_eq(ring_attach_flow(from, &other), 0);
+	ck_assert_int_eq(ring_forget_flow(from, &other), 0);
+	ck_assert_int_eq(softverbs_test_rules(from_qpn, NULL, 0), 0);
+	ck_assert_int_eq(ring_detach_flow(to, &own), 0);
+	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 0);
+	ring_close(to);
+	ring_close(from);
+	struct softverbs_stats s = stats();
+	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
+	ck_assert_uint_eq(s.violations, 0);
+}
+END_TEST
+
 START_TEST(detach_and_close_tear_rules_down)
 {
 	struct ring_config cfg = small_cfg();
@@ -599,7 +648,7 @@ START_TEST(shared_unicast_ports_are_left_to_the_kernel)
 }
 END_TEST
 
-START_TEST(to_kernel_removes_a_5tuple_unless_a_3tuple_catches_it)
+START_TEST(to_kernel_removes_a_5tuple_and_parks_its_listener)
 {
 	struct ring_config cfg = small_cfg();
 	struct ring *ring = ring_verbs_open(TEST_IF, 0, &cfg);
@@ -615,16 +664,49 @@ START_TEST(to_kernel_removes_a_5tuple_unless_a_3tuple_catches_it)
 	softverbs_test_inject(test_ifindex, f, len);
 	ck_assert_int_eq(drain(ring), 0);
 	ck_assert_int_eq(ring_detach_flow(ring, &five), 0);
-	/* With the listener's 3-tuple in place no rule could give it back. */
-	struct ring_flow three = udp3("10.0.0.1", 5000);
-	ck_assert_int_eq(ring_attach_flow(ring, &three), 0);
+	/* Under the listener's 3-tuple (here on another ring of the
+	 * interface, as with a ring per thread) the 3-tuple's rule goes too:
+	 * the kernel serves the port from then on, the other 5-tuples stay. */
+	struct ring *other = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t other_qpn = softverbs_test_last_qp_num();
+	struct ring_flow three = udp3("10.0.0.1", 5000), wild = udp3("0.0.0.0", 5000);
+	struct ring_flow sibling = udp5("10.0.0.1", 5000, "10.0.0.3", 7000);
+	struct ring_flow elsewhere = udp3("10.0.0.1", 5001);
+	ck_assert_int_eq(ring_attach_flow(other, &three), 0);
+	ck_assert_int_eq(ring_attach_flow(other, &wild), 0);
+	ck_assert_int_eq(ring_attach_flow(other, &elsewhere), 0);
 	ck_assert_int_eq(ring_attach_flow(ring, &five), 0);
-	ck_assert_int_eq(ring_attach_flow(ring, &k), -EOPNOTSUPP);
+	ck_assert_int_eq(ring_attach_flow(ring, &sibling), 0);
+	ck_assert_int_eq(ring_attach_flow(ring, &k), 0);
+	struct softverbs_rule_info r[4];
+	ck_assert_int_eq(softverbs_test_rules(other_qpn, r, 4), 1);
+	ck_assert_uint_eq(r[0].dport, htons(5001));
+	ck_assert_int_eq(softverbs_test_rules(qpn, r, 4), 1);
+	ck_assert_uint_eq(r[0].sport, htons(7000));
+	softverbs_test_inject(test_ifindex, f, len);
+	len = udp_frame(f, ring, "10.0.0.4", 7000, "10.0.0.1", 5000, 10, 0);
+	softverbs_test_inject(test_ifindex, f, len);
+	ck_assert_int_eq(drain(ring) + drain(other), 0);
+	len = udp_frame(f, ring, "10.0.0.3", 7000, "10.0.0.1", 5000, 10, 0);
+	softverbs_test_inject(test_ifindex, f, len);
+	ck_assert_int_eq(drain(ring), 1);
+	/* A parked listener moving rings stays parked; its records detach. */
+	ck_assert_int_eq(ring_attach_flow(ring, &three), 0);
+	ck_assert_int_eq(softverbs_test_rules(qpn, NULL, 0), 1);
+	ck_assert_int_eq(ring_detach_flow(other, &three), 0);
+	ck_assert_int_eq(ring_detach_flow(other, &wild), 0);
+	ck_assert_int_eq(ring_detach_flow(ring, &three), 0);
+	/* Listening again afterwards steers again. */
+	ck_assert_int_eq(ring_attach_flow(other, &three), 0);
+	ck_assert_int_eq(softverbs_test_rules(other_qpn, NULL, 0), 2);
 	struct ring_flow unknown = udp5("10.0.0.1", 5000, "10.0.0.9", 7000);
 	unknown.to_kernel = 1;
 	ck_assert_int_eq(ring_attach_flow(ring, &unknown), -ENOENT);
+	ring_close(other);
 	ring_close(ring);
-	ck_assert_uint_eq(stats().violations, 0);
+	struct softverbs_stats s = stats();
+	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
+	ck_assert_uint_eq(s.violations, 0);
 }
 END_TEST
 
@@ -896,7 +978,8 @@ static Suite *ring_verbs_suite(void)
 	tcase_add_test(tc, the_more_specific_rule_wins_across_rings);
 	tcase_add_test(tc, detach_and_close_tear_rules_down);
 	tcase_add_test(tc, shared_unicast_ports_are_left_to_the_kernel);
-	tcase_add_test(tc, to_kernel_removes_a_5tuple_unless_a_3tuple_catches_it);
+	tcase_add_test(tc, a_taken_over_flow_is_forgotten_by_its_old_ring);
+	tcase_add_test(tc, to_kernel_removes_a_5tuple_and_parks_its_listener);
 	tcase_add_test(tc, refused_rules_map_to_the_ring_errnos);
 	tcase_add_test(tc, wait_arm_sleeps_then_a_frame_wakes_and_is_received);
 	tcase_add_test(tc, moderation_is_applied_and_adapts_to_the_rate);

@@ -142,6 +142,20 @@ void ring_verbs_refill(struct ring_verbs *r)
 	}
 	r->rq_posted += posted;
 	r->base.counters.rx_refills++;
+	if (posted)
+		r->rq_dry_seen = false;
+}
+
+/* After a burst: an RQ left with nothing posted and nothing to post (the
+ * sockets hold every frame) drops what comes until a frame is freed; the
+ * RX pool counts each such time as found empty. */
+static void ring_verbs_note_dry(struct ring_verbs *r)
+{
+	if (r->rq_posted || r->rx_free_count || r->rq_dry_seen)
+		return;
+	r->rq_dry_seen = true;
+	r->rq_dry++;
+	ring_buf_pool_count_empty(r->base.rx_pool, 1);
 }
 
 static void ring_verbs_rx_wc(struct ring_verbs *r, const struct ibv_wc *wc, struct ring_buf **bufs, unsigned *got,
@@ -225,6 +239,7 @@ again:
 		/* Idle: give back whatever was freed, however few. */
 		if (r->rx_free_count)
 			ring_verbs_refill(r);
+		ring_verbs_note_dry(r);
 		return 0;
 	}
 	if (r->vcfg.keep_qp_full) {
@@ -235,6 +250,7 @@ again:
 		while (got && r->rq_posted + r->rx_free_count < r->rq_reserve) {
 			struct ring_buf *b = bufs[--got];
 			r->base.counters.rx_dropped++;
+			ring_buf_pool_count_empty(ring->rx_pool, 1);   /* refused: no frame to spare */
 			r->base.counters.rx_bytes -= b->len;
 			ring_buf_free(b);
 		}
@@ -244,6 +260,7 @@ again:
 			goto again;   /* all dropped: the CQ may hold more */
 	}
 	ring->counters.rx_packets += got;
+	ring_verbs_note_dry(r);
 	ring_verbs_aim(r, now_ns);
 	return (int)got;
 }
@@ -496,6 +513,7 @@ static int ring_verbs_wait_arm(struct ring *ring)
 static void ring_verbs_read_counters(struct ring *ring, struct ring_counters *out)
 {
 	*out = ring->counters;
+	out->rx_fill_empty = ring_verbs_of(ring)->rq_dry;
 }
 
 const struct ring_ops ring_verbs_ops = {
@@ -508,6 +526,7 @@ const struct ring_ops ring_verbs_ops = {
 	.tx_pending = ring_verbs_tx_pending,
 	.attach_flow = ring_verbs_attach_flow,
 	.detach_flow = ring_verbs_detach_flow,
+	.forget_flow = ring_verbs_forget_flow,
 	.wait_arm = ring_verbs_wait_arm,
 	.read_counters = ring_verbs_read_counters,
 	.close = ring_verbs_close,

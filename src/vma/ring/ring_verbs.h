@@ -23,7 +23,9 @@
 
 struct ring_verbs_flow {
 	struct ring_flow flow;
-	struct ibv_flow *ib;      /* NULL: handed to the kernel (to_kernel) */
+	struct ibv_flow *ib;      /* NULL: handed to the kernel (to_kernel, parked) */
+	bool parked;              /* a 3-tuple without its rule: a connection under it
+				   * went to the kernel, so the kernel serves the port */
 };
 
 struct ring_verbs {
@@ -48,6 +50,9 @@ struct ring_verbs {
 	uint32_t *rq_fifo;        /* frames posted, in posting order */
 	uint32_t rq_head, rq_posted;
 	uint32_t rq_reserve;      /* VMA_CQ_KEEP_QP_FULL: WQEs always posted */
+	uint64_t rq_dry;          /* times the RQ ran dry with no free frame to post
+				   * (the NIC drops until one is freed) */
+	bool rq_dry_seen;         /* this dry spell is counted */
 	uint32_t *rx_free;        /* frames neither posted nor held */
 	uint32_t rx_free_count;
 	struct ibv_recv_wr *rwr;
@@ -133,6 +138,7 @@ int ring_verbs_flow_errno(int err);
 
 int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow);
 int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow);
+int ring_verbs_forget_flow(struct ring *ring, const struct ring_flow *flow);
 /* An open ring joins the process's list (flows may move between rings);
  * release takes it out and destroys every rule it holds. */
 void ring_verbs_flows_register(struct ring_verbs *r);

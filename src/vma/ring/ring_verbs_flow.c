@@ -165,16 +165,39 @@ static struct ring_verbs_flow *ring_verbs_flow_find(struct ring_verbs *r, const 
 	return NULL;
 }
 
-/* Whether a 3-tuple of this ring would catch the 5-tuple's segments. */
-static bool ring_verbs_flow_covered(struct ring_verbs *r, const struct ring_flow *five)
+/* Whether a 3-tuple flow would catch the 5-tuple's segments. */
+static bool ring_verbs_flow_covers(const struct ring_flow *f, const struct ring_flow *five)
 {
-	for (unsigned i = 0; i < r->flow_count; i++) {
-		const struct ring_flow *f = &r->flows[i].flow;
-		if (r->flows[i].ib && !f->group && !f->remote_port && f->proto == five->proto &&
-		    f->local_port == five->local_port && (!f->local_ip || f->local_ip == five->local_ip))
-			return true;
+	return !f->group && !f->remote_port && f->proto == five->proto && f->local_port == five->local_port &&
+	       (!f->local_ip || f->local_ip == five->local_ip);
+}
+
+/* Parks every 3-tuple of the process's rings on this interface that would
+ * catch the 5-tuple: its rule goes, its record stays (the detach to come
+ * finds it). 0, or the first failure (the rules parked so far stay so). */
+static int ring_verbs_park_covering(struct ring_verbs *r, const struct ring_flow *five)
+{
+	for (struct ring_verbs *o = ring_verbs_rings; o; o = o->next_ring) {
+		if (o != r && strcmp(o->base.ifname, r->base.ifname) != 0)
+			continue;
+		for (unsigned i = 0; i < o->flow_count; i++) {
+			struct ring_verbs_flow *f = &o->flows[i];
+			if (!f->ib || !ring_verbs_flow_covers(&f->flow, five))
+				continue;
+			int err = ibv_destroy_flow(f->ib);
+			if (err)
+				return ring_verbs_flow_errno(err);
+			f->ib = NULL;
+			f->parked = true;
+			static bool told;
+			if (!told)
+				vlog_info("ring: %s: a connection under an offloaded listener went to the kernel (fork); "
+					  "its port is served by the kernel from now on on the verbs backend (docs/verbs.md)",
+					  r->base.ifname);
+			told = true;
+		}
 	}
-	return false;
+	return 0;
 }
 
 static int ring_verbs_flow_to_kernel(struct ring_verbs *r, const struct ring_flow *flow, int kind)
@@ -188,10 +211,14 @@ static int ring_verbs_flow_to_kernel(struct ring_verbs *r, const struct ring_flo
 	if (!f->ib)
 		return 0;
 	/* A rule steers to a QP or drops: "back to the kernel" is no rule
-	 * at all, which only works when no 3-tuple of ours catches it. */
-	if (ring_verbs_flow_covered(r, flow))
-		return -EOPNOTSUPP;
-	int err = ibv_destroy_flow(f->ib);
+	 * at all. A 3-tuple of ours (the listener the connection came from)
+	 * would catch its segments then, so that one goes first: new
+	 * connections to the port reach the kernel's listening socket, which
+	 * the offloaded listener's accept and poll also serve. */
+	int err = ring_verbs_park_covering(r, flow);
+	if (err)
+		return err;
+	err = ibv_destroy_flow(f->ib);
 	if (err)
 		return ring_verbs_flow_errno(err);
 	f->ib = NULL;
@@ -235,6 +262,7 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 	 * priority: no moment with two equal rules (duplicates) or none
 	 * (frames to the kernel). */
 	struct ring_verbs_flow *theirs = NULL;
+	bool parked = false;
 	if (kind != RING_FLOW_GROUP) {
 		for (struct ring_verbs *o = ring_verbs_rings; o && !theirs; o = o->next_ring) {
 			if (o == r)
@@ -242,10 +270,14 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 			struct ring_verbs_flow *f = ring_verbs_flow_find(o, flow);
 			if (f && f->ib)
 				theirs = f;
+			else if (f && f->parked)
+				parked = true;   /* the kernel serves that port: so it stays */
 		}
 	}
 	struct ibv_flow *ib;
-	if (theirs) {
+	if (parked && !theirs) {
+		ib = NULL;
+	} else if (theirs) {
 		struct ring_verbs_rule better = rule;
 		better.attr.priority--;
 		struct ibv_flow *bridge = ibv_create_flow(r->qp, &better.attr);
@@ -264,7 +296,7 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 		if (!ib)
 			return ring_verbs_flow_errno(errno);
 	}
-	r->flows[r->flow_count++] = (struct ring_verbs_flow){ .flow = *flow, .ib = ib };
+	r->flows[r->flow_count++] = (struct ring_verbs_flow){ .flow = *flow, .ib = ib, .parked = ib == NULL };
 	return 0;
 }
 
@@ -294,5 +326,14 @@ int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow)
 	int err = ring_verbs_detach_flow_locked(ring, flow);
 	pthread_mutex_unlock(&ring_verbs_flows_lock);
 	return err;
+}
+
+/* The other ring took the flow over (its attach destroyed our rule when it
+ * had installed its own): only the record goes. A rule still here (no
+ * takeover happened after all) goes with it rather than steer to a ring
+ * that no longer expects the flow. */
+int ring_verbs_forget_flow(struct ring *ring, const struct ring_flow *flow)
+{
+	return ring_verbs_detach_flow(ring, flow);
 }
 
