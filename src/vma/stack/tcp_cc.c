@@ -107,6 +107,14 @@ static uint32_t reduced_ssthresh(struct tcp_pcb *pcb)
 	return tcp_max32((pcb->snd_max - pcb->snd_una) / 2, 2 * pcb->mss);   /* RFC 5681 (4) */
 }
 
+void tcp_cc_set_ssthresh(struct tcp_pcb *pcb)
+{
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		return;
+	pcb->ssthresh = reduced_ssthresh(pcb);
+	pcb->bytes_acked_ca = 0;
+}
+
 void tcp_cc_on_loss(struct tcp_pcb *pcb)
 {
 	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)

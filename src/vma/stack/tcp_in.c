@@ -319,6 +319,7 @@ static void established(struct tcp_pcb *pcb)
 	pcb->backoff = 0;
 	pcb->rto_at = 0;
 	pcb->recover = pcb->snd_una;
+	tcp_rack_init(pcb);
 	tcp_estab_count(pcb, true);
 	if (pcb->keepalive)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
@@ -399,30 +400,22 @@ static void fin_acked_transitions(struct tcp_pcb *pcb)
 		tcp_pcb_done(pcb);
 }
 
-static void enter_recovery(struct tcp_pcb *pcb)
+/* Without SACK (NewReno, RFC 6582): the segment at snd_una is lost (three
+ * duplicate ACKs, early retransmit, or a partial ACK in recovery). */
+static void newreno_mark_lost(struct tcp_pcb *pcb)
 {
+	struct tcp_txq *q = &pcb->txq;
+	if (q->seg && q->count) {
+		tcp_txq_mark_lost(pcb, tcp_txq_at(q, 0));
+		return;
+	}
+	/* not tracked (no memory for the records): resend it here */
 	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-	pcb->ctx->cnt.tx_fast_retransmits++;
-	pcb->in_recovery = true;
-	pcb->recover = pcb->snd_max;
-	tcp_cc_on_loss(pcb);
-	if (pcb->ecn_ok)
-		pcb->ecn_queue_cwr = true;   /* the window was reduced: tell an ECN peer */
-	pcb->rtt_timing = false;
 	uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
-	uint32_t run_end;
-	if (pcb->nsacked && !tcp_sack_is_sacked(pcb, pcb->snd_una, &run_end))
-		len = tcp_min32(len, run_end - pcb->snd_una);
 	if (len)
 		tcp_send_segment(pcb, pcb->snd_una, len, 0);
 	else if (pcb->fin_sent)
 		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
-	pcb->rexmit_next = pcb->snd_una + len;
-	pcb->rexmit_mark = pcb->snd_max;
-	pcb->rexmit_probe_backoff = 0;
-	tcp_arm_rexmit_probe(pcb);
-	tcp_arm_rto(pcb);
-	pcb->tlp_at = 0;   /* recovery has its own probe */
 }
 
 /* ECE (RFC 3168 6.1.2): the network marked our data; react as to a loss
@@ -437,6 +430,49 @@ static void ecn_echo(struct tcp_pcb *pcb)
 	pcb->ecn_high = pcb->snd_max;
 	pcb->ecn_queue_cwr = true;
 	pcb->ctx->cnt.tx_ecn_cwnd_reduced++;
+}
+
+/* Loss detection and the window after an ACK (Linux's
+ * tcp_fastretrans_alert and tcp_cong_control): recovery or the loss state
+ * ends once snd_una reaches recover; RACK (with SACK) or duplicate ACKs
+ * (without) find losses; in recovery PRR sets cwnd, outside it the
+ * congestion control grows it. */
+static void ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
+{
+	bool ended = false;
+	if (pcb->in_recovery && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
+		tcp_recovery_exit(pcb);   /* full ACK (RFC 6582 3.2 step 3) */
+		ended = true;
+	}
+	if (pcb->in_loss && SEQ_GEQ(pcb->snd_una, pcb->recover))
+		pcb->in_loss = false;
+	uint32_t newly_lost = 0;
+	if (pcb->sack_ok) {
+		newly_lost = tcp_rack_detect_loss(pcb);
+	} else if (dupack) {
+		/* Duplicate ACK (RFC 5681 section 2). Early retransmit (RFC
+		 * 5827): with fewer than four segments out, three duplicate
+		 * ACKs can never come, and only the RTO would. */
+		pcb->dupacks++;
+		uint32_t out_segs = (pcb->snd_max - pcb->snd_una + pcb->mss - 1) / pcb->mss;
+		if (!pcb->in_recovery && !pcb->in_loss &&
+		    (pcb->dupacks >= 3 || (out_segs < 4 && pcb->dupacks + 1 >= out_segs))) {
+			newly_lost = 1;
+			if (!pcb->txq.seg)
+				tcp_recovery_enter(pcb);   /* the fallback resends at once */
+			newreno_mark_lost(pcb);
+		}
+	} else if (acked) {
+		pcb->dupacks = 0;
+		if (pcb->in_recovery)
+			newreno_mark_lost(pcb);   /* partial ACK: the next hole is lost too */
+	}
+	if (!pcb->in_recovery && !pcb->in_loss && pcb->txq.lost_segs && !ended)
+		tcp_recovery_enter(pcb);
+	if (pcb->in_recovery)
+		tcp_prr_ack(pcb, delivered, newly_lost, acked != 0);
+	else if (acked && !ended)
+		tcp_cc_on_ack(pcb, acked);
 }
 
 /* ACK processing (step five). false: the segment is done with. */
@@ -462,21 +498,16 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
 		pcb->ts_recent = seg->opt.ts_val;
 	uint32_t new_wnd = seg->wnd << pcb->snd_wscale;
-	bool sack_news = false;
-	if (pcb->sack_ok && seg->opt.nsack) {
-		uint32_t before = tcp_sack_bytes(pcb);
-		tcp_sack_update(pcb, &seg->opt);
-		sack_news = tcp_sack_bytes(pcb) != before;
-		/* data sent after the last resent hole arrived and the hole is
-		 * still open (3 MSS, the DupThresh margin for reordering) */
-		if (sack_news && pcb->in_recovery && SEQ_GT(pcb->rexmit_next, seg->ack) &&
-		    tcp_sack_bytes_above(pcb, pcb->rexmit_mark) >= 3 * pcb->mss)
-			tcp_rexmit_lost_again(pcb);
-	}
+	uint32_t prior_sacked = pcb->nsacked ? tcp_sack_bytes(pcb) : 0;
+	struct tcp_range newly[TCP_SCOREBOARD_MAX + TCP_SACK_MAX_BLOCKS], dsack = { 0, 0 };
+	unsigned nnew = 0;
+	if (pcb->sack_ok && seg->opt.nsack)
+		nnew = tcp_sack_update(pcb, &seg->opt, seg->ack, newly, sizeof(newly) / sizeof(newly[0]), &dsack);
 	if (pcb->ecn_ok && (seg->ecn_flags & TCP_ECE) && !(seg->flags & TCP_SYN))
 		ecn_echo(pcb);
+	uint32_t acked = 0, data_acked = 0;
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
-		uint32_t acked = seg->ack - pcb->snd_una;
+		acked = seg->ack - pcb->snd_una;
 		pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
 		bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
 		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
@@ -496,72 +527,42 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		tcp_sack_trim(pcb);
 		if (__builtin_expect(pcb->tx_stamps != NULL, 0))
 			tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
-		uint32_t data_acked = 0;
 		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
 			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
 		tcp_sbuf_drop(pcb, data_acked);
 		pcb->bytes_acked += data_acked;
-		if (pcb->in_recovery) {
-			if (SEQ_GEQ(seg->ack, pcb->recover)) {
-				/* full ACK (RFC 6582 3.2 step 3) */
-				pcb->in_recovery = false;
-				pcb->dupacks = 0;
-				pcb->rexmit_probe_at = 0;
-				pcb->cwnd = tcp_min32(pcb->ssthresh,
-						      tcp_max32(pcb->snd_max - pcb->snd_una, pcb->mss) + pcb->mss);
-				if (ctx->set.cc_algo == TCP_CC_NONE)
-					tcp_cc_init(pcb);
-			} else if (pcb->sack_ok && pcb->nsacked) {
-				/* progress: the probe restarts from this ACK */
-				pcb->rexmit_probe_backoff = 0;
-				if (SEQ_GT(pcb->rexmit_next, pcb->snd_una))
-					tcp_arm_rexmit_probe(pcb);
-				else
-					pcb->rexmit_probe_at = 0;
-			} else {
-				/* partial ACK: the next hole is lost too */
-				uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-				uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ?
-							 data_end - pcb->snd_una : 0);
-				if (len)
-					tcp_send_segment(pcb, pcb->snd_una, len, 0);
-				pcb->dupacks = 0;
-			}
-		} else {
-			pcb->dupacks = 0;
-			tcp_cc_on_ack(pcb, acked);
-		}
+	}
+	if (acked || nnew)
+		tcp_rack_on_ack(pcb, newly, nnew);
+	tcp_rack_update_round(pcb);
+	bool dsack_tlp = false;
+	if (dsack.start != dsack.end) {
+		dsack_tlp = pcb->tlp_high && pcb->tlp_retrans && dsack.end == pcb->tlp_high;
+		tcp_rack_dsack(pcb, &dsack);
+	}
+	uint32_t sacked_now = pcb->nsacked ? tcp_sack_bytes(pcb) : 0;
+	int64_t delivered = (int64_t)acked + (int64_t)sacked_now - (int64_t)prior_sacked;
+	/* Without SACK, a duplicate ACK (RFC 5681 section 2) stands for one
+	 * segment delivered. */
+	bool dupack = !acked && !pcb->sack_ok && seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
+		      !seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd;
+	if (dupack)
+		delivered = pcb->mss;
+	if (acked || nnew || dupack || pcb->in_recovery)
+		ack_loss_and_window(pcb, acked, delivered > 0 ? (uint32_t)delivered : 0, dupack);
+	if (pcb->tlp_high)
+		tcp_tlp_ack(pcb, seg->ack, acked != 0, dsack_tlp, acked || seg->len || new_wnd != pcb->snd_wnd || nnew);
+	if (acked) {
 		if (pcb->snd_una == pcb->snd_max)
 			pcb->rto_at = 0;
 		else
 			tcp_arm_rto(pcb);
-		pcb->tlp_sent = false;   /* a new flight may probe again */
 		tcp_arm_tlp(pcb);
 		if (data_acked && pcb->cb.sent) {
 			pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
 			if (callback_killed(pcb))
 				return false;
 		}
-	} else if (seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
-		   (pcb->sack_ok && seg->opt.nsack ? sack_news :
-		    (!seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd))) {
-		/* Duplicate ACK (RFC 5681 section 2). With SACK only one bringing
-		 * new SACK information counts (RFC 6675 DupThresh): the D-SACK a
-		 * receiver sends for a duplicated segment is not a loss signal. */
-		pcb->dupacks++;
-		/* Early retransmit (RFC 5827): with fewer than four segments out,
-		 * three duplicate ACKs can never come, and only the RTO would. */
-		uint32_t out_segs = (pcb->snd_max - pcb->snd_una + pcb->mss - 1) / pcb->mss;
-		bool lost = pcb->dupacks >= 3 ||
-			    (pcb->sack_ok && tcp_sack_bytes(pcb) >= 3 * pcb->mss) ||
-			    (out_segs < 4 && pcb->dupacks + 1 >= out_segs);
-		if (!pcb->in_recovery && lost && SEQ_GT(seg->ack, pcb->recover - 1))
-			enter_recovery(pcb);
-	}
-	if (pcb->in_recovery && pcb->rexmit_probe_at && ctx->now_ms >= pcb->rexmit_probe_at &&
-	    SEQ_GT(pcb->rexmit_next, pcb->snd_una)) {
-		pcb->rexmit_probe_backoff++;
-		tcp_rexmit_lost_again(pcb);
 	}
 	/* send window update (RFC 9293 3.10.7.4, fifth check) */
 	if (SEQ_LT(pcb->snd_wl1, seg->seq) ||

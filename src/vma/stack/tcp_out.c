@@ -268,7 +268,13 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	if (__builtin_expect(pcb->tx_stamps != NULL, 0) && len && SEQ_GT(seq + len, pcb->snd_max) &&
 	    pcb->tx_stamps->sent < pcb->tx_stamps->count)
 		stamp = pcb;
-	return emit(pcb->ctx, pcb->nif, &e, pcb, len, stamp);
+	int rc = emit(pcb->ctx, pcb->nif, &e, pcb, len, stamp);
+	if (rc == 0 && (len || (flags & TCP_FIN)) && !(flags & TCP_SYN)) {
+		tcp_txq_sent(pcb, seq, seq + len + !!(flags & TCP_FIN), flags & TCP_FIN);
+		if (pcb->in_recovery)
+			pcb->prr_out += len ? len : 1;
+	}
+	return rc;
 }
 
 void tcp_send_ack(struct tcp_pcb *pcb)
@@ -524,107 +530,53 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	return (int)n;
 }
 
-/* RFC 6675 "pipe", simplified: sent and not yet acknowledged, minus what the
- * peer SACKed, minus holes below the highest SACK not yet resent (lost). */
-static uint32_t recovery_pipe(const struct tcp_pcb *pcb)
+/* Resends the records deemed lost, lowest first, while the window allows
+ * (in the loss state after an RTO only those below snd_nxt: the rest is
+ * resent from snd_nxt anyway). SACKed parts of a record are skipped; a
+ * record once started goes whole. */
+static void resend_lost(struct tcp_pcb *pcb, uint32_t *pipe)
 {
-	uint32_t flight = pcb->snd_max - pcb->snd_una;
-	uint32_t out = tcp_sack_bytes(pcb);
-	if (pcb->sack_ok && pcb->nsacked) {
-		uint32_t high = tcp_sack_highest(pcb);
-		uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
-		while (SEQ_LT(seq, high)) {
+	struct tcp_txq *q = &pcb->txq;
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	uint32_t seg_max = tcp_seg_max(pcb);
+	uint32_t off = q->lost_hint;
+
+	for (; off < q->count && q->lost_segs; off++) {
+		struct tcp_txseg *r = tcp_txq_at(q, off);
+		if (!(r->flags & TCP_TXSEG_LOST))
+			continue;
+		if (*pipe >= pcb->cwnd || (pcb->in_loss && SEQ_GEQ(r->start, pcb->snd_nxt)))
+			break;
+		pcb->rtt_timing = false;   /* Karn */
+		if (r->flags & TCP_TXSEG_FIN) {
+			if (tcp_send_segment(pcb, data_end, 0, TCP_FIN) != 0)
+				break;
+			*pipe += 1;
+			continue;
+		}
+		uint32_t seq = r->start, end = r->end;
+		bool failed = false;
+		while (SEQ_LT(seq, end)) {
 			uint32_t run_end;
-			if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
+			if (pcb->nsacked && tcp_sack_is_sacked(pcb, seq, &run_end)) {
 				seq = run_end;
 				continue;
 			}
-			uint32_t hole_end = run_end;   /* next sacked start, or high */
-			out += hole_end - seq;
-			seq = hole_end;
+			uint32_t stop = pcb->nsacked && SEQ_LT(run_end, end) ? run_end : end;
+			uint32_t len = tcp_min32(stop - seq, seg_max);
+			if (SEQ_GT(seq + len, data_end))
+				len = SEQ_GT(data_end, seq) ? data_end - seq : 0;
+			if (!len || tcp_send_segment(pcb, seq, len, 0) != 0) {
+				failed = true;
+				break;
+			}
+			*pipe += len;
+			seq += len;
 		}
-	} else {
-		out = tcp_min32(flight, pcb->dupacks * pcb->mss);
-	}
-	return flight > out ? flight - out : 0;
-}
-
-/* Resends holes (not SACKed, below the highest SACK) while the pipe allows. */
-static void resend_holes(struct tcp_pcb *pcb, uint32_t *pipe)
-{
-	uint32_t high = tcp_sack_highest(pcb);
-	uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
-	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-
-	while (SEQ_LT(seq, high) && *pipe < pcb->cwnd) {
-		uint32_t run_end;
-		if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
-			seq = run_end;
-			continue;
-		}
-		uint32_t len = tcp_min32(tcp_min32(run_end - seq, tcp_seg_max(pcb)), data_end - seq);
-		if (!len || SEQ_GEQ(seq, data_end))
+		if (failed)
 			break;
-		if (tcp_send_segment(pcb, seq, len, 0) != 0)
-			break;
-		pcb->rtt_timing = false;
-		*pipe += len;
-		seq += len;
-		pcb->rexmit_next = seq;
-		pcb->rexmit_mark = pcb->snd_max;
-		if (!pcb->rexmit_probe_at)
-			tcp_arm_rexmit_probe(pcb);
 	}
-}
-
-/* About two round trips: an ACK for a resent hole is overdue by then. The
- * clock is in ms, so on a sub-ms path srtt is 0-1 and the floor decides. */
-void tcp_arm_rexmit_probe(struct tcp_pcb *pcb)
-{
-	uint64_t wait = 2ull * pcb->srtt_ms + 4ull * pcb->rttvar_ms + 2;
-	wait <<= tcp_min32(pcb->rexmit_probe_backoff, 6);
-	if (wait > pcb->rto_ms)
-		wait = pcb->rto_ms;
-	pcb->rexmit_probe_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + wait);
-}
-
-/* PTO (RFC 8985 section 7.2): two round trips, at least TCP_TLP_MIN_MS (the
- * ms clock and a peer's scheduling make shorter ones spurious); with one
- * segment out the peer may hold its ACK for the delayed-ACK timer, so that
- * allowance is added (Linux's minimum delayed ACK). A PTO at or after the
- * RTO is pointless: the RTO acts first. */
-#define TCP_TLP_MIN_MS 10u
-#define TCP_TLP_DELACK_ALLOWANCE_MS 40u
-void tcp_arm_tlp(struct tcp_pcb *pcb)
-{
-	pcb->tlp_at = 0;
-	switch (pcb->state) {
-	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING:
-	case TCP_LAST_ACK:
-		break;
-	default:
-		return;
-	}
-	/* not in any recovery: fast recovery has its own probe, and after an
-	 * RTO (backoff until a new ACK) the whole flight is being resent */
-	if (pcb->tlp_sent || pcb->in_recovery || pcb->backoff || pcb->snd_una == pcb->snd_max ||
-	    !pcb->rto_at ||
-	    (!pcb->srtt_ms && !pcb->rttvar_ms))
-		return;
-	uint64_t pto = tcp_max32(2 * pcb->srtt_ms, TCP_TLP_MIN_MS);
-	if (pcb->snd_max - pcb->snd_una <= pcb->mss)
-		pto += TCP_TLP_DELACK_ALLOWANCE_MS;
-	uint64_t at = pcb->ctx->now_ms + pto;
-	if (at < pcb->rto_at)
-		pcb->tlp_at = tcp_deadline(pcb->ctx, at);
-}
-
-void tcp_rexmit_lost_again(struct tcp_pcb *pcb)
-{
-	pcb->rexmit_next = pcb->snd_una;
-	pcb->rexmit_mark = pcb->snd_max;
-	pcb->rexmit_probe_at = 0;
-	pcb->ctx->cnt.tx_lost_rexmits++;
+	q->lost_hint = off;
 }
 
 int tcp_output(struct tcp_pcb *pcb)
@@ -641,12 +593,15 @@ int tcp_output(struct tcp_pcb *pcb)
 		return 0;
 	}
 	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-	uint32_t pipe = pcb->in_recovery ? recovery_pipe(pcb) : tcp_flight(pcb);
+	uint32_t pipe = pcb->in_recovery ? tcp_recovery_pipe(pcb) : tcp_flight(pcb);
 	bool sent_any = false;
 	bool above_lowat = pcb->notsent_lowat != UINT32_MAX && tcp_sndbuf_notsent(pcb) >= pcb->notsent_lowat;
 
-	if (pcb->in_recovery && pcb->sack_ok && pcb->nsacked)
-		resend_holes(pcb, &pipe);
+	if ((pcb->in_recovery || pcb->in_loss) && pcb->txq.lost_segs) {
+		uint64_t before = pcb->segs_out;
+		resend_lost(pcb, &pipe);
+		sent_any = pcb->segs_out != before;
+	}
 	for (;;) {
 		uint32_t seq = pcb->snd_nxt;
 		uint32_t run_end;
@@ -657,7 +612,8 @@ int tcp_output(struct tcp_pcb *pcb)
 		uint32_t avail = data_end - seq;
 		uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
 		uint32_t by_wnd = SEQ_GT(wnd_edge, seq) ? wnd_edge - seq : 0;
-		uint32_t by_cwnd = pcb->cwnd > pipe ? pcb->cwnd - pipe : 0;
+		/* in recovery PRR's cwnd admits whole segments */
+		uint32_t by_cwnd = pcb->cwnd > pipe ? (pcb->in_recovery ? UINT32_MAX : pcb->cwnd - pipe) : 0;
 		uint32_t seg_max = tcp_seg_max(pcb);
 		uint32_t len = tcp_min32(tcp_min32(avail, seg_max), tcp_min32(by_wnd, by_cwnd));
 		if (pcb->nsacked && SEQ_LT(seq, tcp_sack_highest(pcb)))
@@ -674,6 +630,8 @@ int tcp_output(struct tcp_pcb *pcb)
 			break;
 		if (len < seg_max && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
+		if (SEQ_GEQ(seq, pcb->snd_max) && !tcp_txq_room(&pcb->txq))
+			break;   /* as many segments in flight as records: wait for ACKs */
 		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
 			break;
 		if (!pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
@@ -693,6 +651,7 @@ int tcp_output(struct tcp_pcb *pcb)
 			tcp_arm_rto(pcb);
 	}
 	if (pcb->fin_queued && pcb->snd_nxt == data_end &&
+	    (SEQ_LT(data_end, pcb->snd_max) || tcp_txq_room(&pcb->txq)) &&
 	    tcp_send_segment(pcb, data_end, 0, TCP_FIN) == 0) {
 		pcb->fin_sent = true;
 		pcb->snd_nxt = data_end + 1;

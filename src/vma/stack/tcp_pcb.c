@@ -364,6 +364,7 @@ static void pcb_free_now(struct tcp_pcb *pcb)
 	tcp_batch_drop_pcb(pcb);
 	tcp_ooo_free(pcb);
 	free(pcb->sbuf);
+	tcp_txq_free(&pcb->txq);
 	free(pcb->tx_stamps);
 	free(pcb);
 }
@@ -404,6 +405,8 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		free(pcb);
 		return NULL;
 	}
+	/* without records (no memory) the pcb works, with no RACK */
+	tcp_txq_init(&pcb->txq, snd_buf);
 	pcb->ctx = ctx;
 	pcb->nif = nif ? nif : (tmpl ? tmpl->nif : ctx->nif);
 	pcb->sbuf_size = snd_buf;
@@ -676,7 +679,7 @@ void tcp_pcb_done(struct tcp_pcb *pcb)
 	tcp_estab_count(pcb, false);
 	pcb->state = TCP_CLOSED;
 	pcb->rto_at = pcb->delack_at = pcb->persist_at = pcb->keepalive_at = pcb->timewait_at = 0;
-	pcb->tlp_at = 0;
+	pcb->tlp_at = pcb->rack_at = 0;
 	pcb->keepalive = false;
 	tcp_ooo_free(pcb);
 }
@@ -721,9 +724,10 @@ void tcp_enter_time_wait(struct tcp_pcb *pcb)
 		pcb->sbuf = NULL;
 		pcb->sbuf_size = 0;
 		pcb->sbuf_off = 0;
+		tcp_txq_free(&pcb->txq);
 	}
 	pcb->rto_at = pcb->persist_at = pcb->keepalive_at = pcb->delack_at = 0;
-	pcb->tlp_at = 0;
+	pcb->tlp_at = pcb->rack_at = 0;
 	pcb->timewait_at = pcb->ctx->now_ms + pcb->ctx->set.time_wait_ms;
 	if (!pcb->timewait_at)
 		pcb->timewait_at = 1;
@@ -783,8 +787,8 @@ void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf)
 	}
 	if (snd_buf && pcb->sbuf) {
 		uint32_t size = tcp_max32(snd_buf, pcb->sbuf_len);
-		if (size && size != pcb->sbuf_size)
-			sbuf_resize(pcb, size);   /* on failure the old buffer stays */
+		if (size && size != pcb->sbuf_size && sbuf_resize(pcb, size))   /* on failure the old buffer stays */
+			tcp_txq_resize(&pcb->txq, size);   /* and so may the records */
 	}
 }
 
@@ -993,7 +997,7 @@ int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_net
 	to->cnt.moved_in++;
 	/* Its timers are absolute times on the same clock: the new engine
 	 * learns of the earliest one. */
-	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rexmit_probe_at };
+	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rack_at };
 	for (unsigned i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
 		if (fine[i])
 			tcp_deadline(to, fine[i]);
@@ -1030,16 +1034,16 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->adv_mss = pcb->adv_mss;
 	uint32_t mss = pcb->mss ? pcb->mss : 536;
 	uint32_t out = pcb->snd_max - pcb->snd_una;
-	o->unacked = (out + mss - 1) / mss;
-	uint32_t sacked = tcp_sack_bytes(pcb);
-	o->sacked = (sacked + mss - 1) / mss;
-	if (pcb->backoff || (pcb->in_recovery && pcb->nsacked)) {
-		/* not SACKed and below the highest SACK, or everything after an RTO */
-		uint32_t span = pcb->backoff ? out : tcp_sack_highest(pcb) - pcb->snd_una;
-		uint32_t holes = span > sacked ? span - sacked : 0;
-		o->lost = (holes + mss - 1) / mss;
-	} else if (pcb->in_recovery) {
-		o->lost = 1;   /* NewReno: the segment at SND.UNA */
+	const struct tcp_txq *q = &pcb->txq;
+	if (q->seg) {
+		/* the transmission records: segments as Linux counts packets */
+		o->unacked = q->count;
+		o->sacked = q->sacked_segs;
+		o->lost = pcb->in_loss ? q->count - q->sacked_segs : q->lost_segs;
+	} else {
+		o->unacked = (out + mss - 1) / mss;
+		o->sacked = (tcp_sack_bytes(pcb) + mss - 1) / mss;
+		o->lost = pcb->in_recovery || pcb->backoff;
 	}
 	o->rcv_space = pcb->rcv_buf;
 	o->snd_buf_used = pcb->sbuf_len;
@@ -1062,8 +1066,7 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->notsent = tcp_sndbuf_notsent(pcb);
 	o->pmtu = pcb->nif ? pcb->nif->mtu : 0;
 	o->delack_ms = pcb->ctx->set.delack_ms;
-	/* No per-segment records: whole segments of what was acknowledged. */
-	o->delivered = (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
+	o->delivered = q->seg ? (uint32_t)pcb->delivered_segs : (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
 	o->rcv_wnd_max = tcp_min32(pcb->rcv_buf, 65535u << pcb->rcv_wscale);
 	o->min_rtt_ms = pcb->min_rtt_ms;
 	o->srtt_us = pcb->srtt_us;
