@@ -181,7 +181,6 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 	if (!c)
 		return true;
 	ctx->cnt.rx_syncookies_ok++;
-	ctx->cnt.passive_opens++;
 	c->local_ip = ip->dst;
 	c->local_port = dport;
 	c->remote_ip = ip->src;
@@ -278,8 +277,6 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
 	if (!c)
 		return;
-	ctx->cnt.passive_opens++;
-	c->state = TCP_SYN_RCVD;
 	c->local_ip = ip->dst;
 	c->local_port = dport;
 	c->remote_ip = ip->src;
@@ -293,6 +290,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	if (c->syn_retries > TCP_SYNACK_RETRIES)
 		c->syn_retries = TCP_SYNACK_RETRIES;
 	tcp_pcb_hash_conn(c);
+	tcp_set_state(c, TCP_SYN_RCVD);
 	if (ctx->route_fn)
 		ctx->route_fn(ctx->route_arg, c->remote_ip, &c->route);
 	negotiate(c, seg, false);
@@ -311,8 +309,8 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 
 static void established(struct tcp_pcb *pcb)
 {
-	pcb->state = TCP_ESTABLISHED;
 	pcb->syn_acked = true;
+	tcp_set_state(pcb, TCP_ESTABLISHED);
 	/* auto-tuning's first measure: what the initial window carries (Linux's
 	 * tcp_init_buffer_space: at most 10 segments) */
 	pcb->rcvq_space = tcp_min32(pcb->rcv_buf, 10 * pcb->adv_mss);
@@ -320,7 +318,6 @@ static void established(struct tcp_pcb *pcb)
 	pcb->rto_at = 0;
 	pcb->recover = pcb->snd_una;
 	tcp_rack_init(pcb);
-	tcp_estab_count(pcb, true);
 	if (pcb->keepalive)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
@@ -367,7 +364,7 @@ static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struc
 		return;
 	}
 	/* Simultaneous open (RFC 9293 figure 7). */
-	pcb->state = TCP_SYN_RCVD;
+	tcp_set_state(pcb, TCP_SYN_RCVD);
 	tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
 	tcp_arm_rto(pcb);
 }
@@ -393,7 +390,7 @@ static void fin_acked_transitions(struct tcp_pcb *pcb)
 		return;
 	pcb->rto_at = 0;
 	if (pcb->state == TCP_FIN_WAIT_1)
-		pcb->state = TCP_FIN_WAIT_2;
+		tcp_set_state(pcb, TCP_FIN_WAIT_2);
 	else if (pcb->state == TCP_CLOSING)
 		tcp_enter_time_wait(pcb);
 	else if (pcb->state == TCP_LAST_ACK)
@@ -765,9 +762,9 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		pcb->fin_rcvd = true;
 		pcb->ack_now = true;
 		if (pcb->state == TCP_ESTABLISHED || pcb->state == TCP_SYN_RCVD)
-			pcb->state = TCP_CLOSE_WAIT;
+			tcp_set_state(pcb, TCP_CLOSE_WAIT);
 		else if (pcb->state == TCP_FIN_WAIT_1)
-			pcb->state = TCP_CLOSING;
+			tcp_set_state(pcb, TCP_CLOSING);
 		else
 			tcp_enter_time_wait(pcb);
 		tcp_send_ack(pcb);
@@ -884,7 +881,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		bool fin_pending = pcb->fin_queued;
 		established(pcb);
 		if (fin_pending)
-			pcb->state = TCP_FIN_WAIT_1;
+			tcp_set_state(pcb, TCP_FIN_WAIT_1);
 		struct tcp_pcb *lis = pcb->parent;
 		if (lis) {
 			lis->pending_children--;

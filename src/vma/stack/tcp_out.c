@@ -357,6 +357,7 @@ void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
 {
 	if (!n)
 		return;   /* also: a TIME_WAIT pcb has no buffer left */
+	VMA_ASSERT(n <= pcb->sbuf_len && pcb->sbuf_len <= pcb->sbuf_size);
 	pcb->sbuf_len -= n;
 	pcb->sbuf_off = (pcb->sbuf_off + n) % pcb->sbuf_size;
 	pcb->sbuf_seq += n;
@@ -408,6 +409,7 @@ void tcp_tx_stamp_transmit(struct tcp_pcb *pcb, uint32_t end, unsigned kind, con
 void tcp_tx_stamp_acked(struct tcp_pcb *pcb)
 {
 	struct tcp_tx_stamps *t = pcb->tx_stamps;
+	VMA_ASSERT(t->count <= TCP_TX_STAMPS_MAX && t->sent <= t->count && t->head < TCP_TX_STAMPS_MAX);
 	while (t->count && SEQ_LEQ(t->rec[t->head].end, pcb->snd_una)) {
 		tx_stamp_due(pcb, &t->rec[t->head], TCP_TX_STAMP_ACK, NULL, 0);
 		t->head = (t->head + 1) % TCP_TX_STAMPS_MAX;
@@ -517,6 +519,7 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	memcpy(pcb->sbuf + idx, data, first);
 	memcpy(pcb->sbuf, (const uint8_t *)data + first, n - first);
 	pcb->sbuf_len += n;
+	VMA_ASSERT(pcb->sbuf_len <= pcb->sbuf_size);
 	if (flags & TCP_WRITE_MORE)
 		return (int)n;
 	if (flags & TCP_WRITE_PUSH) {
@@ -630,7 +633,7 @@ int tcp_output(struct tcp_pcb *pcb)
 			break;
 		if (len < seg_max && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
-		if (SEQ_GEQ(seq, pcb->snd_max) && !tcp_txq_room(&pcb->txq))
+		if (SEQ_GT(seq + len, pcb->snd_max) && !tcp_txq_room(&pcb->txq))
 			break;   /* as many segments in flight as records: wait for ACKs */
 		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
 			break;

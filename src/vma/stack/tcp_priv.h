@@ -4,6 +4,7 @@
 
 #include "stack/stack_internal.h"
 #include "stack/tcp.h"
+#include "log/vlog.h"   /* VMA_ASSERT */
 
 #define TCP_HLEN          20u
 #define TCP_MAX_OPT_LEN   40u
@@ -405,6 +406,10 @@ uint8_t tcp_wscale_for(uint32_t rcv_buf);
  * auto-tune, the largest window it may grow to. */
 uint8_t tcp_pcb_wscale(const struct tcp_pcb *pcb);
 void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
+/* tcp_state.c: every state change (allowed transitions, invariants, the
+ * counters that are transitions, a FINE log line) */
+void tcp_set_state(struct tcp_pcb *pcb, enum tcp_state to);
+bool tcp_state_change_allowed(enum tcp_state from, enum tcp_state to);
 /* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
 void tcp_batch_flush_pcb(struct tcp_pcb *pcb);
 void tcp_batch_drop_pcb(struct tcp_pcb *pcb);

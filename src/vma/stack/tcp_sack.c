@@ -218,6 +218,8 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pcb->ooo_progress_ms = pcb->ctx->now_ms;
 		pcb->ooo_starved = false;
 	}
+	/* buffer ownership: a queued buffer is ours alone, on no other list */
+	VMA_ASSERT(buf->refcount == 1 && !buf->link && !buf->next);
 	OOO_SEQ(buf) = seq;
 	buf->link = *pp;
 	*pp = buf;
@@ -242,6 +244,7 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb)
 
 	while (pcb->ooo && SEQ_LEQ(OOO_SEQ(pcb->ooo), pcb->rcv_nxt)) {
 		struct ring_buf *b = pcb->ooo;
+		VMA_ASSERT(pcb->ooo_count > 0 && pcb->ooo_mem >= b->size && b->refcount == 1);
 		pcb->ooo = b->link;
 		b->link = NULL;
 		pcb->ooo_mem -= b->size;

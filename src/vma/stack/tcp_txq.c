@@ -125,6 +125,7 @@ static void clear_lost(struct tcp_txq *q, struct tcp_txseg *r)
 {
 	if (!(r->flags & TCP_TXSEG_LOST))
 		return;
+	VMA_ASSERT(q->lost_segs > 0 && q->lost_bytes >= r->end - r->start);
 	r->flags &= (uint8_t)~TCP_TXSEG_LOST;
 	q->lost_bytes -= r->end - r->start;
 	q->lost_segs--;
@@ -156,22 +157,36 @@ void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r)
 	q->sacked_segs++;
 }
 
+static void append(struct tcp_txq *q, uint32_t start, uint32_t end, bool fin, uint32_t now)
+{
+	VMA_ASSERT(q->count <= q->mask);   /* callers check tcp_txq_room */
+	if (q->count > q->mask)
+		return;   /* never overwrite */
+	/* the records cover [snd_una, snd_max) without gaps */
+	VMA_ASSERT(!q->count || tcp_txq_at(q, q->count - 1)->end == start);
+	struct tcp_txseg *r = tcp_txq_at(q, q->count++);
+	r->start = start;
+	r->end = end;
+	r->xmit_us = now;
+	r->order = ++q->order;
+	r->flags = fin ? TCP_TXSEG_FIN : 0;
+	link_tail(q, r);
+}
+
 void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
 {
 	struct tcp_txq *q = &pcb->txq;
 	uint32_t now = (uint32_t)pcb->ctx->now_us;
 	if (!q->seg)
 		return;
+	/* A resent segment may reach past snd_max (cut on other boundaries
+	 * after an RTO): the new part gets its record. */
+	if (SEQ_LT(start, pcb->snd_max) && SEQ_GT(end, pcb->snd_max)) {
+		tcp_txq_sent(pcb, start, pcb->snd_max, false);
+		start = pcb->snd_max;
+	}
 	if (SEQ_GEQ(start, pcb->snd_max)) {
-		if (q->count > q->mask)
-			return;   /* callers check tcp_txq_room; never overwrite */
-		struct tcp_txseg *r = tcp_txq_at(q, q->count++);
-		r->start = start;
-		r->end = end;
-		r->xmit_us = now;
-		r->order = ++q->order;
-		r->flags = fin ? TCP_TXSEG_FIN : 0;
-		link_tail(q, r);
+		append(q, start, end, fin, now);
 		return;
 	}
 	/* A retransmission: each record it touches was sent again now. */
@@ -214,6 +229,7 @@ void tcp_txq_rto_reset(struct tcp_pcb *pcb)
 
 void tcp_txq_pop(struct tcp_txq *q)
 {
+	VMA_ASSERT(q->count > 0 && q->head <= q->mask);
 	struct tcp_txseg *r = tcp_txq_at(q, 0);
 	clear_lost(q, r);
 	if (r->flags & TCP_TXSEG_SACKED)
