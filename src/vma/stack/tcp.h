@@ -103,6 +103,9 @@ struct tcp_counters {
 	 * probe repaired alone (Linux's TCPLossProbeRecovery); D-SACK blocks
 	 * received (RFC 2883) */
 	uint64_t tx_rack_lost, tx_tlp_recoveries, rx_dsacks;
+	/* Segments the fast path handled (tcp_fast.c): ACKs of new data, and
+	 * in-order data (a segment may count in both) */
+	uint64_t rx_fast_acks, rx_fast_data;
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* ACKs not sent to a hostile (or looping) peer: challenge ACKs held by the
 	 * pcb's interval or by the process's budget for this second; ACKs for

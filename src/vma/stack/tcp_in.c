@@ -7,11 +7,6 @@
 #include <errno.h>
 #include <string.h>
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static bool callback_killed(struct tcp_pcb *pcb)
 {
 	return pcb->dead;
@@ -164,10 +159,12 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg);
 /* An ACK to a listener that may end a handshake we answered with a cookie.
  * True when it was one (a connection made, or dropped because the accept
  * queue is full); false to answer it with a reset. */
-static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
-		       const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+static bool cookie_ack(struct tcp_pcb *lis, struct tcp_rx *rx)
 {
 	struct tcp_ctx *ctx = lis->ctx;
+	struct tcp_seg *seg = &rx->seg;
+	const struct stack_ip4_info *ip = rx->ip;
+	uint16_t sport = rx->sport, dport = rx->dport;
 	uint32_t mss;
 	if (!tcp_syncookie_check(ctx, ip->dst, dport, ip->src, sport, seg->seq - 1, seg->ack - 1, &mss)) {
 		ctx->cnt.rx_syncookies_bad++;
@@ -177,7 +174,7 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 		ctx->cnt.rx_accept_queue_full++;
 		return true;   /* dropped: the peer's retransmission finds room later */
 	}
-	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
+	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, rx->nif);
 	if (!c)
 		return true;
 	ctx->cnt.rx_syncookies_ok++;
@@ -186,7 +183,7 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 	c->remote_ip = ip->src;
 	c->remote_port = sport;
 	c->bound = true;
-	memcpy(c->dst_mac, src_mac, 6);
+	memcpy(c->dst_mac, rx->src_mac, 6);
 	/* What the cookie SYN-ACK offered: MSS only, no scaling, SACK or
 	 * timestamps (the SYN's other options are forgotten). */
 	c->peer_mss = mss;
@@ -225,18 +222,20 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 }
 
 /* isn: NULL, or the ISN to use (a tuple reopened from TIME_WAIT). */
-static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
-			 const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
-			 uint16_t dport, const uint32_t *isn)
+static void listen_input(struct tcp_pcb *lis, struct tcp_rx *rx, const uint32_t *isn)
 {
 	struct tcp_ctx *ctx = lis->ctx;
+	struct tcp_seg *seg = &rx->seg;
+	const struct stack_netif *nif = rx->nif;
+	const struct stack_ip4_info *ip = rx->ip;
+	uint16_t sport = rx->sport, dport = rx->dport;
 
 	if (seg->flags & TCP_RST)
 		return;
 	if (seg->flags & TCP_ACK) {
-		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, seg, nif, ip, src_mac, sport, dport))
+		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, rx))
 			return;
-		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
+		tcp_send_rst_reply(ctx, rx);
 		return;
 	}
 	if (!(seg->flags & TCP_SYN))
@@ -268,8 +267,8 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 			ctx->route_fn(ctx->route_arg, ip->src, &rm);
 		uint32_t mss = tcp_min32(peer_mss, tcp_path_mss_for(ctx, nif, lis->mss_clamp, &rm));
 		uint32_t cookie = tcp_syncookie_make(ctx, ip->dst, dport, ip->src, sport, seg->seq, mss);
-		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1,
-				       tcp_mss_for(ctx, nif, lis->mss_clamp, &rm), cookie_window(lis));
+		tcp_send_synack_cookie(ctx, rx, cookie, seg->seq + 1, tcp_mss_for(ctx, nif, lis->mss_clamp, &rm),
+				       cookie_window(lis));
 		return;
 	}
 	/* The child inherits the listener's settings; it answers on the
@@ -282,7 +281,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	c->remote_ip = ip->src;
 	c->remote_port = sport;
 	c->bound = true;
-	memcpy(c->dst_mac, src_mac, 6);
+	memcpy(c->dst_mac, rx->src_mac, 6);
 	c->parent = lis;
 	lis->pending_children++;
 	/* Linux's tcp_synack_retries: a half-open child lives about a minute,
@@ -322,15 +321,14 @@ static void established(struct tcp_pcb *pcb)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
 
-static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struct stack_netif *nif,
-			   const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
-			   uint16_t dport)
+static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
+	struct tcp_seg *seg = &rx->seg;
 	bool ack_ok = false;
 
 	if (seg->flags & TCP_ACK) {
 		if (SEQ_LEQ(seg->ack, pcb->iss) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(pcb->ctx, nif, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(pcb->ctx, rx);
 			return;
 		}
 		ack_ok = true;
@@ -434,7 +432,7 @@ static void ecn_echo(struct tcp_pcb *pcb)
  * ends once snd_una reaches recover; RACK (with SACK) or duplicate ACKs
  * (without) find losses; in recovery PRR sets cwnd, outside it the
  * congestion control grows it. */
-static void ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
+void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
 {
 	bool ended = false;
 	if (pcb->in_recovery && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
@@ -472,11 +470,55 @@ static void ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t de
 		tcp_cc_on_ack(pcb, acked);
 }
 
+uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t data_acked = 0;
+	pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
+	bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
+	if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
+		tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
+	else if (timed)
+		tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+	if (timed) {
+		tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
+		pcb->rtt_timing = false;
+	}
+	pcb->backoff = 0;
+	pcb->snd_una = seg->ack;
+	if (pcb->ecn_cwr_active && SEQ_GEQ(pcb->snd_una, pcb->ecn_high))
+		pcb->ecn_cwr_active = false;   /* a window after the reduction: ECE counts again */
+	if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
+		pcb->snd_nxt = pcb->snd_una;
+	if (pcb->nsacked)
+		tcp_sack_trim(pcb);
+	if (__builtin_expect(pcb->tx_stamps != NULL, 0))
+		tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
+	if (SEQ_GT(seg->ack, pcb->sbuf_seq))
+		data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
+	tcp_sbuf_drop(pcb, data_acked);
+	pcb->bytes_acked += data_acked;
+	return data_acked;
+}
+
+bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked)
+{
+	if (pcb->snd_una == pcb->snd_max)
+		pcb->rto_at = 0;
+	else
+		tcp_arm_rto(pcb);
+	tcp_arm_tlp(pcb);
+	if (data_acked && pcb->cb.sent) {
+		pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
+		if (callback_killed(pcb))
+			return false;
+	}
+	return true;
+}
+
 /* ACK processing (step five). false: the segment is done with. */
 static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 {
-	struct tcp_ctx *ctx = pcb->ctx;
-
 	if (SEQ_GT(seg->ack, pcb->snd_max)) {
 		challenge_ack(pcb);   /* RFC 5961 5.2: discarded, an ACK sent back */
 		return false;
@@ -505,29 +547,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	uint32_t acked = 0, data_acked = 0;
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
 		acked = seg->ack - pcb->snd_una;
-		pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
-		bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
-		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
-			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
-		else if (timed)
-			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
-		if (timed) {
-			tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
-			pcb->rtt_timing = false;
-		}
-		pcb->backoff = 0;
-		pcb->snd_una = seg->ack;
-		if (pcb->ecn_cwr_active && SEQ_GEQ(pcb->snd_una, pcb->ecn_high))
-			pcb->ecn_cwr_active = false;   /* a window after the reduction: ECE counts again */
-		if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
-			pcb->snd_nxt = pcb->snd_una;
-		tcp_sack_trim(pcb);
-		if (__builtin_expect(pcb->tx_stamps != NULL, 0))
-			tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
-		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
-			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
-		tcp_sbuf_drop(pcb, data_acked);
-		pcb->bytes_acked += data_acked;
+		data_acked = tcp_ack_new(pcb, seg);
 	}
 	if (acked || nnew)
 		tcp_rack_on_ack(pcb, newly, nnew);
@@ -546,21 +566,11 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	if (dupack)
 		delivered = pcb->mss;
 	if (acked || nnew || dupack || pcb->in_recovery)
-		ack_loss_and_window(pcb, acked, delivered > 0 ? (uint32_t)delivered : 0, dupack);
+		tcp_ack_loss_and_window(pcb, acked, delivered > 0 ? (uint32_t)delivered : 0, dupack);
 	if (pcb->tlp_high)
 		tcp_tlp_ack(pcb, seg->ack, acked != 0, dsack_tlp, acked || seg->len || new_wnd != pcb->snd_wnd || nnew);
-	if (acked) {
-		if (pcb->snd_una == pcb->snd_max)
-			pcb->rto_at = 0;
-		else
-			tcp_arm_rto(pcb);
-		tcp_arm_tlp(pcb);
-		if (data_acked && pcb->cb.sent) {
-			pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
-			if (callback_killed(pcb))
-				return false;
-		}
-	}
+	if (acked && !tcp_ack_done(pcb, data_acked))
+		return false;
 	/* send window update (RFC 9293 3.10.7.4, fifth check) */
 	if (SEQ_LT(pcb->snd_wl1, seg->seq) ||
 	    (pcb->snd_wl1 == seg->seq && SEQ_LEQ(pcb->snd_wl2, seg->ack))) {
@@ -644,6 +654,41 @@ static void rcv_rtt_measure(struct tcp_pcb *pcb, const struct tcp_seg *seg)
 	pcb->rcv_rtt_time_us = ctx->now_us ? ctx->now_us : 1;
 }
 
+bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	struct ring_buf *b = seg->buf;
+	seg->buf = NULL;
+	pcb->rcv_nxt += seg->len;
+	pcb->bytes_received += seg->len;
+	ctx->cnt.rx_payload_bytes += seg->len;
+	bool filled_hole = pcb->ooo != NULL;
+	if (filled_hole) {
+		struct ring_buf *more = tcp_ooo_take_ready(pcb);
+		if (more) {
+			b->next = more;
+			stack_buf_chain_fix_tot_len(b);
+		}
+	}
+	pcb->segs_unacked++;
+	rcv_rtt_measure(pcb, seg);
+	uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
+	bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
+	/* quick-ACK mode (connection start, after idle): at once,
+	 * unless interactive, where the reply carries the ACK */
+	bool quick = pcb->quick && !pcb->pingpong;
+	if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
+		ctx->cnt.tx_quick_acks++;
+	if (pcb->quickack || filled_hole || two_full || quick)
+		pcb->ack_now = true;
+	else if (!pcb->delack_at)
+		pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
+	if (seg->flags & TCP_PSH)
+		pcb->ack_pushed = true;
+	deliver(pcb, b);
+	return !callback_killed(pcb);
+}
+
 /* Steps six to eight: payload and FIN. Takes seg->buf when it keeps it. */
 static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 {
@@ -704,34 +749,7 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			pcb->ack_now = true;
 			fin = false;
 		} else if (seg->seq == pcb->rcv_nxt) {
-			seg->buf = NULL;
-			pcb->rcv_nxt += seg->len;
-			pcb->bytes_received += seg->len;
-			ctx->cnt.rx_payload_bytes += seg->len;
-			bool filled_hole = pcb->ooo != NULL;
-			struct ring_buf *more = tcp_ooo_take_ready(pcb);
-			if (more) {
-				struct ring_buf *t = b;
-				t->next = more;
-				stack_buf_chain_fix_tot_len(b);
-			}
-			pcb->segs_unacked++;
-			rcv_rtt_measure(pcb, seg);
-			uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
-			bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
-			/* quick-ACK mode (connection start, after idle): at once,
-			 * unless interactive, where the reply carries the ACK */
-			bool quick = pcb->quick && !pcb->pingpong;
-			if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
-				ctx->cnt.tx_quick_acks++;
-			if (pcb->quickack || filled_hole || two_full || quick)
-				pcb->ack_now = true;
-			else if (!pcb->delack_at)
-				pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
-			if (seg->flags & TCP_PSH)
-				pcb->ack_pushed = true;
-			deliver(pcb, b);
-			if (callback_killed(pcb))
+			if (!tcp_data_in_order(pcb, seg))
 				return;
 		} else {
 			bool queued = tcp_ooo_insert(pcb, b, seg->seq);
@@ -774,11 +792,10 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	}
 }
 
-static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
-			       const struct stack_netif *nif, const struct stack_ip4_info *ip,
-			       const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+static void synchronized_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
+	struct tcp_seg *seg = &rx->seg;
 	bool rst = seg->flags & TCP_RST;
 	uint32_t seg_space = tcp_seg_space(seg);
 
@@ -857,7 +874,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		return;
 	if (pcb->state == TCP_SYN_RCVD) {
 		if (!SEQ_GT(seg->ack, pcb->snd_una) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(ctx, rx);
 			return;
 		}
 		if (pcb->parent && accept_queue_full(pcb->parent)) {
@@ -928,14 +945,33 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 
 /* A segment for a connection (or listener) in another engine: the whole
  * TCP segment [h, h + len) goes to the stray hook. */
-static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct stack_ip4_info *ip, const uint8_t *src_mac,
-		       const uint8_t *h, uint32_t len)
+static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct tcp_rx *rx)
 {
+	const struct stack_ip4_info *ip = rx->ip;
 	struct tcp_seg_origin from = { .src = ip->src, .dst = ip->dst, .ttl = ip->ttl, .tos = ip->tos,
 				       .ifindex = ip->ifindex };
-	memcpy(from.src_mac, src_mac, 6);
+	memcpy(from.src_mac, rx->src_mac, 6);
 	ctx->cnt.rx_strays_passed++;
-	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, h, len);
+	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, rx->hdr, rx->len);
+}
+
+/* Per segment of a connection past LISTEN: its counters and quick-ACK mode. */
+void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	pcb->segs_in++;
+	pcb->last_ack_rx_ms = ctx->now_ms;
+	if (seg->len) {
+		/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
+		 * data, and after a silence longer than the RTO (the sender
+		 * restarts from a small window: it needs our ACKs now) */
+		if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
+			tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
+		pcb->last_data_rx_ms = ctx->now_ms;
+		pcb->data_segs_in++;
+		if (seg->len > pcb->rcv_mss)
+			pcb->rcv_mss = seg->len;
+	}
 }
 
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
@@ -951,44 +987,57 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 	}
 	const uint8_t *h = pkt->data;
 	uint32_t len = pkt->len;
-	uint32_t hlen = len >= TCP_HLEN ? (uint32_t)(h[12] >> 4) * 4 : 0;
+	uint32_t hlen = len >= TCP_HLEN ? stack_tcp_hlen(h) : 0;
 	if (ip->dst_is_multi || len < TCP_HLEN || hlen < TCP_HLEN || hlen > len) {
 		ctx->cnt.rx_bad_header++;
 		ring_buf_free(pkt);
 		return;
 	}
 	if (!ip->l4_csum_trusted &&
-	    stack_csum_fold(stack_csum_add(stack_csum_pseudo(ip->src, ip->dst, 6, (uint16_t)len), h, len)) != 0xffff) {
+	    stack_csum_fold(stack_csum_add(stack_csum_pseudo(ip->src, ip->dst, STACK_IP4_PROTO_TCP, (uint16_t)len), h,
+					   len)) != 0xffff) {
 		ctx->cnt.rx_bad_checksum++;
 		ring_buf_free(pkt);
 		return;
 	}
-	struct tcp_seg seg;
-	uint16_t sport, dport;
-	memcpy(&sport, h, 2);
-	memcpy(&dport, h + 2, 2);
-	seg.seq = get32(h + 4);
-	seg.ack = get32(h + 8);
-	seg.flags = h[13] & 0x3f;
-	seg.ecn_flags = h[13] & (TCP_ECE | TCP_CWR);
-	seg.ip_ecn = ip->tos & TCP_IP_ECN_MASK;
-	seg.wnd = (uint32_t)(h[14] << 8 | h[15]);
-	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg.opt);
+	/* Filled field by field: zeroing the whole (options included) per
+	 * segment cost more than the fast path saves. The options are set by
+	 * the fast path or tcp_opts_parse. */
+	struct tcp_rx rx;
+	rx.nif = nif;
+	rx.ip = ip;
+	rx.src_mac = src_mac;
+	rx.hdr = h;
+	rx.len = len;
+	struct tcp_seg *seg = &rx.seg;
+	memcpy(&rx.sport, h + STACK_TCP_SPORT, 2);
+	memcpy(&rx.dport, h + STACK_TCP_DPORT, 2);
+	seg->seq = stack_get32(h + STACK_TCP_SEQ);
+	seg->ack = stack_get32(h + STACK_TCP_ACK);
+	seg->flags = h[STACK_TCP_FLAGS] & 0x3f;
+	seg->ecn_flags = h[STACK_TCP_FLAGS] & (TCP_ECE | TCP_CWR);
+	seg->ip_ecn = ip->tos & TCP_IP_ECN_MASK;
+	seg->wnd = stack_get16(h + STACK_TCP_WND);
 	pkt->data += hlen;
 	pkt->len = pkt->tot_len = len - hlen;
-	seg.len = pkt->len;
-	seg.buf = pkt;
+	seg->len = pkt->len;
+	seg->buf = pkt;
 
-	if (!sport || !dport) {
+	if (!rx.sport || !rx.dport) {
 		ctx->cnt.rx_bad_header++;
 		ring_buf_free(pkt);
 		return;
 	}
-	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, rx.dport, ip->src, rx.sport);
 	ctx->depth++;
+	/* The predicted segment of an established connection needs none of
+	 * what follows (Linux's header prediction). */
+	if (pcb && pcb->state == TCP_ESTABLISHED && tcp_fast_path(pcb, &rx, hlen))
+		goto done;
+	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg->opt);
 	uint32_t reopen_isn;
 	const uint32_t *isn = NULL;
-	if (pcb && pcb->state == TCP_TIME_WAIT && tw_syn_reopens(pcb, &seg)) {
+	if (pcb && pcb->state == TCP_TIME_WAIT && tw_syn_reopens(pcb, seg)) {
 		/* A new connection on the tuple (RFC 6191, as Linux): TIME_WAIT
 		 * ends and the listener, if any, takes the SYN; our new sequence
 		 * space starts above the old one. */
@@ -996,53 +1045,41 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		isn = &reopen_isn;
 		bool moved_in = pcb->moved_in;
 		tcp_pcb_done(pcb);
-		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+		pcb = tcp_pcb_lookup(ctx, ip->dst, rx.dport, ip->src, rx.sport);
 		if (moved_in && ctx->stray_fn && (!pcb || pcb->state != TCP_LISTEN)) {
 			/* The connection had moved here from the engine of its
 			 * listener: the new one starts there, and so do the
 			 * segments that follow its SYN. */
-			tcp_handed_note(ctx, ip->dst, dport, ip->src, sport, TCP_HANDED_TO_LISTENER, NULL);
-			pass_stray(ctx, NULL, ip, src_mac, h, len);
+			tcp_handed_note(ctx, ip->dst, rx.dport, ip->src, rx.sport, TCP_HANDED_TO_LISTENER, NULL);
+			pass_stray(ctx, NULL, &rx);
 			pcb = NULL;
 			goto done;
 		}
 	}
 	const struct tcp_handed *hd = NULL;
 	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
-	    !(seg.flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, dport, ip->src, sport)) != NULL) {
+	    !(seg->flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, rx.dport, ip->src, rx.sport)) != NULL) {
 		if (hd->kind != TCP_HANDED_KERNEL && ctx->stray_fn)
-			pass_stray(ctx, hd->dest_arg, ip, src_mac, h, len);
+			pass_stray(ctx, hd->dest_arg, &rx);
 		else
 			ctx->cnt.rx_handed_off++;
 	} else if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
-		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
+		tcp_send_rst_reply(ctx, &rx);
 	} else if (pcb->state == TCP_LISTEN) {
-		listen_input(pcb, &seg, nif, ip, src_mac, sport, dport, isn);
+		listen_input(pcb, &rx, isn);
 	} else {
-		pcb->segs_in++;
-		pcb->last_ack_rx_ms = ctx->now_ms;
-		if (seg.len) {
-			/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
-			 * data, and after a silence longer than the RTO (the sender
-			 * restarts from a small window: it needs our ACKs now) */
-			if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
-				tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
-			pcb->last_data_rx_ms = ctx->now_ms;
-			pcb->data_segs_in++;
-			if (seg.len > pcb->rcv_mss)
-				pcb->rcv_mss = seg.len;
-		}
+		tcp_segment_arrived(pcb, seg);
 		if (pcb->state == TCP_SYN_SENT)
-			syn_sent_input(pcb, &seg, nif, ip, src_mac, sport, dport);
+			syn_sent_input(pcb, &rx);
 		else
-			synchronized_input(pcb, &seg, nif, ip, src_mac, sport, dport);
+			synchronized_input(pcb, &rx);
 	}
 done:
 	ctx->depth--;
 	if (!ctx->depth)
 		tcp_reap(ctx);
-	ring_buf_free(seg.buf);
+	ring_buf_free(seg->buf);
 }
 
 void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,

@@ -5,6 +5,7 @@
 #include "stack/stack_internal.h"
 #include "stack/tcp.h"
 #include "log/vlog.h"   /* VMA_ASSERT */
+#include "stack/stack_hdr.h"
 
 #define TCP_HLEN          20u
 #define TCP_MAX_OPT_LEN   40u
@@ -63,6 +64,19 @@ struct tcp_seg {
 	struct ring_buf *buf;            /* data at payload, len = payload (or NULL) */
 };
 
+/* One received segment and where it came from (tcp_in.c): the parsed
+ * header, the IPv4 facts, the interface it arrived on and the sender's MAC
+ * and ports, what an answer to a segment without a connection needs. */
+struct tcp_rx {
+	struct tcp_seg seg;
+	const struct stack_netif *nif;
+	const struct stack_ip4_info *ip;
+	const uint8_t *src_mac;
+	uint16_t sport, dport;           /* network order: the sender's port, ours */
+	const uint8_t *hdr;              /* the TCP header */
+	uint32_t len;                    /* the whole segment (header included) */
+};
+
 /* Sequence space a segment takes: its payload, plus one each for SYN and FIN. */
 static inline uint32_t tcp_seg_space(const struct tcp_seg *seg)
 {
@@ -114,6 +128,20 @@ struct tcp_rack {
 	bool have, reordering_seen, dsack_round_on;
 };
 
+/* The Ethernet, IPv4 and TCP headers of one connection, built once for
+ * its interface (tcp_out.c): a segment copies them and writes only its
+ * sequence and acknowledgment numbers, flags, window, options, lengths and
+ * IPv4 id, the IPv4 checksum completed from ip_sum (the words no segment
+ * changes) and the TCP one from tcp_sum (the pseudo header but its length,
+ * and the ports). */
+#define TCP_TMPL_LEN (STACK_ETH_HLEN + STACK_IP4_HLEN + TCP_HLEN)
+struct tcp_tmpl {
+	uint8_t hdr[TCP_TMPL_LEN];
+	const struct stack_netif *nif;   /* built for this interface; NULL: not built */
+	uint16_t *ip_id;                 /* the IPv4 id counter of the tuple */
+	uint64_t ip_sum, tcp_sum;
+};
+
 struct tcp_cc_state {
 	/* Cubic (RFC 9438) */
 	uint64_t epoch_start_ms;         /* 0 = no epoch */
@@ -128,6 +156,7 @@ struct tcp_pcb {
 	uint16_t local_port, remote_port;
 	uint8_t dst_mac[6];
 	bool bound, detached, dead, rd_shut, wr_shut, fin_rcvd, nodelay, quickack, keepalive;
+	struct tcp_tmpl tmpl;            /* headers of its segments (tcp_out.c) */
 	struct tcp_callbacks cb;
 	void *cb_arg;
 	struct tcp_pcb *next, *prev;     /* ctx->pcbs (every pcb, dead ones until reaped) */
@@ -369,6 +398,23 @@ const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip
 void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
 		     void *dest_arg);
 
+/* tcp_in.c, shared with the fast path (tcp_fast.c), so both run the same
+ * steps: an ACK of new data (SND.UNA < ack <= SND.MAX: RTT, snd_una, the
+ * send buffer; returns the data bytes acknowledged); loss detection and the
+ * window after an ACK; its timers and the sent callback (false: the pcb
+ * died in it); in-order payload at rcv_nxt (taken from seg->buf, ACK
+ * scheduled, delivered; false: the pcb died in the recv callback). */
+uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg);
+void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack);
+bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked);
+bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg);
+/* A segment reached a connection past LISTEN: counters, quick-ACK mode. */
+void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg);
+/* tcp_fast.c: the predicted segment of an established connection (in
+ * order, an ACK, the window unchanged, timestamps only): true when it was
+ * handled, false for the full path (nothing changed then). */
+bool tcp_fast_path(struct tcp_pcb *pcb, struct tcp_rx *rx, uint32_t hlen);
+
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
 	       const struct stack_ip4_info *ip, const uint8_t *src_mac);
@@ -427,19 +473,15 @@ uint32_t tcp_syncookie_make(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, u
 bool tcp_syncookie_check(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
 			 uint32_t peer_isn, uint32_t cookie, uint32_t *mss);
 /* A SYN-ACK that keeps no state: MSS option only, an unscaled window. */
-void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
-			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
-			    uint32_t mss, uint16_t wnd);
+void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct tcp_rx *rx, uint32_t iss, uint32_t ack, uint32_t mss,
+			    uint16_t wnd);
 /* SipHash-2-4 of 16 bytes under key: for values a peer must not predict. */
 uint64_t tcp_keyed_hash(const uint64_t key[2], uint64_t m0, uint64_t m1);
 
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
 void tcp_send_ack(struct tcp_pcb *pcb);
-void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
-			const struct stack_ip4_info *ip,
-			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
-			const struct tcp_seg *seg);
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct tcp_rx *rx);
 void tcp_send_rst(struct tcp_pcb *pcb);
 uint32_t tcp_rcv_window(struct tcp_pcb *pcb);
 uint32_t tcp_flight(const struct tcp_pcb *pcb);

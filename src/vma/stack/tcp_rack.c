@@ -51,10 +51,12 @@ void tcp_rack_init(struct tcp_pcb *pcb)
 	pcb->rack.fack = pcb->snd_una;
 }
 
-/* The latest-sent segment one ACK delivered (RFC 8985 6.2 step 2). */
+/* The latest-sent segment one ACK delivered (RFC 8985 6.2 step 2). The
+ * fields are filled one by one and xmit_us and order kept apart: a struct
+ * stored in pieces and read back whole stalls the CPU's store forwarding. */
 struct rack_acc {
 	bool any;
-	uint32_t xmit_us, order, rtt_us;
+	uint32_t xmit_us, rtt_us, order;
 };
 
 static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const struct tcp_txseg *r)
@@ -80,15 +82,20 @@ static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const stru
 	} else if (rtt && rtt < pcb->min_rtt_us) {
 		pcb->min_rtt_us = rtt;
 	}
-	if (!acc->any || sent_after(r->order, acc->order))
-		*acc = (struct rack_acc){ true, r->xmit_us, r->order, rtt };
+	if (!acc->any || sent_after(r->order, acc->order)) {
+		acc->any = true;
+		acc->xmit_us = r->xmit_us;
+		acc->rtt_us = rtt;
+		acc->order = r->order;
+	}
 }
 
 void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigned nnew)
 {
 	struct tcp_txq *q = &pcb->txq;
 	struct tcp_rack *k = &pcb->rack;
-	struct rack_acc acc = { false, 0, 0, 0 };
+	struct rack_acc acc;
+	acc.any = false;
 	if (!q->seg)
 		return;
 	/* cumulatively acknowledged: lowest first, as step 3 wants */
