@@ -425,6 +425,21 @@ START_TEST(rack_finds_a_lost_retransmission)
 }
 END_TEST
 
+/* Slow start counts every segment an ACK covers (Linux's tcp_slow_start),
+ * so a receiver that ACKs a batch once (a GRO aggregate) does not slow the
+ * ramp: one ACK for 10 segments takes cwnd from 10 to 20, not 11. */
+START_TEST(slow_start_counts_stretch_acks)
+{
+	handshake();
+	write_segs(10);
+	th_run(w, RTT_MS);
+	ack_only(10 * SEG);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(pcb, &in);
+	ck_assert_uint_eq(in.cwnd, 20 * SEG);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_recovery");
@@ -438,6 +453,7 @@ static Suite *suite(void)
 	tcase_add_test(t, tlp_repairing_a_loss_reduces_cwnd);
 	tcase_add_test(t, tlp_with_dsack_keeps_cwnd);
 	tcase_add_test(t, rack_finds_a_lost_retransmission);
+	tcase_add_test(t, slow_start_counts_stretch_acks);
 	suite_add_tcase(s, t);
 	return s;
 }

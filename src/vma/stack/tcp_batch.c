@@ -5,8 +5,11 @@
  * chain and delivered in one recv per pcb when the batch ends, so a socket
  * layer wakes its reader and takes its lock once per poll instead of once per
  * segment. At most gro_streams_max pcbs hold pending data; the oldest is
- * flushed when another one needs a slot. Everything else (ACKs, window,
- * counters) happens per segment exactly as without a batch: the window
+ * flushed when another one needs a slot. The ACK in-order data asks for
+ * waits too: it leaves after the pcb's delivery (riding on the reader's
+ * reply if it wrote one), one per pcb per batch, as Linux ACKs a GRO
+ * aggregate once; an ACK for a filled hole, a duplicate or out-of-order
+ * data leaves at once. The window and counters are per segment: the window
  * already counts pending bytes as unread. */
 #include "stack/tcp_priv.h"
 
@@ -59,6 +62,15 @@ void tcp_batch_flush_pcb(struct tcp_pcb *pcb)
 	struct ring_buf *chain = take(pcb);
 	if (chain)
 		hand_over(pcb, chain);
+	/* The batch's ACK, unless the reader's reply (or a window update)
+	 * already carried it. */
+	if (pcb->ack_batch && !pcb->dead) {
+		pcb->ack_batch = false;
+		if (pcb->last_ack_sent != pcb->rcv_nxt) {
+			pcb->ack_now = true;
+			tcp_output(pcb);
+		}
+	}
 }
 
 void tcp_batch_drop_pcb(struct tcp_pcb *pcb)

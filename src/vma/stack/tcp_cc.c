@@ -78,8 +78,15 @@ void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 	if (algo == TCP_CC_NONE || !acked)
 		return;
 	if (pcb->cwnd < pcb->ssthresh) {
-		pcb->cwnd += tcp_min32(acked, pcb->mss);   /* slow start, L = 1 SMSS */
-		return;
+		/* slow start counts every byte acknowledged up to ssthresh, the
+		 * rest goes to congestion avoidance (Linux's tcp_slow_start): an
+		 * ACK for many segments (a receiver that ACKs a GRO batch once)
+		 * must not slow the ramp (RFC 5681's L = 1 SMSS would) */
+		uint32_t grown = tcp_min32(pcb->cwnd + acked, pcb->ssthresh);
+		acked -= grown - pcb->cwnd;
+		pcb->cwnd = grown;
+		if (!acked)
+			return;
 	}
 	if (algo == TCP_CC_CUBIC) {
 		cubic_on_ack(pcb, acked);

@@ -679,10 +679,18 @@ bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	bool quick = pcb->quick && !pcb->pingpong;
 	if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
 		ctx->cnt.tx_quick_acks++;
-	if (pcb->quickack || filled_hole || two_full || quick)
-		pcb->ack_now = true;
-	else if (!pcb->delack_at)
+	/* Inside an rx batch the ACK waits for its end (one for the whole
+	 * batch, as Linux ACKs a GRO aggregate once), unless it tells of a
+	 * filled hole: the sender's recovery needs it now. */
+	bool batched = ctx->batch_depth && ctx->set.gro_streams_max && !filled_hole && !pcb->rd_shut && pcb->cb.recv;
+	if (pcb->quickack || filled_hole || two_full || quick) {
+		if (batched)
+			pcb->ack_batch = true;
+		else
+			pcb->ack_now = true;
+	} else if (!pcb->delack_at) {
 		pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
+	}
 	if (seg->flags & TCP_PSH)
 		pcb->ack_pushed = true;
 	deliver(pcb, b);

@@ -264,6 +264,10 @@ struct tcp_pcb {
 	struct tcp_range dsack;
 	bool dsack_pending;
 	bool ack_now, ack_delayed;
+	/* The ACK in-order data asked for waits for the end of the rx batch
+	 * (tcp_batch.c): one per connection per batch, as Linux ACKs a GRO
+	 * aggregate once. */
+	bool ack_batch;
 	/* when the last challenge ACK or ACK for an invalid segment left
 	 * (invalid_ack_interval_ms); valid when invalid_acked */
 	uint64_t invalid_ack_ms;
