@@ -326,6 +326,31 @@ START_TEST(tlp_at_linux_pto_then_rack)
 }
 END_TEST
 
+/* The probe's SACK comes back faster than the fastest round trip seen
+ * (7 of 10 ms: a queue drained, our clock read once per poll pass).
+ * Linux's rule takes a retransmission ACKed under min_rtt for an answer
+ * to its original; a probe's original left a PTO earlier and would have
+ * been answered long ago, so the SACK counts down to min_rtt / 2 and RACK
+ * resends segment 9 at once instead of waiting for the RTO. */
+START_TEST(tlp_answered_under_min_rtt_counts)
+{
+	handshake();
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	write_segs(10);
+	th_run(w, RTT_MS);
+	ack_only(8 * SEG);
+	th_run(w, 2 * RTT_MS + 2);
+	ck_assert_uint_eq(c->tx_tail_probes, 1);
+	forget_frames();
+	th_run(w, RTT_MS * 7 / 10);
+	const uint32_t sack10[] = { 9 * SEG, 10 * SEG };
+	ack_sack(8 * SEG, sack10, 1);
+	ck_assert_int_eq(next_data(), 8 * SEG);
+	ck_assert_uint_eq(c->tx_rack_lost, 1);
+	ck_assert_uint_eq(c->tx_rto_expiries, 0);
+}
+END_TEST
+
 /* Only the last segment lost: the probe resends it and the peer's ACK
  * covers everything with no D-SACK, so the probe repaired a loss; once an
  * ACK goes past the probe, cwnd is reduced once (Linux's
@@ -450,6 +475,7 @@ static Suite *suite(void)
 	tcase_add_test(t, reordering_seen_keeps_the_window);
 	tcase_add_test(t, prr_sends_half_a_segment_per_ack);
 	tcase_add_test(t, tlp_at_linux_pto_then_rack);
+	tcase_add_test(t, tlp_answered_under_min_rtt_counts);
 	tcase_add_test(t, tlp_repairing_a_loss_reduces_cwnd);
 	tcase_add_test(t, tlp_with_dsack_keeps_cwnd);
 	tcase_add_test(t, rack_finds_a_lost_retransmission);

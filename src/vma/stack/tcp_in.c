@@ -681,8 +681,10 @@ bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		ctx->cnt.tx_quick_acks++;
 	/* Inside an rx batch the ACK waits for its end (one for the whole
 	 * batch, as Linux ACKs a GRO aggregate once), unless it tells of a
-	 * filled hole: the sender's recovery needs it now. */
-	bool batched = ctx->batch_depth && ctx->set.gro_streams_max && !filled_hole && !pcb->rd_shut && pcb->cb.recv;
+	 * filled hole (the sender's recovery needs it now) or quick-ACK mode
+	 * wants every segment ACKed (a starting sender's cwnd grows per ACK). */
+	bool batched = ctx->batch_depth && ctx->set.gro_streams_max && !filled_hole && !quick && !pcb->rd_shut &&
+		       pcb->cb.recv;
 	if (pcb->quickack || filled_hole || two_full || quick) {
 		if (batched)
 			pcb->ack_batch = true;

@@ -15,6 +15,9 @@
 /* SYN-ACK retransmissions of a half-open child (Linux tcp_synack_retries). */
 #define TCP_SYNACK_RETRIES 5u
 #define TCP_OFO_QUICK_ACKS 3u    /* immediate duplicate ACKs per rcv_nxt */
+/* An out-of-order segment this long is held within the window whatever
+ * ooo_max_bytes says (a sender's window, not a spray of tiny segments). */
+#define TCP_OOO_FULL_SEG 512u
 #define TCP_OFO_ACK_BATCH 44u    /* Linux's tcp_comp_sack_nr */
 /* Delayed ACKs of in-order data wait for more than this many bytes
  * unacknowledged (or the payload of the largest segment seen, if bigger),
@@ -91,6 +94,7 @@ struct tcp_range { uint32_t start, end; };
 #define TCP_TXSEG_LOST    0x02   /* deemed lost, waiting to be resent */
 #define TCP_TXSEG_RETRANS 0x04   /* sent more than once */
 #define TCP_TXSEG_FIN     0x08
+#define TCP_TXSEG_PROBE   0x10   /* latest transmission was a tail loss probe */
 #define TCP_TXQ_NONE      0xffffu
 #define TCP_TXQ_MAX       32768u
 

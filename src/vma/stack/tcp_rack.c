@@ -72,12 +72,21 @@ static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const stru
 		k->reordering_seen = true;
 	if (r->flags & TCP_TXSEG_RETRANS) {
 		/* The ACK may be for an earlier transmission when it came too
-		 * fast for this one (as Linux's tcp_rack_advance). RFC 8985 also
-		 * has the echoed timestamp decide, but a receiver echoes the
-		 * last in-order segment's TSval (RFC 7323 4.3), never the one
-		 * of a retransmission that arrived above a hole (a tail loss
-		 * probe): that rule would hide it from RACK. */
-		if (rtt < min_rtt_us(pcb))
+		 * fast for this one (Linux's tcp_rack_advance: under min_rtt).
+		 * A tail loss probe's original left at least a PTO (2*srtt)
+		 * before it, so its ACK would have come already: the probe's
+		 * answer is taken down to half of min_rtt, as our clock is read
+		 * once per poll pass and a probe answered as fast as the fastest
+		 * sample would otherwise look too fast half the time (its SACK
+		 * ignored, an RTO on a lost tail instead of RACK). RFC 8985 also
+		 * has the echoed timestamp decide, but a receiver echoes the last
+		 * in-order segment's TSval (RFC 7323 4.3), never the one of a
+		 * retransmission that arrived above a hole: that rule would hide
+		 * every tail loss probe from RACK. */
+		uint32_t too_fast = min_rtt_us(pcb);
+		if (r->flags & TCP_TXSEG_PROBE)
+			too_fast /= 2;
+		if (rtt < too_fast)
 			return;
 	} else if (rtt && rtt < pcb->min_rtt_us) {
 		pcb->min_rtt_us = rtt;
@@ -387,6 +396,9 @@ void tcp_tlp_fire(struct tcp_pcb *pcb)
 			}
 		}
 		pcb->tlp_retrans = sent;
+		/* the probe is the latest transmission of the last record */
+		if (sent && q->seg && q->count)
+			tcp_txq_at(q, q->count - 1)->flags |= TCP_TXSEG_PROBE;
 	}
 	if (sent) {
 		pcb->tlp_high = pcb->snd_nxt;

@@ -194,7 +194,13 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		tcp_rcv_dsack_note(pcb, seq, end);
 		return false;
 	}
-	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes) {
+	/* Buffer memory bounds what small segments may pin (a peer spraying
+	 * 1-byte segments past a hole); a segment of at least TCP_OOO_FULL_SEG
+	 * bytes inside the window we offered is kept as Linux keeps it (its
+	 * receive buffer bounds the out-of-order queue): dropping it made a
+	 * Linux sender resend most of its window after each loss. The ring's
+	 * frame pressure still refuses it (below). */
+	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes && buf->len < TCP_OOO_FULL_SEG) {
 		pcb->ctx->cnt.rx_ooo_dropped++;
 		return false;
 	}

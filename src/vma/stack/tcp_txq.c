@@ -197,7 +197,7 @@ void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
 		if (r->flags & TCP_TXSEG_SACKED)
 			continue;
 		clear_lost(q, r);
-		r->flags |= TCP_TXSEG_RETRANS;
+		r->flags = (uint8_t)((r->flags & ~TCP_TXSEG_PROBE) | TCP_TXSEG_RETRANS);
 		r->xmit_us = now;
 		r->order = ++q->order;
 		if (on_list(q, r))
