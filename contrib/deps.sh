@@ -15,6 +15,9 @@ VMA_DEPS=(
 	libibverbs-dev
 	# unit tests (Check), the sanitizer build and tests/fuzz (clang, libFuzzer)
 	check libclang-rt-14-dev
+	# contrib/build_packages.sh (Debian packages, lintian, a fresh root) and
+	# tests/unit/check_man_pages.sh (groff)
+	dpkg-dev debhelper lintian mmdebstrap groff-base
 	# integration tests, benchmarks, demo, testbed
 	python3 iperf3 iperf sockperf redis-server redis-tools nftables iproute2
 	iputils-ping procps psmisc coreutils ethtool strace

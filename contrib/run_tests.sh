@@ -9,6 +9,12 @@
 #                  out of tree from a read-only copy, installed and
 #                  uninstalled; as user nobody when run as root, so a build
 #                  writing into its source fails (about two minutes)
+#   2c. contrib/build_packages.sh --no-check: the Debian packages built from
+#                  the tree (dpkg-buildpackage, lintian without errors),
+#                  installed into a fresh Debian 12 root (mmdebstrap) and
+#                  smoke tested from there: banner, man pages, pkg-config,
+#                  vma_stats, a UDP and a TCP exchange offloaded on the
+#                  testbed (about one minute; docs/packaging.md)
 #   3. build-san/  configure --enable-sanitizers, make check under ASan+UBSan
 #                  with leak detection
 #   3b. tests/fuzz/run.sh 10: every libFuzzer harness built with clang and
@@ -24,6 +30,7 @@
 # first (contrib/deps.sh install) when running as root, so the command works
 # on a fresh Debian 12 machine; NO_INSTALL=1 only lists them.
 # Environment: JOBS (default 2), SKIP_DISTCHECK=1 to leave out step 2b,
+# SKIP_PACKAGES=1 to leave out step 2c,
 # SKIP_SAN=1 to leave out step 3,
 # SKIP_FUZZ=1 to leave out step 3b (FUZZ_SECONDS per harness, default 10),
 # SKIP_OFFLOAD_PASS=1 to leave out step 5.
@@ -194,6 +201,30 @@ distcheck_step() {
 	fi
 }
 
+# packages_step: contrib/build_packages.sh, one case per check it prints
+# (its unit tests are step 2's: --no-check). SKIP without its tools or root.
+packages_step() {
+	local rc pass fail
+	if [ "${SKIP_PACKAGES:-0}" = 1 ]; then
+		note "packages: SKIP (SKIP_PACKAGES=1)"
+		record "packages (skipped)" 0 0 1
+		return
+	fi
+	note "packages: contrib/build_packages.sh --no-check (build, lintian, fresh root, smoke test)"
+	JOBS=$jobs "$top/contrib/build_packages.sh" --no-check >"$logs/packages.log" 2>&1
+	rc=$?
+	if [ $rc -eq 77 ]; then
+		grep '^SKIP' "$logs/packages.log" | sed 's/^/   /'
+		record "packages (skipped)" 0 0 1
+		return
+	fi
+	grep -E '^(ok|FAIL|   [|OEW])|^packages:' "$logs/packages.log" | sed 's/^/   /'
+	pass=$(grep -c '^ok: ' "$logs/packages.log")
+	fail=$(grep -c '^FAIL: ' "$logs/packages.log")
+	[ $rc -eq 0 ] || [ "$fail" -gt 0 ] || fail=1
+	record "packages (build, install, smoke)" "$pass" "$fail"
+}
+
 # integration LABEL LOGNAME CMD...: tests/integration/run.sh under CMD
 # (an env prefix), recorded as LABEL.
 integration() {
@@ -223,6 +254,7 @@ if run_logged autogen ./autogen.sh; then
 	build_and_check build "unit tests" --enable-werror
 	built=$?
 	distcheck_step
+	packages_step
 	if [ "${SKIP_SAN:-0}" != 1 ]; then
 		ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 			UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \

@@ -8,7 +8,7 @@
  * layouts and the same order of struct vma_api_t, so a program built against
  * either header runs against either library. tests/unit/test_extra_layout.c
  * pins every size, offset and value below. What each call does in this
- * library, and what it does not do yet, is in docs/extra_api.md.
+ * library, and what it does not do, is in docs/extra_api.md.
  *
  * Written for this project from the documented facts (the VMA manual's Extra
  * API chapter and the public header's layouts).
@@ -45,7 +45,8 @@ extern "C" {
 #define SO_VMA_FLOW_TAG 2820
 #define SO_VMA_SHUTDOWN_RX 2821
 
-/* A send flag: walk the send path without putting the packet on the wire. */
+/* A send flag: walk the send path without putting the packet on the wire
+ * (offloaded sockets; EINVAL on any other). */
 #define VMA_SND_FLAGS_DUMMY MSG_SYN
 
 /* What a receive callback decides for the datagram it was shown. */
@@ -236,7 +237,7 @@ typedef vma_recv_callback_retval_t (*vma_recv_callback_t)(int fd, size_t sz_iov,
  * ABI: never reorder, only append. */
 struct __attribute__((packed)) vma_api_t {
 	/* callback NULL unregisters. 0, or -1: EINVAL (not an offloaded UDP
-	 * socket), EBADF. */
+	 * socket or TCP connection), EBADF. */
 	int (*register_recv_callback)(int s, vma_recv_callback_t callback, void *context);
 	/* Receives one datagram without copying when *flags allows: see
 	 * MSG_VMA_ZCOPY_FORCE / MSG_VMA_ZCOPY. Returns the payload bytes. */
@@ -248,11 +249,18 @@ struct __attribute__((packed)) vma_api_t {
 	int (*add_conf_rule)(const char *config_line);
 	/* Sockets thread tid creates afterwards: offloaded (1) or not (0). */
 	int (*thread_offload)(int offload, pthread_t tid);
+	/* VMA_SOCKETXTREME=1: up to ncompletions completions of the ring fd's
+	 * sockets (flags: 0). The count, or -1: EOPNOTSUPP (mode off),
+	 * EBADFD (not a ring fd). */
 	int (*socketxtreme_poll)(int fd, struct vma_completion_t *completions, unsigned int ncompletions, int flags);
 	int (*get_socket_rings_num)(int fd);
 	int (*get_socket_rings_fds)(int fd, int *ring_fds, int ring_fds_sz);
 	int (*get_socket_tx_ring_fd)(int sock_fd, struct sockaddr *to, socklen_t tolen);
+	/* Drops a reference of each buffer of the packets (the frames go back
+	 * at the last). 0, or -1: EINVAL (not a buffer lent). */
 	int (*socketxtreme_free_vma_packets)(struct vma_packet_desc_t *packets, int num);
+	/* One reference more / less on a buffer; the count after the change
+	 * (0: given back), or -1: EINVAL. */
 	int (*socketxtreme_ref_vma_buff)(struct vma_buff_t *buff);
 	int (*socketxtreme_free_vma_buff)(struct vma_buff_t *buff);
 	/* Logs fd's state (0: every fd) at log_level (-1 none .. 8 all). */

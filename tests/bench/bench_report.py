@@ -54,6 +54,17 @@ def parse_pp_client(text):
             "p50_us": float(p50), "p99_us": float(p99), "p999_us": None}
 
 
+def parse_udp_lat(text):
+    """vma_udp_lat: 'mode=M rounds=N lost=N avg_us=X p50_us=X p99_us=X p999_us=X'."""
+    m = re.findall(r"mode=(\w+) rounds=(\d+) lost=(\d+) avg_us=([0-9.]+) p50_us=([0-9.]+) p99_us=([0-9.]+) "
+                   r"p999_us=([0-9.]+)", text)
+    if not m:
+        return {}
+    mode, rounds, lost, avg, p50, p99, p999 = m[-1]
+    return {"mode": mode, "sent": int(rounds), "received": int(rounds) - int(lost), "avg_us": float(avg),
+            "p50_us": float(p50), "p99_us": float(p99), "p999_us": float(p999)}
+
+
 def parse_sockperf_tp(client, server):
     """tp client: sender total and duration; sr server: its receive count."""
     out = {}
@@ -177,6 +188,8 @@ def cmd_record(argv):
         rec.update(parse_sockperf_latency(client))
     elif kind == "floor":
         rec.update(parse_pp_client(client))
+    elif kind == "xapi":
+        rec.update(parse_udp_lat(client))
     elif kind == "tp":
         rec.update(parse_sockperf_tp(client, server))
     elif kind == "iperf2":
@@ -247,6 +260,15 @@ TARGETS = (
     ("iperf3 completes under libvma (both ends), same byte count both sides", "iperf3_ok", lambda v: v is True,
      "iperf3", None),
     ("tcp_connrate completes under libvma (both ends)", "connrate_ok", lambda v: v is True, "connrate", None),
+    # Issue 14: the Extra API's receive methods against plain offloaded
+    # recv in the same run, by the median round trip (2 % for noise: zero
+    # copy saves one 64-byte copy). The averages are printed beside it: on
+    # a shared host they follow the few round trips preempted for
+    # milliseconds, which fall on whichever configuration ran then.
+    ("xapi64 socketxtreme_poll p50 <= libvma recv p50", "xtreme_vs_recv", lambda v: v <= 1.02, "xapi64",
+     "udp_offloaded"),
+    ("xapi64 recvfrom_zcopy p50 <= libvma recv p50", "zcopy_vs_recv", lambda v: v <= 1.02, "xapi64",
+     "udp_offloaded"),
 )
 
 
@@ -291,11 +313,54 @@ def err(r):
     return f"  ERROR: {r['error']}" if r.get("error") else ""
 
 
+def merge_rounds(runs):
+    """The xapi rows ran several rounds: one row per configuration with the
+    median of each latency over the rounds, the spread of the average (min
+    and max) and the rounds themselves."""
+    out, groups = [], {}
+    for r in runs:
+        if r.get("kind") != "xapi":
+            out.append(r)
+            continue
+        key = (r["workload"], r["config"])
+        if key not in groups:
+            groups[key] = []
+            out.append(key)
+        groups[key].append(r)
+    merged = []
+    for item in out:
+        if isinstance(item, dict):
+            merged.append(item)
+            continue
+        rounds = groups[item]
+        good = [r for r in rounds if r.get("avg_us") is not None]
+        if not good:
+            merged.append(rounds[-1])
+            continue
+        m = dict(good[len(good) // 2])
+        for k in ("avg_us", "p50_us", "p99_us", "p999_us", "server_cpu_s_per_M", "client_cpu_s_per_M"):
+            vals = sorted(r[k] for r in good if r.get(k) is not None)
+            m[k] = vals[len(vals) // 2] if vals else None
+        avgs = [r["avg_us"] for r in good]
+        m["avg_min_us"], m["avg_max_us"] = min(avgs), max(avgs)
+        m["rounds"] = len(good)
+        m["round_avgs_us"] = avgs
+        # Offloaded only when every round was.
+        for k in ("server_offloaded", "client_offloaded"):
+            flags = [r.get(k) for r in good]
+            m[k] = None if None in flags else all(flags)
+        failed = [r.get("error") for r in rounds if r.get("error")]
+        if failed:
+            m["error"] = f"{len(failed)} of {len(rounds)} rounds failed: {failed[-1]}"
+        merged.append(m)
+    return merged
+
+
 def cmd_report(argv):
     records_path, meta_path, json_path = argv[:3]
     check = "--check" in argv[3:]
     strict = "--strict" in argv[3:]
-    runs = [json.loads(l) for l in open(records_path) if l.strip()]
+    runs = merge_rounds([json.loads(l) for l in open(records_path) if l.strip()])
     meta = json.load(open(meta_path))
     by = {(r["workload"], r["config"]): r for r in runs}
     workloads = {r["workload"] for r in runs}
@@ -306,12 +371,16 @@ def cmd_report(argv):
         return b.get(key) if b else None
 
     main_value = {"pp": "avg_us", "ul": "avg_us", "floor": "avg_us", "tp": "rx_rate",
-                  "iperf3": "gbps", "connrate": "conn_rate"}
+                  "iperf3": "gbps", "connrate": "conn_rate", "xapi": "avg_us"}
     for r in runs:
         key = main_value.get(r["kind"])
         if key:
             r["ratio_vs_kernel"] = ratio(r.get(key), base(r, "kernel", key))
             r["ratio_vs_kernel_bp"] = ratio(r.get(key), base(r, "kernel-bp", key))
+        if r["kind"] == "xapi":
+            # Each receive method of the Extra API against plain offloaded recv.
+            r["ratio_vs_recv"] = ratio(r.get("avg_us"), base(r, "libvma-recv", "avg_us"))
+            r["p50_ratio_vs_recv"] = ratio(r.get("p50_us"), base(r, "libvma-recv", "p50_us"))
         if r.get("proto") == "tcp" and r["kind"] != "floor":
             r["kernel_tcp_flat_server"], r["kernel_tcp_flat_client"] = tcp_flat(r)
 
@@ -320,6 +389,7 @@ def cmd_report(argv):
     ip = [r for r in runs if r["kind"] == "iperf2"]
     bulk = [r for r in runs if r["kind"] == "iperf3"]
     conn = [r for r in runs if r["kind"] == "connrate"]
+    xapi = [r for r in runs if r["kind"] == "xapi"]
     w = sys.stdout.write
 
     w(f"\nLatency: half round trip, usec; x = avg / kernel avg (lower is better); "
@@ -380,6 +450,23 @@ def cmd_report(argv):
               f"{fmt(r.get('avg_us')):>8} {fmt(r.get('p50_us')):>8} {fmt(r.get('p99_us')):>8} "
               f"{fmt(r.get('failed'), '{}'):>7} {fmt(r.get('kernel_srv_in'), '{}'):>12} "
               f"{fmt(r.get('kernel_cli_in'), '{}'):>12} {offl(r):>7}{err(r)}\n")
+    if xapi:
+        w("\nExtra API receive methods (vma_udp_lat ping-pong, both ends; half round trip, usec; medians of "
+          "the rounds; avg min-max = the spread of the rounds' averages;\n"
+          "x recv = avg / libvma-recv avg, p50 x = p50 / libvma-recv p50)\n")
+        w(f"{'workload':<9} {'config':<13} {'avg':>8} {'avg min-max':>13} {'p50':>8} {'p99':>8} {'p99.9':>8} "
+          f"{'x kern':>7} {'x k-bp':>7} {'x recv':>7} {'p50 x':>7} {'cpu srv':>8} {'cpu cli':>8} "
+          f"{'offload':>7}\n")
+        for r in xapi:
+            if unavailable(r, "avg_us"):
+                w(f"{row_head(r)}n/a ({r['error']})\n")
+                continue
+            spread = (f"{r['avg_min_us']:.2f}-{r['avg_max_us']:.2f}" if r.get("avg_min_us") is not None else "-")
+            w(f"{row_head(r)}{fmt(r.get('avg_us')):>8} {spread:>13} {fmt(r.get('p50_us')):>8} "
+              f"{fmt(r.get('p99_us')):>8} {fmt(r.get('p999_us')):>8} {fmt(r.get('ratio_vs_kernel')):>7} "
+              f"{fmt(r.get('ratio_vs_kernel_bp')):>7} {fmt(r.get('ratio_vs_recv')):>7} "
+              f"{fmt(r.get('p50_ratio_vs_recv')):>7} {fmt(r.get('server_cpu_s_per_M'), '{:.1f}'):>8} "
+              f"{fmt(r.get('client_cpu_s_per_M'), '{:.1f}'):>8} {offl(r):>7}{err(r)}\n")
     if ip:
         w("\niperf2 -u smoke (-b 100M)\n")
         for r in ip:
@@ -417,6 +504,8 @@ def cmd_report(argv):
         "iperf3_ok": (bool(ip3.get("bytes_received")) and not ip3.get("error")
                       and ip3.get("server_bytes_received") == ip3.get("bytes_received")) if ip3 else None,
         "connrate_ok": (bool(cr.get("conns")) and not cr.get("error")) if cr else None,
+        "xtreme_vs_recv": get("xapi64", "libvma-xtreme").get("p50_ratio_vs_recv"),
+        "zcopy_vs_recv": get("xapi64", "libvma-zcopy").get("p50_ratio_vs_recv"),
     }
     targets, missed = [], 0
     for text, key, ok, workload, needs in TARGETS:

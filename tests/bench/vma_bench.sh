@@ -9,8 +9,11 @@
 #   libvma-client  LD_PRELOAD=libvma.so on the client only (TCP sockperf, full mode)
 #   libvma-both    LD_PRELOAD=libvma.so on both ends
 # UDP: sockperf pp/tp/ul in the first four, the latency floor (udp_pp_client
-# against ring_echo, a bare AF_XDP echo, and against udp_echo_kernel) and an
-# iperf2 -u smoke. TCP: sockperf --tcp pp/tp, iperf3 bulk and tcp_connrate
+# against ring_echo, a bare AF_XDP echo, and against udp_echo_kernel), the
+# Extra API's receive methods (xapi64: tools/udp_lat/vma_udp_lat ping-pong,
+# both ends receiving by recv, the receive callback, recvfrom_zcopy or
+# socketxtreme_poll under libvma, and the kernel blocking and busy-polling)
+# and an iperf2 -u smoke. TCP: sockperf --tcp pp/tp, iperf3 bulk and tcp_connrate
 # (sequential connect/close) in kernel and libvma configurations. Each run
 # snapshots the kernel counters (/proc/net/snmp Udp or Tcp) of both
 # namespaces: under an offloading libvma they stay flat.
@@ -20,13 +23,14 @@
 # (reason)"), 1 with --check when a target of the issue is missed, 1 with
 # --strict when any run failed, 2 when it could not set up.
 #
-# --quick: UDP pp64 tp64, TCP pp64 tp64 iperf3 connrate (TCP: kernel and
-# libvma-both only), 2 s a run (the demo, ~1.5 min). Full: ~5 s a run.
+# --quick: UDP pp64 tp64 xapi64, TCP pp64 tp64 iperf3 connrate (TCP: kernel
+# and libvma-both only), 2 s a run (the demo, ~3 min). Full: ~5 s a run.
 # Env: BENCH_SECONDS (per run), BENCH_PORT (first port, 12000), TB_PREFIX
 # (namespace prefix, vmatb), BENCH_TESTBED=keep (use the namespaces that
 # exist and leave them), BENCH_VMA_ENV (extra VAR=VALUE words for libvma),
 # BENCH_WORKLOADS (replaces the workload list, lines separated by ";"),
-# BENCH_TCP_CONFIGS (replaces the configurations of every TCP row).
+# BENCH_TCP_CONFIGS (replaces the configurations of every TCP row),
+# BENCH_XAPI_ROUNDS (rounds of the xapi64 configurations, 3).
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -63,13 +67,13 @@ RECORDS=$BENCH_TMP/records.jsonl
 TCP_WORKLOADS=("tcp_pp64 pp tcp 64" "tcp_tp64 tp tcp 64" "iperf3 iperf3 tcp 0" "connrate connrate tcp 0")
 if [ $QUICK = 1 ]; then
 	SECONDS_PER_RUN=${BENCH_SECONDS:-2}
-	WORKLOADS=("pp64 pp udp 64" "tp64 tp udp 64" "${TCP_WORKLOADS[@]}")
+	WORKLOADS=("pp64 pp udp 64" "tp64 tp udp 64" "xapi64 xapi udp 64" "${TCP_WORKLOADS[@]}")
 	TCP_SOCKPERF_CONFIGS=(kernel libvma-both)
 	TCP_APP_CONFIGS=(kernel libvma-both)
 else
 	SECONDS_PER_RUN=${BENCH_SECONDS:-5}
 	WORKLOADS=("pp64 pp udp 64" "pp1472 pp udp 1472" "tp64 tp udp 64" "ul64 ul udp 64 --mps=10000"
-		"${TCP_WORKLOADS[@]}")
+		"xapi64 xapi udp 64" "${TCP_WORKLOADS[@]}")
 	TCP_SOCKPERF_CONFIGS=(kernel kernel-bp libvma-server libvma-client libvma-both)
 	TCP_APP_CONFIGS=(kernel libvma-server libvma-both)
 fi
@@ -233,12 +237,46 @@ connrate_run() {
 	done
 }
 
+# xapi_run NAME KIND PROTO SIZE: vma_udp_lat ping-pong, both ends receiving
+# the same way: the kernel (blocking, then busy-polling with SO_BUSY_POLL),
+# and under libvma (VMA_SPEC=latency) by recv, the receive callback,
+# recvfrom_zcopy and socketxtreme_poll (with VMA_SOCKETXTREME=1).
+# The configurations run in turn, BENCH_XAPI_ROUNDS (3) times over, so a
+# change of the host's load touches every method alike; the report gives
+# each configuration's median and the spread over the rounds.
+XAPI_CONFIGS=(kernel kernel-bp libvma-recv libvma-cb libvma-zcopy libvma-xtreme)
+XAPI_ROUNDS=${BENCH_XAPI_ROUNDS:-3}
+xapi_run() {
+	local name=$1 kind=$2 proto=$3 size=$4 prog=$BUILD/tools/udp_lat/vma_udp_lat config mode env flags round
+	if [ ! -x "$prog" ]; then
+		echo "{\"workload\":\"$name\",\"config\":\"kernel\",\"kind\":\"xapi\",\"error\":\"$prog not built\"}" >>"$RECORDS"
+		return
+	fi
+	for round in $(seq "$XAPI_ROUNDS"); do
+	for config in "${XAPI_CONFIGS[@]}"; do
+		flags= env=
+		case $config in
+		kernel) mode=recv ;;
+		kernel-bp) mode=recv flags=--spin ;;
+		libvma-*)
+			mode=${config#libvma-}
+			env="LD_PRELOAD=$LIBVMA VMA_SPEC=latency ${VMA_ENV_EXTRA[*]}"
+			[ "$mode" = xtreme ] && env="$env VMA_SOCKETXTREME=1" ;;
+		esac
+		measure_run "$name" "$config" "$kind" "$proto" "$size" \
+			"env $env $prog -s -i $SERVER_IP -p {PORT} -r $mode $flags" \
+			"env $env $prog -c $SERVER_IP -p {PORT} -r $mode -m $size -n $FLOOR_COUNT -t $SECONDS_PER_RUN $flags"
+	done
+	done
+}
+
 # run_workload NAME KIND PROTO SIZE EXTRA...: one line of WORKLOADS.
 run_workload() {
 	case $2 in
 	pp|tp|ul) sockperf_run "$@" ;;
 	iperf3) iperf3_run "$@" ;;
 	connrate) connrate_run "$@" ;;
+	xapi) xapi_run "$@" ;;
 	*) bench_log "unknown workload kind '$2' in '$*'" ;;
 	esac
 }

@@ -8,9 +8,13 @@
 # preloaded before libvma.so (an uninstrumented app needs them first), every
 # report goes to a log file, and any AddressSanitizer, LeakSanitizer or UBSan
 # report fails the run. Runs, against that build:
-#   udp_semantics, iomux_udp, life_udp, udp_tx_flush, udp_migrate (C programs
-#   under libvma),
+#   udp_semantics, iomux_udp, life_udp, udp_tx_flush, udp_migrate, and the
+#   Extra API's extra_api, extra_xtreme and extra_examples (C programs under
+#   libvma),
 #   ring_flows, ring_steering (ring_echo from the sanitizer build),
+#   mp_procs scenarios d g i l m (threaded servers: lanes, TCP connections
+#   moving between them at accept and after their reader, a UDP socket
+#   moving),
 #   sockperf server + client under libvma: ping-pong and throughput, 3 s each.
 # Leaks allocated by python3 itself (peers in some scripts) are suppressed;
 # nothing with a libvma frame is.
@@ -51,9 +55,15 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$LOGS/ubsan"
 fail=0
 check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 
-for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate ring_flows ring_steering; do
+# mp_procs: threads on one listener (connections moving at accept), an
+# acceptor handing connections to workers (moving to their reader), a
+# lane per thread with SO_REUSEPORT, a UDP socket moving between readers.
+for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate ring_flows ring_steering mp_procs \
+	extra_api extra_xtreme extra_examples; do
 	start=$(date +%s)
+	[ $t = mp_procs ] && export MP_SCENARIOS="d g i l m"
 	timeout -k 5 300 bash "$HERE/$t.sh" "$SAN" >"$LOGS/$t.out" 2>&1
+	unset MP_SCENARIOS
 	rc=$?
 	[ $rc = 0 ] || sed 's/^/    /' "$LOGS/$t.out" | grep -vE '^    PASS' | tail -30
 	check $rc "$t under sanitizers (exit $rc, $(($(date +%s) - start))s)"

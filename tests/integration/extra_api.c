@@ -426,7 +426,7 @@ static void test_unsupported_and_errors(void)
 	int tcp = socket(AF_INET, SOCK_STREAM, 0);
 	errno = 0;
 	check(api->register_recv_callback(tcp, on_datagram, NULL) == -1 && errno == EINVAL,
-	      "register_recv_callback on a TCP socket: EINVAL");
+	      "register_recv_callback on a TCP socket neither connected nor accepted: EINVAL");
 	close(tcp);
 	errno = 0;
 	check(api->register_recv_callback(-1, on_datagram, NULL) == -1 && errno == EBADF,

@@ -62,7 +62,7 @@ PEER_MAC=$($A ip link show "$TB_PREFIX-a0" | awk '/link\/ether/ {print $2}')
 # only to resolved neighbours).
 $B ping -c 1 -W 1 198.18.0.1 >/dev/null 2>&1
 
-$B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=warn VMA_RX_BUFS=512 VMA_RX_WRE=256 \
+$B env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=warn VMA_RX_BUFS=512 VMA_RX_WRE=256 \
 	timeout 120 "$PROG" 198.18.0.1 17000 18100 "$PEER_MAC" >"$WORK/run.out" 2>"$WORK/run.err"
 rc=$?
 cat "$WORK/run.out"

@@ -125,7 +125,9 @@ if [ "$KERNEL_ONLY" = 1 ]; then
 	VMA=""
 	echo "mode: kernel only (servers on the kernel; offload checks inverted)"
 else
-	VMA="env LD_PRELOAD=$LIB"
+	# VMA_TEST_PRELOAD: runtimes to load first (asan_offload.sh: the
+	# sanitizers' own, which an uninstrumented program needs first).
+	VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB"
 	echo "mode: libvma $LIB"
 fi
 
@@ -390,6 +392,9 @@ ring_check() {
 	local name=$1 want=$2 pid rings busy
 	[ "$KERNEL_ONLY" = 1 ] && return 0
 	pid=$(cat "$TMP/$name.pid")
+	# Each lane publishes its ring counters every 100 ms (a whole UDP
+	# scenario can run in less): let every lane publish twice first.
+	sleep 0.3
 	"$VMA_STATS" -p "$pid" -v 3 -c 1 >"$TMP/$name.vs" 2>&1
 	rings=$(grep -c 'RING=\[' "$TMP/$name.vs")
 	# "Rx Offload: KB / PACKETS [kilobytes/packets]"

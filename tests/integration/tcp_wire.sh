@@ -106,10 +106,13 @@ bounded() {  # $1 key, $2 awk condition on k (kernel) and v (libvma), $3 text
 	ok=$(awk -v k="${kv:-nan}" -v v="${vv:-nan}" "BEGIN { print (k != \"nan\" && v != \"nan\" && ($2)) ? 1 : 0 }")
 	check "$ok" "$1: libvma $vv, kernel $kv ($3)"
 }
-bounded quickack_acks_first10 "k >= 8 && v >= k - 2" "quick ACKs: about one per segment at the start, as the kernel"
+# The kernel's own count drops when its reader is descheduled (a loaded
+# host: seen 5): ours must show the quick-ACK mode whatever it got.
+bounded quickack_acks_first10 "v >= 8 && v >= k - 2" "quick ACKs: about one per segment at the start, as the kernel"
 # the window follows how fast the application reads (bytes per receiver
 # RTT), so a reader slower than the kernel's gets a smaller one, as Linux
-bounded drs_max_window "k >= 262144 && v >= 262144 && v >= k / 4" "auto-tuning opens the window past 4 times the initial 64 KiB, at least a quarter as far as the kernel"
+# (the kernel's own figure fell to 218 KiB on a loaded host: not required)
+bounded drs_max_window "v >= 262144 && v >= k / 4" "auto-tuning opens the window past 4 times the initial 64 KiB, at least a quarter as far as the kernel"
 bounded user_timeout_first_rexmit_ms "k >= 150 && v >= k * 0.75 && v <= k * 1.5 + 50" "first retransmission of a lone segment at the RTO, as the kernel (min RTO 200 ms)"
 bounded user_timeout_error_ms "k >= 900 && k <= 2500 && v >= 900 && v <= k + 500" "ETIMEDOUT at TCP_USER_TIMEOUT (1000 ms)"
 # loss recovery (RACK-TLP, PRR): one loss found as fast as the kernel does

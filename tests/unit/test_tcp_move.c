@@ -250,10 +250,8 @@ START_TEST(syn_reopening_moved_time_wait_goes_to_the_listener)
 	nstrays = 0;
 	/* The SYN reaches the lane (its 5-tuple entry still names it). */
 	w.capture = true;
-	struct ring_buf *b = ring_buf_heap_alloc("syn", 64);
-	ck_assert_ptr_nonnull(b);
-	uint8_t *th = b->data;
-	memset(th, 0, 32);
+	uint8_t th[32];
+	memset(th, 0, sizeof(th));
 	uint16_t sport = htons(PORT_A), dport = htons(PORT_B);
 	memcpy(th, &sport, 2);
 	memcpy(th + 2, &dport, 2);
@@ -262,9 +260,11 @@ START_TEST(syn_reopening_moved_time_wait_goes_to_the_listener)
 	th[13] = TCP_SYN;
 	th[14] = 0xff; th[15] = 0xff;
 	memcpy(th + 20, opts, 12);
+	/* The engine consumes (frees) what it is fed: a copy each time. */
+	struct ring_buf *b = ring_buf_heap_alloc("syn", 64);
+	ck_assert_ptr_nonnull(b);
+	memcpy(b->data, th, sizeof(th));
 	b->len = b->tot_len = 32;
-	uint8_t syn[32];
-	memcpy(syn, th, sizeof(syn));   /* the engine consumes b */
 	struct tcp_seg_origin from = { .src = w.side[0].nif.ip, .dst = w.side[1].nif.ip, .ttl = 64, .ifindex = 1 };
 	memcpy(from.src_mac, w.side[0].nif.mac, 6);
 	tcp_input_passed(l.tcp, &l.nif, b, &from);
@@ -278,7 +278,7 @@ START_TEST(syn_reopening_moved_time_wait_goes_to_the_listener)
 	 * goes to the listener. */
 	b = ring_buf_heap_alloc("ack", 64);
 	ck_assert_ptr_nonnull(b);
-	memcpy(b->data, syn, 20);
+	memcpy(b->data, th, 20);
 	b->data[12] = 5 << 4;
 	b->data[13] = TCP_ACK;
 	b->len = b->tot_len = 20;

@@ -1,5 +1,6 @@
 /* What the table looks like to people: the startup banner (through the
- * logger) and the Markdown reference behind docs/parameters.md. */
+ * logger), the Markdown reference behind docs/parameters.md and the
+ * parameter summary of the libvma(7) man page. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -89,7 +90,8 @@ static const char *cfg_kind_name(const struct cfg_param_row *row)
 	return "?";
 }
 
-static void cfg_write_range(FILE *out, const struct cfg_param_row *row)
+/* quote wraps profile names in Markdown backticks. */
+static void cfg_write_range(FILE *out, const struct cfg_param_row *row, const char *quote)
 {
 	switch (row->kind) {
 	case CFG_KIND_STRING:
@@ -105,7 +107,7 @@ static void cfg_write_range(FILE *out, const struct cfg_param_row *row)
 		for (int i = 0; i < cfg_spec_count(); i++) {
 			const struct cfg_spec *spec = cfg_spec_at(i);
 			for (int k = 0; spec->names[k]; k++)
-				fprintf(out, "%s`%s`", (i || k) ? ", " : "", spec->names[k]);
+				fprintf(out, "%s%s%s%s", (i || k) ? ", " : "", quote, spec->names[k], quote);
 		}
 		return;
 	case CFG_KIND_ENUM:
@@ -148,7 +150,7 @@ static void cfg_write_row(FILE *out, const struct cfg_param_row *row)
 	fprintf(out, "- Type: %s\n", cfg_kind_name(row));
 	fprintf(out, "- Default: %s%s%s\n", def[0] ? "`" : "", def[0] ? def : "(empty)", def[0] ? "`" : "");
 	fputs("- Accepted: ", out);
-	cfg_write_range(out, row);
+	cfg_write_range(out, row, "`");
 	fputc('\n', out);
 	if (row->labels) {
 		fputs("- Values:", out);
@@ -214,7 +216,7 @@ void cfg_params_write_markdown(FILE *out)
 		/* Links use the anchors Markdown renderers derive from the headings. */
 		fprintf(out, "| [`%s`](#vma_%s) | %s | %s | ", row->name, row->field, cfg_kind_name(row),
 			def[0] ? def : "(empty)");
-		cfg_write_range(out, row);
+		cfg_write_range(out, row, "`");
 		fprintf(out, " | %s |\n", row->effect == CFG_EFFECT_USED || row->effect == CFG_EFFECT_LOADER ? "yes"
 					 : row->effect == CFG_EFFECT_VERBS_ONLY ? "no effect on xdp" : "no effect");
 	}
@@ -224,4 +226,61 @@ void cfg_params_write_markdown(FILE *out)
 		cfg_write_row(out, row);
 	}
 	cfg_write_specs(out);
+}
+
+/* ---- man page summary (docs/libvma.7, between its generated markers) ---- */
+
+/* Writes text for troff: backslashes escaped, a minus before a digit as a
+ * real minus, and len bytes at most. A line must not start with a dot or a
+ * quote (a request): callers start lines with a word. */
+static void cfg_man_text(FILE *out, const char *text, size_t len)
+{
+	for (size_t i = 0; i < len && text[i]; i++) {
+		if (text[i] == '\\')
+			fputs("\\e", out);
+		else if (text[i] == '-' && text[i + 1] >= '0' && text[i + 1] <= '9')
+			fputs("\\-", out);
+		else
+			fputc(text[i], out);
+	}
+}
+
+/* Length of the description's first sentence: up to the first ". " before a
+ * capital letter, so "e.g. a value" does not end it. */
+static size_t cfg_first_sentence(const char *text)
+{
+	for (const char *p = text; (p = strstr(p, ". ")); p++)
+		if (p[2] >= 'A' && p[2] <= 'Z')
+			return (size_t)(p - text) + 1;
+	return strlen(text);
+}
+
+void cfg_params_write_man(FILE *out)
+{
+	char def[CFG_PATH_SIZE];
+	char range[256];
+
+	for (int i = 0; i < cfg_params_count(); i++) {
+		const struct cfg_param_row *row = cfg_param_at(i);
+		FILE *mem = fmemopen(range, sizeof(range), "w");
+		if (mem) {
+			cfg_write_range(mem, row, "");
+			fclose(mem);
+		} else {
+			range[0] = '\0';
+		}
+		cfg_doc_default_text(row, def, sizeof(def));
+		fprintf(out, ".TP\n.B %s\n", row->name);
+		fputs("Default ", out);
+		cfg_man_text(out, def[0] ? def : "empty", CFG_PATH_SIZE);
+		fputs("; ", out);
+		cfg_man_text(out, range, sizeof(range));
+		if (row->effect == CFG_EFFECT_VERBS_ONLY)
+			fputs("; no effect on xdp (verbs backend only)", out);
+		else if (row->effect == CFG_EFFECT_NONE)
+			fputs("; no effect here", out);
+		fputs(".\n", out);
+		cfg_man_text(out, row->description, cfg_first_sentence(row->description));
+		fputc('\n', out);
+	}
 }

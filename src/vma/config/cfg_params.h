@@ -35,6 +35,11 @@ void cfg_params_print_banner(const struct cfg_params *p);
 /* Writes the parameter reference (Markdown) generated from the table. */
 void cfg_params_write_markdown(FILE *out);
 
+/* Writes the troff parameter summary of the libvma(7) man page: per row the
+ * name, default, range, whether it acts here, and the description's first
+ * sentence (tests/unit/check_man_pages.sh keeps docs/libvma.7 in step). */
+void cfg_params_write_man(FILE *out);
+
 /* Number of rows in the table. */
 int cfg_params_count(void);
 

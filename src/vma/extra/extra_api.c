@@ -18,31 +18,6 @@ static int extra_not_supported(const char *what)
 	return -1;
 }
 
-static int extra_socketxtreme_poll(int fd, struct vma_completion_t *completions, unsigned int ncompletions,
-				   int flags)
-{
-	(void)fd, (void)completions, (void)ncompletions, (void)flags;
-	return extra_not_supported("socketxtreme_poll");
-}
-
-static int extra_socketxtreme_free_vma_packets(struct vma_packet_desc_t *packets, int num)
-{
-	(void)packets, (void)num;
-	return extra_not_supported("socketxtreme_free_vma_packets");
-}
-
-static int extra_socketxtreme_ref_vma_buff(struct vma_buff_t *buff)
-{
-	(void)buff;
-	return extra_not_supported("socketxtreme_ref_vma_buff");
-}
-
-static int extra_socketxtreme_free_vma_buff(struct vma_buff_t *buff)
-{
-	(void)buff;
-	return extra_not_supported("socketxtreme_free_vma_buff");
-}
-
 static int extra_add_ring_profile(struct vma_ring_type_attr *profile, vma_ring_profile_key *key)
 {
 	(void)profile, (void)key;
@@ -99,6 +74,8 @@ static int extra_dump_fd_stats(int fd, int log_level)
 	 VMA_EXTRA_API_GET_SOCKET_TX_RING_FD | VMA_EXTRA_API_GET_SOCKET_NETWORK_HEADER |                       \
 	 VMA_EXTRA_API_REGISTER_MEMORY_ON_RING | VMA_EXTRA_API_DEREGISTER_MEMORY_ON_RING)
 
+/* The members that work whatever the configuration; SocketXtreme's
+ * (EXTRA_API_SOCKETXTREME_BITS) join them under VMA_SOCKETXTREME=1. */
 static struct vma_api_t extra_api = {
 	.register_recv_callback = extra_register_recv_callback,
 	.recvfrom_zcopy = extra_recvfrom_zcopy,
@@ -133,6 +110,8 @@ int extra_api_getsockopt(void *val, socklen_t *len)
 		errno = EINVAL;
 		return -1;
 	}
+	uint64_t mask = EXTRA_API_SUPPORTED | (g_cfg.socketxtreme ? EXTRA_API_SOCKETXTREME_BITS : 0);
+	extra_api.vma_extra_supported_mask = mask;   /* the same value from every caller */
 	struct vma_api_t *table = &extra_api;
 	__builtin_memcpy(val, &table, sizeof(table));
 	*len = sizeof(table);

@@ -12,6 +12,7 @@
 
 #include "extra/extra.h"
 #include "net/net.h"
+#include "redirect/redirect_orig.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
@@ -48,11 +49,32 @@ static int extra_socket_slots(int fd, struct sock_offload **lane, uint32_t *slot
 			sock_offload_unlock(ctx);
 			rc = 0;
 		}
+	} else if (obj->ops == &sock_tcp_kernel_ops) {
+		/* Not listening or connected yet (the manual takes the ring fd
+		 * right after bind()): the rings of the lane listen() or
+		 * connect() will put it in, on the interface of its address
+		 * (every one for INADDR_ANY or unbound). */
+		struct sock_tcp *t = (struct sock_tcp *)obj;
+		struct sock_offload *ctx = t->mode == SOCK_TCP_KERNEL && !t->os_only && !t->released
+						   ? sock_offload_get_for_socket(t->ctx, fd, t->ring_logic, t->ring_user_id)
+						   : NULL;
+		struct sockaddr_in local = { .sin_family = AF_INET };
+		socklen_t ll = sizeof(local);
+		if (sock_offload_usable(ctx) &&
+		    REDIRECT_ORIG_FN(getsockname)(fd, (struct sockaddr *)&local, &ll) == 0) {
+			int slot = local.sin_addr.s_addr == INADDR_ANY ? -1
+								       : sock_offload_if_slot_by_ip(ctx, local.sin_addr.s_addr);
+			if (local.sin_addr.s_addr == INADDR_ANY || slot >= 0) {
+				*slots = slot >= 0 ? 1u << slot : (1u << ctx->nifs) - 1;
+				*lane = ctx;
+				rc = 0;
+			}
+		}
 	} else if (obj->ops == &sock_tcp_offload_ops) {
 		struct sock_tcp *t = (struct sock_tcp *)obj;
-		struct sock_offload *ctx = t->ctx;
+		struct sock_offload *ctx = __atomic_load_n(&t->ctx, __ATOMIC_ACQUIRE);
 		if (sock_offload_usable(ctx) && !t->released && !t->os_only) {
-			sock_offload_lock(ctx);
+			ctx = sock_tcp_lock(t, ctx);
 			uint32_t m = t->listen_slots;
 			if (t->pcb && t->if_slot >= 0)
 				m |= 1u << t->if_slot;

@@ -7,6 +7,7 @@
  * ring under the lane lock, like any queued datagram's. */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,10 @@
 #include "extra/extra.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
+#include "redirect/redirect_signal.h"
+#include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
+#include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
 
 /* Datagrams one socket's application may hold at once; past that,
@@ -26,15 +30,24 @@
 /* Fragments shown per datagram (a reassembled datagram is a chain). */
 #define EXTRA_UDP_IOV_MAX 64
 
+/* Packets free_packets gave back wait, lock-free, for the socket's next
+ * locked call to return their frames to the ring (a lock round less per
+ * packet); this many at most, then free_packets returns them itself. */
+#define EXTRA_UDP_RETURN_BATCH 16
+
 struct extra_udp_hold {
 	struct ring_buf *buf;      /* NULL: free or reserved */
 	int next_free;             /* -1 ends the free list */
 	bool reserved;             /* promised to a callback in progress */
+	bool returned;             /* given back by free_packets, frame not yet returned */
+	int next_returned;         /* on the returned list */
 };
 
 struct extra_udp_holds {
 	unsigned used;             /* slots with a buffer */
 	int free_head;
+	int returned_head;         /* lock-free LIFO of returned slots; -1 empty */
+	unsigned returned;         /* on it */
 	struct extra_udp_hold slot[EXTRA_UDP_HOLDS];
 };
 
@@ -57,6 +70,17 @@ static struct sock_udp *extra_udp_get(int fd)
 	return sock_udp_of(obj);
 }
 
+/* The offloaded TCP socket behind fd, pinned, or NULL (no errno): the
+ * members then take their UDP path. */
+static struct sock_tcp *extra_tcp_get(int fd)
+{
+	struct sock_obj *obj = fd >= 0 ? sock_fd_get(fd) : NULL;
+	if (!obj || obj->ops != &sock_tcp_offload_ops)
+		return NULL;
+	sock_obj_pin(obj);
+	return (struct sock_tcp *)obj;
+}
+
 static void extra_udp_put(struct sock_udp *s)
 {
 	sock_obj_unpin(&s->obj);
@@ -75,6 +99,7 @@ static struct extra_udp_holds *extra_udp_holds_get(struct sock_udp *s)
 		return NULL;
 	for (int i = 0; i < EXTRA_UDP_HOLDS; i++)
 		h->slot[i].next_free = i + 1 < EXTRA_UDP_HOLDS ? i + 1 : -1;
+	h->returned_head = -1;
 	struct extra_udp_holds *none = NULL;
 	if (!__atomic_compare_exchange_n(&s->holds, &none, h, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		free(h);
@@ -97,7 +122,8 @@ static int extra_udp_hold_reserve_locked(struct extra_udp_holds *h)
 static void extra_udp_hold_unreserve_locked(struct extra_udp_holds *h, int i)
 {
 	h->slot[i].reserved = false;
-	h->slot[i].buf = NULL;
+	__atomic_store_n(&h->slot[i].returned, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->slot[i].buf, NULL, __ATOMIC_RELEASE);
 	h->slot[i].next_free = h->free_head;
 	h->free_head = i;
 }
@@ -105,8 +131,27 @@ static void extra_udp_hold_unreserve_locked(struct extra_udp_holds *h, int i)
 static void extra_udp_hold_fill_locked(struct extra_udp_holds *h, int i, struct ring_buf *buf)
 {
 	h->slot[i].reserved = false;
-	h->slot[i].buf = buf;
+	__atomic_store_n(&h->slot[i].buf, buf, __ATOMIC_RELEASE);
 	h->used++;
+}
+
+/* Lock held: the frames of the packets free_packets gave back go back to
+ * the ring. */
+static void extra_udp_holds_drain_locked(struct sock_udp *s, struct extra_udp_holds *h)
+{
+	if (!h || __atomic_load_n(&h->returned_head, __ATOMIC_ACQUIRE) < 0)
+		return;
+	int i = __atomic_exchange_n(&h->returned_head, -1, __ATOMIC_ACQ_REL);
+	while (i >= 0) {
+		int next = h->slot[i].next_returned;
+		ring_buf_free(h->slot[i].buf);
+		h->used--;
+		if (s->xt.lent)
+			s->xt.lent--;
+		__atomic_sub_fetch(&h->returned, 1, __ATOMIC_RELAXED);
+		extra_udp_hold_unreserve_locked(h, i);
+		i = next;
+	}
 }
 
 bool extra_udp_holding(const struct sock_udp *s)
@@ -131,7 +176,7 @@ static int extra_udp_hold_index(const struct extra_udp_holds *h, const void *id)
 	if (p < base || p >= (uintptr_t)&h->slot[EXTRA_UDP_HOLDS] || (p - base) % sizeof(h->slot[0]))
 		return -1;
 	int i = (int)((p - base) / sizeof(h->slot[0]));
-	return h->slot[i].buf ? i : -1;
+	return __atomic_load_n(&h->slot[i].buf, __ATOMIC_ACQUIRE) ? i : -1;
 }
 
 /* ---- receive callback ---- */
@@ -167,6 +212,8 @@ static bool extra_udp_queue_locked(struct sock_udp *s, struct sock_offload *ctx,
 		return false;
 	}
 	stats_socket_ready_add(s->stats, e->len);
+	if (g_cfg.socketxtreme)
+		extra_xt_udp_ready_locked(s);
 	extra_udp_notify_locked(s, ctx);
 	return true;
 }
@@ -174,7 +221,7 @@ static bool extra_udp_queue_locked(struct sock_udp *s, struct sock_offload *ctx,
 void extra_udp_stage_locked(struct sock_udp *s, const struct sock_udp_entry *e)
 {
 	struct sock_udp_queue *stage = s->cb_stage;
-	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count);
+	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count + s->xt.lent);
 	if (s->released || over_share || !sock_udp_queue_push(stage, e, UINT64_MAX)) {
 		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
@@ -259,6 +306,7 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 		}
 		if (verdict == VMA_PACKET_HOLD && hold >= 0 && !s->released) {
 			extra_udp_hold_fill_locked(h, hold, e.buf);
+			s->xt.lent++;   /* counts against the socket's share of frames */
 			s->stats->c.rx_packets++;
 			s->stats->c.rx_bytes += e.len;
 		} else {
@@ -282,6 +330,12 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 
 int extra_register_recv_callback(int fd, vma_recv_callback_t callback, void *context)
 {
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_register(t, callback, context);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s)
 		return -1;
@@ -344,6 +398,7 @@ void extra_udp_release_locked(struct sock_udp *s)
 	struct extra_udp_holds *h = s->holds;
 	if (!h)
 		return;
+	extra_udp_holds_drain_locked(s, h);
 	/* The application may not use a closed socket's packets any more:
 	 * their frames go back to the ring. */
 	for (int i = 0; i < EXTRA_UDP_HOLDS; i++) {
@@ -352,6 +407,7 @@ void extra_udp_release_locked(struct sock_udp *s)
 			extra_udp_hold_unreserve_locked(h, i);
 		}
 	}
+	s->xt.lent = s->xt.lent > h->used ? s->xt.lent - h->used : 0;
 	h->used = 0;
 }
 
@@ -389,6 +445,7 @@ static size_t extra_udp_zcopy_fill_locked(struct sock_udp *s, struct extra_udp_h
 	struct sock_udp_entry e;
 	sock_udp_queue_take(&s->queue, &e);
 	extra_udp_hold_fill_locked(h, hold, e.buf);
+	s->xt.lent++;
 	stats_socket_ready_remove(s->stats, e.len);
 	s->stats->c.rx_packets++;
 	s->stats->c.rx_bytes += e.len;
@@ -428,6 +485,12 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 	bool force = (*flags & MSG_VMA_ZCOPY_FORCE) != 0;
 	int base = *flags & ~(MSG_VMA_ZCOPY_FORCE | MSG_VMA_ZCOPY);
 	*flags = base;
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_recvfrom_zcopy(t, buf, len, flags, base, force, from, fromlen);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		if (force || fd < 0)
@@ -453,12 +516,16 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 		goto out;
 	}
 	bool nonblock = s->nonblocking || (base & MSG_DONTWAIT);
+	int rx_poll = sock_udp_rx_poll_budget(s), os_ratio = g_cfg.rx_udp_poll_os_ratio;
+	long spins = 0;
+	struct redirect_sig_mark sigmark = redirect_signal_mark();
 	for (;;) {
 		struct sock_offload *ctx = sock_udp_lock(s);
 		if (!ctx)
 			break;
 		if (__builtin_expect(sock_udp_has_strays(s), 0))
 			sock_udp_strays_take_locked(s);
+		extra_udp_holds_drain_locked(s, h);
 		if (!s->queue.count)
 			sock_offload_progress_locked(ctx);
 		if (s->queue.count) {
@@ -485,9 +552,30 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			continue;
 		if (nonblock)
 			break;
-		/* Wait like recv does (polling, then sleeping) without taking
-		 * the datagram: a peek. It returns once one is queued here or
-		 * the kernel socket has one. */
+		/* A handler interrupts the wait as it does recv's (EINTR, or a
+		 * restart under SA_RESTART unless SO_RCVTIMEO). */
+		if (redirect_signal_interrupts(&sigmark, !s->rcvtimeo_ms)) {
+			ret = -1;
+			goto out;
+		}
+		/* Poll as recv does (VMA_RX_POLL, a busy-polling permit), and
+		 * now and then look at the kernel socket (its datagram is
+		 * copied: VMA_RX_UDP_POLL_OS_RATIO). */
+		if ((rx_poll < 0 || spins < rx_poll) && ring_spin_permit()) {
+			spins++;
+			if (os_ratio > 0 && spins % os_ratio == 0) {
+				char c;
+				if (REDIRECT_ORIG_FN(recvfrom)(s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
+					break;
+			}
+			if (g_cfg.rx_poll_yield)
+				sched_yield();
+			continue;
+		}
+		spins = 0;
+		/* Then wait like recv does (sleeping) without taking the
+		 * datagram: a peek. It returns once one is queued here or the
+		 * kernel socket has one. */
 		struct iovec none = { .iov_base = NULL, .iov_len = 0 };
 		struct msghdr peek = { .msg_iov = &none, .msg_iovlen = 1 };
 		if (sock_udp_recvmsg_common(s, &peek, base | MSG_PEEK) < 0) {
@@ -518,6 +606,12 @@ out:
 
 int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 {
+	struct sock_tcp *t = extra_tcp_get(fd);
+	if (t) {
+		int rc = extra_tcp_free_packets(t, pkts, count);
+		sock_obj_unpin(&t->obj);
+		return rc;
+	}
 	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		errno = EINVAL;
@@ -530,8 +624,7 @@ int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 	}
 	struct extra_udp_holds *h = __atomic_load_n(&s->holds, __ATOMIC_ACQUIRE);
 	int rc = 0;
-	struct sock_offload *ctx = sock_udp_lock_lane(s);
-	if (!ctx) {
+	if (!sock_offload_usable(__atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE))) {
 		/* Exit or a forked child's copy: nothing to give back to. */
 		extra_udp_put(s);
 		errno = ENOENT;
@@ -543,15 +636,28 @@ int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 		void *id;
 		memcpy(&id, pkt + offsetof(struct vma_packet_t, packet_id), sizeof(id));
 		int slot = extra_udp_hold_index(h, id);
-		if (slot < 0) {
+		bool no = false;
+		if (slot < 0 || !__atomic_compare_exchange_n(&h->slot[slot].returned, &no, true, false, __ATOMIC_ACQ_REL,
+							      __ATOMIC_RELAXED)) {
 			rc = -1;   /* not a packet of this socket (or freed already) */
 			continue;
 		}
-		ring_buf_free(h->slot[slot].buf);
-		h->used--;
-		extra_udp_hold_unreserve_locked(h, slot);
+		/* Onto the returned list, without the lock: the socket's next
+		 * locked call gives the frame back. */
+		int head = __atomic_load_n(&h->returned_head, __ATOMIC_RELAXED);
+		do
+			h->slot[slot].next_returned = head;
+		while (!__atomic_compare_exchange_n(&h->returned_head, &head, slot, true, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED));
+		__atomic_add_fetch(&h->returned, 1, __ATOMIC_RELAXED);
 	}
-	sock_offload_unlock(ctx);
+	if (h && __atomic_load_n(&h->returned, __ATOMIC_RELAXED) >= EXTRA_UDP_RETURN_BATCH) {
+		struct sock_offload *ctx = sock_udp_lock_lane(s);
+		if (ctx) {
+			extra_udp_holds_drain_locked(s, h);
+			sock_offload_unlock(ctx);
+		}
+	}
 	extra_udp_put(s);
 	if (rc < 0)
 		errno = ENOENT;

@@ -1,7 +1,20 @@
 /* Data calls: the hot path. Each is REDIRECT_FD_CALL and nothing else, but
- * splice, which has two descriptors. */
+ * splice, which has two descriptors, and the sends' test of the Extra
+ * API's dummy flag. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
+#include "extra/extra.h"
+
+/* VMA_SND_FLAGS_DUMMY (MSG_SYN) on an fd that is no offloaded socket: the
+ * kernel ignores the flag and would send the bytes for real, so -1 with
+ * EINVAL, as libvma answers (docs/extra_api.md). One flag test per send. */
+#define REDIRECT_DUMMY_CHECK(fd, flags) \
+	do { \
+		if (__builtin_expect((flags) & VMA_SND_FLAGS_DUMMY, 0) && !extra_dummy_fd_ok(sock_fd_get(fd))) { \
+			errno = EINVAL; \
+			return -1; \
+		} \
+	} while (0)
 
 REDIRECT_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
@@ -46,22 +59,26 @@ REDIRECT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 REDIRECT_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
+	REDIRECT_DUMMY_CHECK(fd, flags);
 	REDIRECT_FD_CALL(send, fd, buf, len, flags);
 }
 
 REDIRECT_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG to,
 			       socklen_t tolen)
 {
+	REDIRECT_DUMMY_CHECK(fd, flags);
 	REDIRECT_FD_CALL(sendto, fd, buf, len, flags, to.__sockaddr__, tolen);
 }
 
 REDIRECT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	REDIRECT_DUMMY_CHECK(fd, flags);
 	REDIRECT_FD_CALL(sendmsg, fd, msg, flags);
 }
 
 REDIRECT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
+	REDIRECT_DUMMY_CHECK(fd, flags);
 	REDIRECT_FD_CALL(sendmmsg, fd, vec, vlen, flags);
 }
 

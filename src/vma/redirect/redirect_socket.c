@@ -9,6 +9,8 @@
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "vma_main.h"
+#include "config/cfg_params.h"
+#include "extra/extra.h"
 #include "extra/extra_api.h"
 #include "mellanox/vma_extra.h"
 
@@ -156,6 +158,20 @@ REDIRECT_EXPORT int shutdown(int fd, int how)
 
 REDIRECT_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
 {
+	/* VMA_TRIGGER_DUMMY_SEND_GETSOCKNAME: the call also warms the send
+	 * path of an offloaded socket with a dummy packet (docs/extra_api.md). */
+	if (__builtin_expect(g_cfg.trigger_dummy_send_getsockname, 0)) {
+		REDIRECT_ENSURE_ORIGINALS();
+		struct sock_obj *obj = sock_fd_get(fd);
+		if (obj && extra_dummy_fd_ok(obj)) {
+			sock_obj_pin(obj);
+			int ret = obj->ops->getsockname ? obj->ops->getsockname(obj, addr.__sockaddr__, len)
+							: REDIRECT_ORIG_FN(getsockname)(fd, addr.__sockaddr__, len);
+			extra_dummy_on_getsockname(obj);
+			sock_obj_unpin(obj);
+			return ret;
+		}
+	}
 	REDIRECT_FD_CALL(getsockname, fd, addr.__sockaddr__, len);
 }
 

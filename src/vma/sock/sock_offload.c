@@ -26,6 +26,9 @@
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
 #define SOCK_OFFLOAD_TICK_MS 100
+/* How late the statistics refresh of a lane may be before a thread that
+ * holds the lane does it (sock_offload_progress_locked). */
+#define SOCK_OFFLOAD_STATS_OVERDUE_MS 100
 /* The internal thread's tick period: a TCP deadline (RTO, tail loss probe,
  * delayed ACK) is run within this of being due even when no application
  * thread polls. A tick with nothing due is a trylock and two compares. */
@@ -1024,6 +1027,13 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 	stack_clock_set_us(ctx->stack, now_us);
 	if (ctx->timers_by_app)
 		sock_offload_timers_locked(ctx, now);
+	/* The internal thread's tick only trylocks the lane: threads that keep
+	 * it locked (busy polling) would starve its statistics refresh, and
+	 * vma_stats would show a busy ring idle. Overdue: done here. */
+	if (__builtin_expect(now >= ctx->tick_routine_ms + SOCK_OFFLOAD_STATS_OVERDUE_MS, 0)) {
+		ctx->tick_routine_ms = now + SOCK_OFFLOAD_TICK_MS;
+		sock_offload_stats_refresh_locked(ctx);
+	}
 	/* Segments of connections that moved here, which another lane still
 	 * received (sock_tcp_move.c): rare, one load when there are none. */
 	if (__builtin_expect(__atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL, 0))

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 
 #include "engine/engine.h"
+#include "extra/extra_xt.h"
 #include "net/net.h"
 #include "ring/ring.h"
 #include "stack/stack.h"
@@ -186,6 +187,10 @@ struct sock_offload {
 	/* The lane's stack counters as last zeroed (vma_stats -z). */
 	struct stats_lane_counters lane_base;
 	uint32_t lane_zero_epoch;
+	/* SocketXtreme (VMA_SOCKETXTREME=1, src/vma/extra/extra_xtreme.c):
+	 * the lane's sockets with completions to report, and the frames
+	 * socketxtreme_poll lent to the application. Guarded by lock. */
+	struct extra_xt_lane xtreme;
 };
 
 /* The lane of a new socket fd (-1: not known) opened by the calling thread,

@@ -67,13 +67,13 @@ void sock_tcp_rxq_clear_locked(struct sock_tcp *s)
 	s->rxq_bytes = 0;
 	s->rxq_frames = 0;
 	if (s->pcb)
-		tcp_rcv_held_set(s->pcb, 0);
+		tcp_rcv_held_set(s->pcb, sock_tcp_frames_held(s));
 }
 
 /* Lock held: buf (one buffer, len > 0) goes on the receive queue, copied
  * into the last queued frame when it is small (or the queue holds more
  * frame memory than the receive buffer) and fits there. */
-static void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf)
+void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf)
 {
 	struct ring_buf *tail = s->rxq_tail;
 	if (tail && tail->refcount == 1) {
@@ -134,6 +134,9 @@ static void sock_tcp_wake(void *arg)
 
 void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 {
+	/* SocketXtreme reports it through the lane's next socketxtreme_poll. */
+	if (__builtin_expect(g_cfg.socketxtreme, 0))
+		extra_xt_tcp_event_locked(s, ev);
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
 	sock_offload_poll_wake_if_locked(s->ctx);
 	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
@@ -183,13 +186,18 @@ static void sock_tcp_recv_cb(void *arg, struct tcp_pcb *pcb, struct ring_buf *bu
 			buf->len = left;
 		left -= buf->len;
 		buf->tot_len = buf->len;
-		if (buf->len == 0)
+		if (buf->len == 0) {
 			ring_buf_free(buf);
-		else
+		} else if (__builtin_expect(s->xcb && s->xcb->fn, 0)) {
+			/* The Extra API's receive callback sees it first. */
+			extra_tcp_stage_locked(s, buf);
+			total -= buf->len;
+		} else {
 			sock_tcp_rxq_append_locked(s, buf);
+		}
 		buf = next;
 	}
-	tcp_rcv_held_set(pcb, s->rxq_frames);
+	tcp_rcv_held_set(pcb, sock_tcp_frames_held(s));
 	s->rxq_bytes += total - left;
 	if (s->stats)
 		stats_socket_ready_add(s->stats, total - left);
@@ -766,6 +774,9 @@ static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
 	if (!__atomic_load_n(&s->connecting, __ATOMIC_RELAXED)) {
 		if (__atomic_load_n(&s->rxq_bytes, __ATOMIC_RELAXED))
 			ev |= EPOLLIN;
+		/* Bytes the receive callback has not seen: this poll shows them. */
+		else if (__builtin_expect(s->xcb != NULL, 0) && __atomic_load_n(&s->xcb->frames, __ATOMIC_RELAXED))
+			ev |= EPOLLIN;
 		if (shut_send || __atomic_load_n(&s->writeable, __ATOMIC_RELAXED))
 			ev |= EPOLLOUT;
 	}
@@ -783,7 +794,12 @@ static int sock_tcp_progress(struct sock_obj *obj)
 	/* A process that polls a listener it shares after fork accepts. */
 	sock_tcp_fork_check(sock_tcp_of(obj));
 	struct sock_offload *ctx = sock_tcp_ctx(sock_tcp_of(obj));
-	return ctx ? sock_offload_progress_try(ctx) : 0;
+	int n = ctx ? sock_offload_progress_try(ctx) : 0;
+	/* The poll/select/epoll caller is the thread the receive callback
+	 * runs in (extra_tcp.c). */
+	if (__builtin_expect(sock_tcp_of(obj)->xcb != NULL, 0))
+		extra_tcp_run_callbacks(sock_tcp_of(obj));
+	return n;
 }
 
 /* None while a fork left the socket to join (progress does that). */
@@ -791,6 +807,10 @@ static const void *sock_tcp_lane_key(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (s->fork_dormant || s->inherited)
+		return NULL;
+	/* A socket with a receive callback gets a progress call of its own:
+	 * that is where its callback runs. */
+	if (__builtin_expect(s->xcb != NULL, 0))
 		return NULL;
 	return sock_tcp_ctx(s);
 }
@@ -867,6 +887,8 @@ static void sock_tcp_release(struct sock_obj *obj)
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0 || (s->linger_on && s->linger_s == 0));
 		sock_tcp_rxq_clear_locked(s);
 		sock_tcp_port_release_locked(s, false);
+		extra_tcp_release_locked(s);
+		extra_xt_forget_locked(ctx, &s->xt);
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
@@ -900,6 +922,7 @@ static void sock_tcp_destroy(struct sock_obj *obj)
 	if (s->wake_fd >= 0)
 		REDIRECT_ORIG_FN(close)(s->wake_fd);
 	sock_tstamp_clear(&s->tstamp);
+	free(s->xcb);
 	free(s);
 }
 
@@ -918,6 +941,7 @@ const struct sock_ops sock_tcp_kernel_ops = {
 	.connect = sock_tcp_connect,
 	.listen = sock_tcp_op_listen,
 	.setsockopt = sock_tcp_op_setsockopt,
+	.getsockopt = sock_tcp_op_getsockopt,   /* SO_VMA_USER_DATA; the rest is the kernel's */
 	.fcntl = sock_tcp_op_fcntl,    /* mirrors O_NONBLOCK and options for the offload */
 	.ioctl = sock_tcp_op_ioctl,
 	.close = sock_tcp_close,

@@ -169,7 +169,20 @@ struct sock_tcp {
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
+	/* The Extra API (src/vma/extra/), guarded by the lane lock:
+	 * SocketXtreme's node (and the frames lent to the application: a
+	 * completion's buffers, recvfrom_zcopy, VMA_PACKET_HOLD), and the
+	 * receive callback's state (NULL until one is registered). */
+	struct extra_xt_node xt;
+	struct extra_tcp_cb *xcb;
 };
+
+/* Receive frames the connection holds (its share of the ring, docs/
+ * security.md): queued, staged for the receive callback, lent out. */
+static inline uint32_t sock_tcp_frames_held(const struct sock_tcp *s)
+{
+	return s->rxq_frames + s->xt.lent + (s->xcb ? s->xcb->frames : 0);
+}
 
 enum { SOCK_TCP_RX_TSTAMP_OFF, SOCK_TCP_RX_TSTAMP_US, SOCK_TCP_RX_TSTAMP_NS };
 
@@ -244,6 +257,9 @@ void sock_tcp_all_add_locked(struct sock_tcp *s);
 void sock_tcp_all_del_locked(struct sock_tcp *s);
 /* Lock held: frees queued RX buffers. */
 void sock_tcp_rxq_clear_locked(struct sock_tcp *s);
+/* Lock held: buf (one buffer, len > 0) joins the receive queue (or the
+ * last queued frame, when small); rxq_bytes is the caller's. */
+void sock_tcp_rxq_append_locked(struct sock_tcp *s, struct ring_buf *buf);
 /* Lock held: hands the connection's pcb to the background (FIN after the
  * queued data) or resets it; flows follow the pcb. */
 void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);
@@ -284,6 +300,10 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);
+/* SocketXtreme's auto-accept: the first offloaded connection waiting on
+ * listener l gets an fd as accept4(flags) gives it, its peer in *peer.
+ * -1 with EAGAIN when none waits, EINVAL when l is no offloaded listener. */
+int sock_tcp_accept_next(struct sock_tcp *l, int flags, struct sockaddr_in *peer);
 /* Lock held: drops the unaccepted children and the steering; with
  * pin_connections the accepted ones its 3-tuple steers get their own. */
 void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections);

@@ -13,6 +13,7 @@
 #include <linux/time_types.h>
 
 #include "config/cfg_params.h"
+#include "extra/extra.h"
 #include "redirect/redirect_orig.h"
 #include "redirect/redirect_signal.h"
 #include "sock/sock_prefetch.h"
@@ -119,7 +120,7 @@ bool sock_tcp_spin_again(unsigned *spins, uint64_t deadline_ms)
 
 static bool sock_tcp_rx_ready(const struct sock_tcp *s)
 {
-	return s->rxq_bytes || s->shut_rcv || s->err > 0 || s->reset || !s->pcb;
+	return s->rxq_bytes || s->shut_rcv || s->err > 0 || s->reset || !s->pcb || (s->xcb && s->xcb->frames);
 }
 
 /* Copies up to want bytes from the queue into the iovecs starting at byte
@@ -175,7 +176,7 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 		/* The engine decides whether the reopened window is worth a
 		 * segment of its own (receiver SWS avoidance, as Linux). */
 		if (s->pcb) {
-			tcp_rcv_held_set(s->pcb, s->rxq_frames);
+			tcp_rcv_held_set(s->pcb, sock_tcp_frames_held(s));
 			tcp_recved(s->pcb, (uint32_t)done);
 		}
 	}
@@ -295,7 +296,12 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 				eof = true;
 			}
 		}
+		bool staged = __builtin_expect(s->xcb != NULL, 0) && s->xcb->frames;
 		sock_offload_unlock(ctx);
+		/* Bytes staged for the receive callback: shown to it now, in
+		 * this thread; those it lets through are read on the next pass. */
+		if (__builtin_expect(staged, 0) && !n && extra_tcp_run_callbacks(s) > 0)
+			continue;
 		if (err) {
 			if (s->stats)
 				s->stats->c.rx_errors++;
@@ -479,6 +485,9 @@ static ssize_t sock_tcp_tx_stamp_late(struct sock_tcp *s, struct sock_offload *c
 static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *msg, int flags, bool must_block)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
+	/* VMA_SND_FLAGS_DUMMY (the Extra API, extra_dummy.c): built, not sent. */
+	if (__builtin_expect(flags & VMA_SND_FLAGS_DUMMY, 0))
+		return extra_tcp_dummy_send(s, msg, flags);
 	if (sock_tcp_detached(s))
 		return sock_tcp_detached_error();
 	if (!ctx || s->mode != SOCK_TCP_ACTIVE || (flags & MSG_OOB)) {
@@ -634,9 +643,9 @@ ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, in
 			   socklen_t tolen)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s))
+	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s))
+	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return REDIRECT_ORIG_FN(sendto)(obj->fd, buf, len, flags, to, tolen);
 	/* A connected stream ignores the address (Linux does too). */
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -669,9 +678,9 @@ ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int io
 int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s))
+	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s))
+	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;

@@ -479,6 +479,41 @@ static int sock_tcp_accept_kernel(struct sock_tcp *l, struct sockaddr *addr, soc
 	}
 }
 
+/* Lock held: takes the first established child off the accept queue. */
+static struct sock_tcp *sock_tcp_take_child_locked(struct sock_tcp *s)
+{
+	struct sock_tcp *c = s->acceptq_head;
+	if (!c)
+		return NULL;
+	s->accepted_here = true;
+	s->acceptq_head = c->next_child;
+	if (!s->acceptq_head)
+		s->acceptq_tail = NULL;
+	c->next_child = NULL;
+	__atomic_sub_fetch(&s->acceptq_len, 1, __ATOMIC_RELEASE);
+	if (s->pcb)   /* room in the engine's accept queue (backlog) */
+		tcp_listen_accepted(s->pcb);
+	return c;
+}
+
+int sock_tcp_accept_next(struct sock_tcp *l, int flags, struct sockaddr_in *peer)
+{
+	struct sock_offload *ctx = sock_tcp_ctx(l);
+	if (!ctx || l->mode != SOCK_TCP_LISTENER) {
+		errno = EINVAL;
+		return -1;
+	}
+	sock_offload_lock(ctx);
+	struct sock_tcp *c = sock_tcp_take_child_locked(l);
+	sock_offload_unlock(ctx);
+	if (!c) {
+		errno = EAGAIN;
+		return -1;
+	}
+	socklen_t len = sizeof(*peer);
+	return sock_tcp_child_publish(l, c, flags, (struct sockaddr *)peer, &len);
+}
+
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
@@ -501,17 +536,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		sock_offload_lock(ctx);
 		if (!s->acceptq_head)
 			sock_offload_progress_locked(ctx);
-		struct sock_tcp *c = s->acceptq_head;
-		if (c) {
-			s->accepted_here = true;
-			s->acceptq_head = c->next_child;
-			if (!s->acceptq_head)
-				s->acceptq_tail = NULL;
-			c->next_child = NULL;
-			__atomic_sub_fetch(&s->acceptq_len, 1, __ATOMIC_RELEASE);
-			if (s->pcb)   /* room in the engine's accept queue (backlog) */
-				tcp_listen_accepted(s->pcb);
-		}
+		struct sock_tcp *c = sock_tcp_take_child_locked(s);
 		sock_offload_unlock(ctx);
 		if (c)
 			return sock_tcp_child_publish(s, c, flags, addr, len);

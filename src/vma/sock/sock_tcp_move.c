@@ -202,6 +202,15 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 		err = -EAGAIN;
 		goto out;
 	}
+	/* The Extra API: frames lent to the application (SocketXtreme,
+	 * recvfrom_zcopy, VMA_PACKET_HOLD) and buffers waiting for the
+	 * receive callback are this lane's rings', which only this lane's
+	 * lock may free; a connection on the lane's SocketXtreme list is
+	 * reported there. */
+	if (s->xt.listed || s->xt.lent || (s->xcb && (s->xcb->fn || s->xcb->frames))) {
+		err = -EBUSY;
+		goto out;
+	}
 	int to_slot = sock_offload_if_slot(to, from->ifs[s->if_slot].nif.ifindex);
 	if (to_slot < 0) {
 		err = -ENODEV;
@@ -266,7 +275,7 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 		sock_tcp_all_del_locked(s);
 		goto out;
 	}
-	tcp_rcv_held_set(s->pcb, s->rxq_frames);
+	tcp_rcv_held_set(s->pcb, sock_tcp_frames_held(s));
 	sock_tcp_all_del_locked(s);
 	if (s->wake_pending)
 		sock_offload_undefer_locked(from, &s->wake_node);

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 
 #include "config/cfg_params.h"
+#include "extra/extra.h"
 #include "log/vlog.h"
 #include "redirect/redirect_orig.h"
 #include "sock/sock_tcp_info.h"
@@ -409,6 +410,9 @@ static void sock_tcp_note_rx_tstamp(struct sock_tcp *s, int name, const void *va
 
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
+	/* Ours alone (the Extra API): the kernel socket is not touched. */
+	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
+		return extra_xt_user_data_set(&sock_tcp_of(obj)->xt, val, len);
 	sock_tcp_of(obj)->kernel_configured = true;
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
@@ -585,6 +589,8 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
+		return extra_xt_user_data_get(&s->xt, obj->fd, val, len);
 	if (!ctx)
 		return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
 	if (level == SOL_SOCKET && name == SO_ERROR) {

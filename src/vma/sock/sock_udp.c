@@ -274,7 +274,8 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;
 	/* Frames: a socket holds at most its share of the ring's receive
 	 * frames, smaller as the ring runs short (docs/security.md). */
-	bool over_share = ring_buf_pool_holder_full(buf->pool, s->queue.count);
+	/* Frames the application holds (Extra API) count too. */
+	bool over_share = ring_buf_pool_holder_full(buf->pool, s->queue.count + s->xt.lent);
 	if (s->released || over_share || !sock_udp_queue_push(&s->queue, &e, limit)) {
 		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
@@ -284,6 +285,8 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 		return;
 	}
 	stats_socket_ready_add(s->stats, len);
+	if (__builtin_expect(g_cfg.socketxtreme, 0))
+		extra_xt_udp_ready_locked(s);
 	sock_offload_poll_wake_if_locked(s->ctx);
 	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
 	if (notify && !s->wake_pending) {
@@ -611,6 +614,8 @@ static bool sock_udp_unsupported_call(struct sock_udp *s, const char *what)
 static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
+	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
+		return extra_xt_user_data_set(&s->xt, val, len);
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC) {
 		/* Ours alone: the kernel does not know it. */
 		int logic;
@@ -634,6 +639,14 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 		errno = saved;
 	}
 	return ret;
+}
+
+/* Only SO_VMA_USER_DATA is ours; the kernel socket answers the rest. */
+static int sock_udp_getsockopt(struct sock_obj *obj, int level, int name, void *val, socklen_t *len)
+{
+	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
+		return extra_xt_user_data_get(&sock_udp_of(obj)->xt, obj->fd, val, len);
+	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
 }
 
 static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
@@ -784,6 +797,7 @@ static void sock_udp_release(struct sock_obj *obj)
 		sock_udp_rx_teardown_locked(s);
 		sock_udp_queue_clear(&s->queue);
 		extra_udp_release_locked(s);
+		extra_xt_forget_locked(ctx, &s->xt);
 		sock_udp_heaps_reap_locked(s);
 		sock_offload_unlock(ctx);
 	}
@@ -824,6 +838,7 @@ const struct sock_ops sock_udp_ops = {
 	.bind = sock_udp_bind,
 	.connect = sock_udp_connect,
 	.setsockopt = sock_udp_setsockopt,
+	.getsockopt = sock_udp_getsockopt,
 	.fcntl = sock_udp_fcntl,
 	.ioctl = sock_udp_ioctl,
 	.read = sock_udp_op_read,

@@ -127,6 +127,8 @@ struct sock_udp {
 	void *recv_cb_context;
 	struct sock_udp_queue *cb_stage;
 	struct extra_udp_holds *holds;
+	/* SocketXtreme (extra_xtreme.c), guarded by the lane lock. */
+	struct extra_xt_node xt;
 };
 
 /* Sets s->flow's peer for the next attach: the connected peer under

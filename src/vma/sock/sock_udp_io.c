@@ -535,7 +535,11 @@ static void sock_udp_tx_stamped(struct sock_udp *s, struct sock_udp_tx_watch *w,
 ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, int flags, bool flush)
 {
 	struct sock_offload *ctx = sock_udp_ctx(s);
-	if (!ctx || msg->msg_controllen || (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM)))
+	/* VMA_SND_FLAGS_DUMMY (the Extra API): the datagram is built into
+	 * frames of the ring and taken back, never sent (extra_dummy.c). */
+	bool dummy = (flags & VMA_SND_FLAGS_DUMMY) != 0;
+	if (!ctx || msg->msg_controllen ||
+	    (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM | VMA_SND_FLAGS_DUMMY)))
 		goto kernel;
 	int via;
 	uint32_t dst;
@@ -599,8 +603,12 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	 * Linux neither stamps nor counts a datagram for it. */
 	uint32_t ts_flags = s->tstamp.flags & (SOCK_TSTAMP_TX_RECORD & ~(uint32_t)SOF_TIMESTAMPING_TX_ACK);
 	struct sock_udp_tx_watch watch;
+	struct extra_dummy_netif dummy_nif;
 	uint64_t sched_ns = 0;
-	if (__builtin_expect(ts_flags != 0, 0)) {
+	if (__builtin_expect(dummy, 0)) {
+		ts_flags = 0;   /* nothing sent: nothing stamped */
+		nif = extra_dummy_netif(&dummy_nif, nif);
+	} else if (__builtin_expect(ts_flags != 0, 0)) {
 		ts_flags = s->tstamp.flags;
 		nif = sock_udp_watch_begin(&watch, nif, ts_flags);
 		if (ts_flags & SOF_TIMESTAMPING_TX_SCHED)
@@ -614,7 +622,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	}
 	if (flush)
 		ring_tx_send_done(ifc->ring);   /* now, or later in a burst (docs/ring.md) */
-	if (r >= 0 && rt->multicast && s->mc_loop)
+	if (r >= 0 && rt->multicast && s->mc_loop && !dummy)
 		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 	int ifindex = ifc->nif.ifindex;
 	sock_offload_unlock(ctx);
@@ -624,8 +632,10 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		else
 			free(watch.frame);
 	}
-	if (r == -ENOBUFS && nonblock && !g_cfg.tx_nonblocked_eagains) {
-		s->stats->c.tx_dummy++;   /* dropped, reported sent (VMA_TX_NONBLOCKED_EAGAINS=0) */
+	if (r == -ENOBUFS && nonblock && !g_cfg.tx_nonblocked_eagains && !dummy) {
+		/* Dropped, reported sent (VMA_TX_NONBLOCKED_EAGAINS=0): counted
+		 * with the EAGAINs it hid, not as a dummy. */
+		s->stats->c.tx_eagain++;
 		return (ssize_t)total;
 	}
 	if (r < 0) {
@@ -638,11 +648,21 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		}
 		return -1;
 	}
+	if (__builtin_expect(dummy, 0)) {
+		s->stats->c.tx_dummy++;
+		return r;
+	}
 	s->stats->c.tx_packets++;
 	s->stats->c.tx_bytes += (uint64_t)r;
 	return r;
 
 kernel:;
+	if (__builtin_expect(flags & VMA_SND_FLAGS_DUMMY, 0)) {
+		/* The kernel would send it for real (Linux ignores MSG_SYN on
+		 * UDP): refused, as libvma refuses a dummy on its OS path. */
+		errno = EINVAL;
+		return -1;
+	}
 	ssize_t kr = REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
 	if (s->stats) {
 		if (kr >= 0) {
@@ -695,6 +715,10 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 {
 	struct sock_udp *s = sock_udp_of(obj);
 	struct sock_offload *ctx = sock_udp_ctx(s);
+	if (!ctx && (flags & VMA_SND_FLAGS_DUMMY)) {
+		errno = EINVAL;   /* never a real send (sock_udp_sendmsg_common) */
+		return -1;
+	}
 	if (!ctx)
 		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
 	if (vlen > IOV_MAX)

@@ -366,9 +366,10 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 		err = -EAGAIN;
 		goto out;
 	}
-	/* The Extra API's staged and held datagrams sit in frames of this
-	 * lane's rings, which only this lane's lock may free. */
-	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s)) {
+	/* The Extra API's staged, held and lent (SocketXtreme) datagrams sit
+	 * in frames of this lane's rings, which only this lane's lock may
+	 * free; a socket on the lane's SocketXtreme list is reported there. */
+	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s) || s->xt.listed || s->xt.lent) {
 		err = -EBUSY;
 		goto out;
 	}

@@ -72,6 +72,9 @@ size_t stats_format_socket_record(char *buf, size_t size, const struct stats_soc
 		 "VMA: [fd=%d] Tx Offload: %llu KB / %llu / %llu / %llu [bytes/packets/drops/errors]\n",
 		 fd, (unsigned long long)(c->tx_bytes / 1024), (unsigned long long)c->tx_packets,
 		 (unsigned long long)c->tx_eagain, (unsigned long long)c->tx_errors);
+	if (c->tx_dummy)   /* the Extra API's dummy sends (VMA_SND_FLAGS_DUMMY), never on the wire */
+		add_line(buf, size, &len, "VMA: [fd=%d] Tx Dummy messages : %llu\n", fd,
+			 (unsigned long long)c->tx_dummy);
 	add_line(buf, size, &len, "VMA: [fd=%d] Tx OS info: %llu KB / %llu / %llu [bytes/packets/errors]\n",
 		 fd, (unsigned long long)(c->tx_os_bytes / 1024), (unsigned long long)c->tx_os_packets,
 		 (unsigned long long)c->tx_os_errors);
