@@ -644,7 +644,16 @@ int tcp_output(struct tcp_pcb *pcb)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
 		if (SEQ_GT(seq + len, pcb->snd_max) && !tcp_txq_room(&pcb->txq))
 			break;   /* as many segments in flight as records: wait for ACKs */
-		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
+		/* PSH on the last segment of the data (Linux's push at the end of
+		 * a write) and on the last one cwnd or the window let out while
+		 * more waits: we now wait for an ACK, and a Linux receiver
+		 * delays its ACK of an unpushed lone segment up to 40 ms but
+		 * ACKs a pushed one as soon as its reader takes it (a flight
+		 * whose ACK was lost otherwise waits for that timer). */
+		bool limited = len < avail &&
+			       ((pcb->in_recovery ? pipe + len >= pcb->cwnd : by_cwnd - len < seg_max) ||
+				by_wnd - len < seg_max);
+		if (tcp_send_segment(pcb, seq, len, seq + len == data_end || limited ? TCP_PSH : 0) != 0)
 			break;
 		if (!pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
 			pcb->rtt_timing = true;

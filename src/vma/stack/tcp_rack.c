@@ -372,7 +372,12 @@ void tcp_tlp_fire(struct tcp_pcb *pcb)
 	    SEQ_GT(wnd_edge, pcb->snd_nxt) && tcp_txq_room(&pcb->txq)) {
 		uint32_t seq = pcb->snd_nxt;
 		uint32_t len = tcp_min32(tcp_min32(data_end - seq, seg_max), wnd_edge - seq);
-		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) == 0) {
+		/* PSH: the probe is there to bring an ACK, and a Linux receiver
+		 * ACKs a full-sized pushed segment as soon as its reader takes
+		 * it; unpushed, a lone in-order segment waits for its delayed
+		 * ACK (40 ms), which is what a flight whose only ACK was lost
+		 * then costs (the rest arrived: nothing for a SACK to report). */
+		if (tcp_send_segment(pcb, seq, len, TCP_PSH) == 0) {
 			pcb->snd_nxt = pcb->snd_max = seq + len;
 			if (len < seg_max)
 				pcb->snd_sml = pcb->snd_nxt;
