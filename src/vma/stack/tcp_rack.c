@@ -188,7 +188,9 @@ uint32_t tcp_rack_detect_loss(struct tcp_pcb *pcb)
 	struct tcp_txq *q = &pcb->txq;
 	const struct tcp_rack *k = &pcb->rack;
 	pcb->rack_at = 0;
-	if (!q->seg || !k->have)
+	/* nothing in flight sent before RACK's segment (every ACK of a
+	 * ping-pong, of an in-order bulk flow): nothing to look at */
+	if (!q->seg || !k->have || q->thead == TCP_TXQ_NONE || !sent_after(k->order, q->seg[q->thead].order))
 		return 0;
 	uint32_t reo = tcp_rack_reo_wnd_us(pcb), now = (uint32_t)pcb->ctx->now_us, n = 0;
 	int64_t wait = 0;
