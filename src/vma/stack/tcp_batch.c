@@ -8,9 +8,10 @@
  * flushed when another one needs a slot. The ACK in-order data asks for
  * waits too: it leaves after the pcb's delivery (riding on the reader's
  * reply if it wrote one), one per pcb per batch, as Linux ACKs a GRO
- * aggregate once; an ACK for a filled hole, a duplicate or out-of-order
- * data leaves at once. The window and counters are per segment: the window
- * already counts pending bytes as unread. */
+ * aggregate once; so does the SACK for out-of-order data past the first
+ * three duplicate ACKs of a hole (Linux's SACK compression); an ACK for a
+ * filled hole or a duplicate leaves at once. The window and counters are
+ * per segment: the window already counts pending bytes as unread. */
 #include "stack/tcp_priv.h"
 
 #include <stddef.h>
@@ -65,8 +66,9 @@ void tcp_batch_flush_pcb(struct tcp_pcb *pcb)
 	/* The batch's ACK, unless the reader's reply (or a window update)
 	 * already carried it. */
 	if (pcb->ack_batch && !pcb->dead) {
-		pcb->ack_batch = false;
-		if (pcb->last_ack_sent != pcb->rcv_nxt) {
+		bool sack = pcb->ack_batch_sack;
+		pcb->ack_batch = pcb->ack_batch_sack = false;
+		if (pcb->last_ack_sent != pcb->rcv_nxt || sack) {
 			pcb->ack_now = true;
 			tcp_output(pcb);
 		}
@@ -79,6 +81,39 @@ void tcp_batch_drop_pcb(struct tcp_pcb *pcb)
 	ring_buf_free(chain);
 }
 
+/* Links pcb at the end of the batch list (the oldest stream goes out
+ * when all slots are taken); false when that closed pcb. */
+static bool join(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (ctx->batch_count >= ctx->set.gro_streams_max) {
+		tcp_batch_flush_pcb(ctx->batch_first);
+		if (pcb->dead)
+			return false;
+	}
+	pcb->in_batch = true;
+	pcb->batch_next = NULL;
+	pcb->batch_head = pcb->batch_tail = NULL;
+	if (ctx->batch_last)
+		ctx->batch_last->batch_next = pcb;
+	else
+		ctx->batch_first = pcb;
+	ctx->batch_last = pcb;
+	ctx->batch_count++;
+	return true;
+}
+
+bool tcp_batch_ack_later(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (!ctx->batch_depth || !ctx->set.gro_streams_max || pcb->rd_shut || !pcb->cb.recv)
+		return false;
+	if (!pcb->in_batch && !join(pcb))
+		return true;   /* closed by another stream's recv: nothing to ACK */
+	pcb->ack_batch = pcb->ack_batch_sack = true;
+	return true;
+}
+
 bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
@@ -86,24 +121,13 @@ bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain)
 	if (!ctx->batch_depth || !ctx->set.gro_streams_max)
 		return false;
 	if (!pcb->in_batch) {
-		if (ctx->batch_count >= ctx->set.gro_streams_max) {
-			/* a slot for this pcb: the oldest stream goes out now */
-			struct tcp_pcb *oldest = ctx->batch_first;
-			tcp_batch_flush_pcb(oldest);
-			if (pcb->dead) {
-				ring_buf_free(chain);   /* its recv closed this pcb */
-				return true;
-			}
+		if (!join(pcb)) {
+			ring_buf_free(chain);   /* its recv closed this pcb */
+			return true;
 		}
-		pcb->in_batch = true;
-		pcb->batch_next = NULL;
-		if (ctx->batch_last)
-			ctx->batch_last->batch_next = pcb;
-		else
-			ctx->batch_first = pcb;
-		ctx->batch_last = pcb;
-		ctx->batch_count++;
 		pcb->batch_head = pcb->batch_tail = chain;
+	} else if (!pcb->batch_head) {
+		pcb->batch_head = pcb->batch_tail = chain;   /* joined for its ACK only */
 	} else {
 		/* Only the head's tot_len is kept current here; the whole chain
 		 * is fixed once when it is handed over. */

@@ -599,10 +599,6 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 static void tcp_ofo_ack(struct tcp_pcb *pcb, bool news)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
-	if (news) {
-		pcb->ack_now = true;
-		return;
-	}
 	if (pcb->ofo_ack_rcv_nxt != pcb->rcv_nxt) {
 		pcb->ofo_ack_rcv_nxt = pcb->rcv_nxt;
 		pcb->ofo_quick_acks = 0;
@@ -610,6 +606,16 @@ static void tcp_ofo_ack(struct tcp_pcb *pcb, bool news)
 	if (pcb->ofo_quick_acks < TCP_OFO_QUICK_ACKS || ++pcb->ofo_held_acks >= TCP_OFO_ACK_BATCH) {
 		pcb->ofo_quick_acks++;
 		pcb->ack_now = true;
+		return;
+	}
+	/* News for the sender's scoreboard (a segment queued, a D-SACK): one
+	 * ACK for the rx batch, as Linux sends one per GRO aggregate and
+	 * compresses the SACKs of a train past a hole (an ACK per segment
+	 * doubled the frames and the sender's work through a lossy path);
+	 * outside a batch at once. */
+	if (news) {
+		if (!tcp_batch_ack_later(pcb))
+			pcb->ack_now = true;
 		return;
 	}
 	uint64_t at = ctx->now_ms + 1;

@@ -271,7 +271,7 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		if (len && pcb->last_data_rx_ms &&
 		    pcb->ctx->now_ms - pcb->last_data_rx_ms < pcb->ctx->set.delack_ms)
 			pcb->pingpong = true;
-		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = pcb->ack_batch = false;
+		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = pcb->ack_batch = pcb->ack_batch_sack = false;
 		pcb->delack_at = 0;
 		pcb->segs_unacked = 0;
 		pcb->ofo_held_acks = 0;

@@ -270,8 +270,9 @@ struct tcp_pcb {
 	bool ack_now, ack_delayed;
 	/* The ACK in-order data asked for waits for the end of the rx batch
 	 * (tcp_batch.c): one per connection per batch, as Linux ACKs a GRO
-	 * aggregate once. */
-	bool ack_batch;
+	 * aggregate once; ack_batch_sack: it also reports out-of-order data
+	 * the batch queued (sent even if rcv_nxt was ACKed already). */
+	bool ack_batch, ack_batch_sack;
 	/* when the last challenge ACK or ACK for an invalid segment left
 	 * (invalid_ack_interval_ms); valid when invalid_acked */
 	uint64_t invalid_ack_ms;
@@ -282,10 +283,12 @@ struct tcp_pcb {
 	bool pingpong, ack_pushed;
 	uint32_t segs_unacked;
 	uint32_t rcv_mss;
-	/* ACKs for out-of-order segments we did not queue (tcp_ofo_ack): the
-	 * first TCP_OFO_QUICK_ACKS for one rcv_nxt leave at once; later ones
-	 * ride on one ACK per millisecond or per TCP_OFO_ACK_BATCH segments, so
-	 * a peer spraying segments past a hole gets a trickle of ACKs. */
+	/* ACKs for out-of-order segments (tcp_ofo_ack): the first
+	 * TCP_OFO_QUICK_ACKS for one rcv_nxt leave at once; later ones for
+	 * segments we queued wait for the rx batch's end (one SACK per batch,
+	 * as Linux's SACK compression), for ones we did not queue ride on one
+	 * ACK per millisecond, either at most TCP_OFO_ACK_BATCH segments, so a
+	 * peer spraying segments past a hole gets a trickle of ACKs. */
 	uint32_t ofo_ack_rcv_nxt, ofo_quick_acks, ofo_held_acks;
 	uint64_t bytes_received, segs_in, last_data_rx_ms, last_ack_rx_ms;
 	uint32_t data_segs_in, rcv_ooopack;   /* segments with data; queued out of order */
@@ -469,6 +472,9 @@ void tcp_batch_flush_pcb(struct tcp_pcb *pcb);
 void tcp_batch_drop_pcb(struct tcp_pcb *pcb);
 /* Inside a batch: keeps chain for pcb (true); outside one: false, deliver now. */
 bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain);
+/* Inside a batch: pcb's ACK (with its SACK blocks) leaves at the batch's
+ * end (true); outside one: false. */
+bool tcp_batch_ack_later(struct tcp_pcb *pcb);
 
 /* tcp_opt.c */
 bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
