@@ -42,6 +42,11 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 A="nsenter --net=/run/netns/$TB_PREFIX-a"
 B="nsenter --net=/run/netns/$TB_PREFIX-b"
+# The drops count packets (the 100th to 9707, the 9th and 10th to 9708): with
+# a default veth's TSO the kernel's run sends 64 KiB aggregates, fewer than
+# 100 in 2 MiB, and lost nothing to compare (CI, default-offload pass).
+# The comparison is per segment, so the test side segments as it sends.
+$B ethtool -K "$TB_PREFIX-b0" tso off gso off >/dev/null 2>&1
 $A sysctl -qw net.ipv4.tcp_ecn=1 || { echo "SKIP: net.ipv4.tcp_ecn in the peer namespace"; exit 77; }
 rules() {
 	$A nft delete table inet twire 2>/dev/null
@@ -81,6 +86,16 @@ run() {  # $1 name, $2 test prefix (env ...); metrics to $TMP/$1.m
 	[ $rc = 0 ] || { sed "s/^/  [$1 test] /" "$TMP/$1.test" | tail -5; }
 }
 run kernel ""
+# The kernel's run is the reference: one segment dropped in 2 MiB is one
+# resent, the tail's two are two. A run that shows otherwise (seen once:
+# 46 resent 30 us after their originals, on a loaded host) proves no
+# scenario; it is run again, up to twice, before anything is compared.
+for _ in 1 2; do
+	[ "$(awk '$1 == "recovery_rexmits" {print $2}' "$TMP/kernel.m")" = 1 ] &&
+		[ "$(awk '$1 == "tail_rexmits" {print $2}' "$TMP/kernel.m")" = 2 ] && break
+	echo "  [kernel] the reference run lost other than the drops asked for: again"
+	run kernel ""
+done
 run libvma "env LD_PRELOAD=$LIB VMA_TRACELEVEL=2"
 
 fail=0 total=0 failed=0
