@@ -46,6 +46,15 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	ctx = sock_tcp_lock(s, ctx);
 	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
+	/* The engine's next timer (tail loss probe, RACK, RTO, delayed ACK):
+	 * wake for it, and the caller's progress pass runs it. A writer blocked
+	 * on its own flight then probes a lost tail at its PTO, not at the
+	 * internal thread's next tick (10 ms, later on a loaded host). */
+	if (n >= 0 && ctx->tcp) {
+		uint64_t due = tcp_ctx_next_deadline_ms(ctx->tcp), now = engine_now_ms();
+		if (due != UINT64_MAX && due < now + (uint64_t)timeout)
+			timeout = due > now ? (int)(due - now) : 1;
+	}
 	sock_offload_unlock(ctx);
 	if (n < 0) {
 		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
