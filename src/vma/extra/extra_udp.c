@@ -14,8 +14,8 @@
 #include "engine/engine.h"
 #include "extra/extra.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
@@ -496,8 +496,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 		if (force || fd < 0)
 			return -1;
 		/* Not ours: the kernel's datagram, copied. */
-		__typeof__(REDIRECT_ORIG_FN(recvfrom)) orig = REDIRECT_ORIG_FN(recvfrom);
-		return orig ? (int)orig(fd, buf, len, base, from, fromlen) : -1;
+		return (int)OS_CALL(recvfrom, fd, buf, len, base, from, fromlen);
 	}
 	ssize_t ret;
 	const size_t need = sizeof(struct vma_packets_t) + sizeof(struct vma_packet_t) + sizeof(struct iovec);
@@ -518,7 +517,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 	bool nonblock = s->nonblocking || (base & MSG_DONTWAIT);
 	int rx_poll = sock_udp_rx_poll_budget(s), os_ratio = g_cfg.rx_udp_poll_os_ratio;
 	long spins = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	for (;;) {
 		struct sock_offload *ctx = sock_udp_lock(s);
 		if (!ctx)
@@ -554,7 +553,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			break;
 		/* A handler interrupts the wait as it does recv's (EINTR, or a
 		 * restart under SA_RESTART unless SO_RCVTIMEO). */
-		if (redirect_signal_interrupts(&sigmark, !s->rcvtimeo_ms)) {
+		if (os_signal_interrupts(&sigmark, !s->rcvtimeo_ms)) {
 			ret = -1;
 			goto out;
 		}
@@ -565,7 +564,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			spins++;
 			if (os_ratio > 0 && spins % os_ratio == 0) {
 				char c;
-				if (REDIRECT_ORIG_FN(recvfrom)(s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
+				if (OS_CALL(recvfrom, s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
 					break;
 			}
 			if (g_cfg.rx_poll_yield)

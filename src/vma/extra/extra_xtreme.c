@@ -27,7 +27,7 @@
 #include "extra/extra.h"
 #include "extra/extra_lend.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
@@ -375,7 +375,7 @@ static void extra_xt_wait(struct sock_offload *ctx)
 	for (int i = 0; i < n; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	int saved = errno;
-	REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)n, EXTRA_XT_WAIT_MS);
+	OS_CALL(poll, pfd, (nfds_t)n, EXTRA_XT_WAIT_MS);
 	errno = saved;
 }
 

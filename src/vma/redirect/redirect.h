@@ -7,7 +7,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_fd_table.h"
 
 /* The only symbols libvma.so exports (with the Extra API's later). */
@@ -19,7 +19,7 @@
  * lock, no allocation. A missing original yields -1/ENOSYS. */
 #define REDIRECT_FD_CALL(name, fd, ...) \
 	do { \
-		REDIRECT_ENSURE_ORIGINALS(); \
+		os_libc_ensure(); \
 		struct sock_obj *obj_ = sock_fd_get(fd); \
 		if (obj_ && obj_->ops->name) { \
 			sock_obj_pin(obj_); \
@@ -27,7 +27,7 @@
 			sock_obj_unpin(obj_); \
 			return ret_; \
 		} \
-		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \
 		return orig_(fd, __VA_ARGS__); \
@@ -36,8 +36,8 @@
 /* A call with no object involvement: straight to the original. */
 #define REDIRECT_PASS(name, ...) \
 	do { \
-		REDIRECT_ENSURE_ORIGINALS(); \
-		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		os_libc_ensure(); \
+		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \
 		return orig_(__VA_ARGS__); \
@@ -45,8 +45,7 @@
 
 static inline int redirect_enosys(void)
 {
-	errno = ENOSYS;
-	return -1;
+	return os_enosys();
 }
 
 /* The kernel just handed out `fd` (pipe, dup, epoll_create...): any entry

@@ -98,7 +98,7 @@ REDIRECT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_
  * as without libvma. */
 REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd_in);
 	if (!obj || !obj->ops->splice)
 		obj = sock_fd_get(fd_out);
@@ -118,7 +118,7 @@ REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *of
 
 REDIRECT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd);
 	if (obj && obj->ops->read) {
 		if (nbytes > buflen)
@@ -133,7 +133,7 @@ REDIRECT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t bufl
 
 REDIRECT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd);
 	if (obj && obj->ops->recv) {
 		if (n > buflen)
@@ -149,7 +149,7 @@ REDIRECT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, i
 REDIRECT_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen, int flags,
 				       __SOCKADDR_ARG addr, socklen_t *__restrict addr_len)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd);
 	if (obj && obj->ops->recvfrom) {
 		if (n > buflen)

@@ -8,8 +8,8 @@
 
 REDIRECT_EXPORT pid_t fork(void)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.fork) orig = REDIRECT_ORIG_FN(fork);
+	os_libc_ensure();
+	__typeof__(os_libc.fork) orig = OS_FN_RESOLVED(fork);
 	if (!orig)
 		return redirect_enosys();
 	pid_t pid = orig();
@@ -31,8 +31,8 @@ REDIRECT_EXPORT pid_t vfork(void)
 
 REDIRECT_EXPORT int daemon(int nochdir, int noclose)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.daemon) orig = REDIRECT_ORIG_FN(daemon);
+	os_libc_ensure();
+	__typeof__(os_libc.daemon) orig = OS_FN_RESOLVED(daemon);
 	if (!orig)
 		return redirect_enosys();
 	/* glibc's daemon() forks internally (not through our fork symbol);
@@ -53,8 +53,8 @@ static void redirect_before_uid_change(uid_t new_euid)
 
 REDIRECT_EXPORT int setuid(uid_t uid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setuid) orig = REDIRECT_ORIG_FN(setuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setuid) orig = OS_FN_RESOLVED(setuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(uid);
@@ -63,8 +63,8 @@ REDIRECT_EXPORT int setuid(uid_t uid)
 
 REDIRECT_EXPORT int seteuid(uid_t euid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.seteuid) orig = REDIRECT_ORIG_FN(seteuid);
+	os_libc_ensure();
+	__typeof__(os_libc.seteuid) orig = OS_FN_RESOLVED(seteuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);
@@ -73,8 +73,8 @@ REDIRECT_EXPORT int seteuid(uid_t euid)
 
 REDIRECT_EXPORT int setreuid(uid_t ruid, uid_t euid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setreuid) orig = REDIRECT_ORIG_FN(setreuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setreuid) orig = OS_FN_RESOLVED(setreuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);
@@ -83,8 +83,8 @@ REDIRECT_EXPORT int setreuid(uid_t ruid, uid_t euid)
 
 REDIRECT_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setresuid) orig = REDIRECT_ORIG_FN(setresuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setresuid) orig = OS_FN_RESOLVED(setresuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);

@@ -1,18 +1,12 @@
 #include <errno.h>
 #include <stdlib.h>
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_passthrough.h"
 
 #define SOCK_TYPE_MASK 0xf   /* the type without SOCK_NONBLOCK/SOCK_CLOEXEC */
 
 /* Calls the libc original on obj->fd; ENOSYS when this libc lacks it. */
-#define PASS(name, ...) \
-	do { \
-		REDIRECT_ENSURE_ORIGINALS(); \
-		__typeof__(redirect_orig.name) fn_ = REDIRECT_ORIG_FN(name); \
-		if (!fn_) { errno = ENOSYS; return -1; } \
-		return fn_(obj->fd, __VA_ARGS__); \
-	} while (0)
+#define PASS(name, ...) return OS_CALL(name, obj->fd, __VA_ARGS__)
 
 static int pass_bind(struct sock_obj *obj, const struct sockaddr *a, socklen_t l) { PASS(bind, a, l); }
 static int pass_connect(struct sock_obj *obj, const struct sockaddr *a, socklen_t l) { PASS(connect, a, l); }

@@ -22,8 +22,8 @@
 #include "config/cfg_rules.h"
 #include "iomux/iomux.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_tcp_internal.h"
 #include "extra/extra.h"
 
@@ -333,7 +333,7 @@ static bool sock_tcp_is_connected(const struct sock_tcp *s)
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
 {
 	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	unsigned spins = 0;
 	for (;;) {
 		ctx = sock_tcp_lock(s, ctx);
@@ -345,7 +345,7 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 			return 0;
 		/* Linux: EINTR leaves the handshake going (a later connect
 		 * says EALREADY); SA_RESTART waits on unless SO_SNDTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline))
+		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		if (sock_tcp_spin_again(&spins, deadline))
 			continue;
@@ -367,7 +367,7 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
 		local.sin_port = s->port.port;
 	} else if (s->kernel_configured) {
 		/* Untouched, the kernel socket is unbound: 0.0.0.0:0. */
-		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+		OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll);
 	}
 	if (cfg_rules_match(CFG_ROLE_TCP_CLIENT, &local, dst) != CFG_TRANSPORT_VMA)
 		return 1;
@@ -399,17 +399,17 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
  * (the offloaded path keeps its own copies). */
 static int sock_tcp_replace_kernel_socket(struct sock_tcp *s)
 {
-	int fd_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFD, 0);
-	int fl_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
-	int fresh = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM, 0);
+	int fd_flags = OS_CALL(fcntl, s->obj.fd, F_GETFD, 0);
+	int fl_flags = OS_CALL(fcntl, s->obj.fd, F_GETFL, 0);
+	int fresh = OS_CALL(socket, AF_INET, SOCK_STREAM, 0);
 	if (fresh < 0)
 		return -1;
-	int r = REDIRECT_ORIG_FN(dup3)(fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-	REDIRECT_ORIG_FN(close)(fresh);
+	int r = OS_CALL(dup3, fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	OS_CALL(close, fresh);
 	if (r < 0)
 		return -1;
 	if (fl_flags > 0 && (fl_flags & O_NONBLOCK))
-		REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_SETFL, (void *)(long)O_NONBLOCK);
+		OS_CALL(fcntl, s->obj.fd, F_SETFL, (void *)(long)O_NONBLOCK);
 	return 0;
 }
 
@@ -421,7 +421,7 @@ static void sock_tcp_port_close_locked(struct sock_offload *ctx, struct sock_tcp
 {
 	struct ring_flow flow = { .proto = IPPROTO_TCP, .local_ip = p->ip, .local_port = p->port };
 	sock_offload_flow_put_locked(ctx, p->if_slot, &flow);
-	REDIRECT_ORIG_FN(close)(p->fd);
+	OS_CALL(close, p->fd);
 	p->fd = -1;
 }
 
@@ -432,7 +432,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 {
 	for (unsigned i = 0; i < SOCK_TCP_PORTS_BATCH; i++) {
 		struct sock_tcp_port p = { .ip = src, .if_slot = slot };
-		p.fd = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		p.fd = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (p.fd < 0)
 			return;
 		struct sockaddr_in want = { .sin_family = AF_INET };
@@ -440,10 +440,10 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		struct sockaddr_in got = { .sin_family = AF_INET };
 		socklen_t gl = sizeof(got);
 		/* Listening: the one state with no readiness of its own (see the top). */
-		if (REDIRECT_ORIG_FN(bind)(p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
-		    REDIRECT_ORIG_FN(getsockname)(p.fd, (struct sockaddr *)&got, &gl) != 0 ||
-		    REDIRECT_ORIG_FN(listen)(p.fd, 1) != 0) {
-			REDIRECT_ORIG_FN(close)(p.fd);
+		if (OS_CALL(bind, p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
+		    OS_CALL(getsockname, p.fd, (struct sockaddr *)&got, &gl) != 0 ||
+		    OS_CALL(listen, p.fd, 1) != 0) {
+			OS_CALL(close, p.fd);
 			return;
 		}
 		p.port = got.sin_port;
@@ -452,7 +452,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		if (sock_offload_flow_get_locked(ctx, slot, &flow) < 0 || !sock_tcp_ports_give(ctx->tcp_ports, &p)) {
 			if (flow.local_port)
 				sock_offload_flow_put_locked(ctx, slot, &flow);
-			REDIRECT_ORIG_FN(close)(p.fd);
+			OS_CALL(close, p.fd);
 			return;
 		}
 	}
@@ -472,13 +472,13 @@ static bool sock_tcp_port_take_locked(struct sock_tcp *s, struct sock_offload *c
 			return false;
 	}
 	if (p.nonblock != s->nonblocking) {
-		int fl = REDIRECT_ORIG_FN(fcntl)(p.fd, F_GETFL, 0);
-		if (fl != -1 && REDIRECT_ORIG_FN(fcntl)(p.fd, F_SETFL,
+		int fl = OS_CALL(fcntl, p.fd, F_GETFL, 0);
+		if (fl != -1 && OS_CALL(fcntl, p.fd, F_SETFL,
 							(void *)(long)(s->nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
 			p.nonblock = s->nonblocking;
 	}
 	if (p.nonblock != s->nonblocking ||
-	    REDIRECT_ORIG_FN(dup3)(p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
+	    OS_CALL(dup3, p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
 		sock_tcp_port_close_locked(ctx, &p);
 		return false;
 	}
@@ -494,7 +494,7 @@ void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed)
 	struct sock_tcp_port p = s->port;
 	s->port.fd = -1;
 	if (!sock_offload_usable(ctx) || ctx->dead) {
-		REDIRECT_ORIG_FN(close)(p.fd);
+		OS_CALL(close, p.fd);
 		return;
 	}
 	/* The app's F_SETFL went to the shared file: it now has s's flag. */
@@ -507,10 +507,10 @@ void sock_tcp_ports_after_fork_child(struct sock_offload *old)
 {
 	struct sock_tcp_port p;
 	while (old->tcp_ports && sock_tcp_ports_pop(old->tcp_ports, &p))
-		REDIRECT_ORIG_FN(close)(p.fd);
+		OS_CALL(close, p.fd);
 	for (struct sock_tcp *s = old->tcp_all; s; s = s->all_next)
 		if (s->port.fd >= 0) {
-			REDIRECT_ORIG_FN(close)(s->port.fd);
+			OS_CALL(close, s->port.fd);
 			s->port.fd = -1;
 		}
 }
@@ -546,15 +546,15 @@ retry_port:;
 		/* A failed connect's retry keeps its reserved port, as Linux keeps its bound one. */
 		local.sin_addr.s_addr = src;
 		local.sin_port = s->port.port;
-	} else if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll), local.sin_port == 0) {
+	} else if (OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll), local.sin_port == 0) {
 		autobound = true;
 		/* The kernel picks and reserves the port. */
 		struct sockaddr_in want = { .sin_family = AF_INET };
 		want.sin_addr.s_addr = src;
-		if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&want, sizeof(want)) != 0)
+		if (OS_CALL(bind, s->obj.fd, (struct sockaddr *)&want, sizeof(want)) != 0)
 			return -1;
 		ll = sizeof(local);
-		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+		OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll);
 	}
 	sock_offload_lock(ctx);
 	s->ctx = ctx;
@@ -592,7 +592,7 @@ retry_port:;
 	/* From here the kernel socket only holds the port (see the top); a
 	 * reserved one listens already. */
 	if (s->port.fd < 0)
-		REDIRECT_ORIG_FN(listen)(s->obj.fd, 1);
+		OS_CALL(listen, s->obj.fd, 1);
 	sock_offload_lock(ctx);
 	s->local_ip = src;
 	s->local_port = local.sin_port;
@@ -665,11 +665,11 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
 	if (s->mode == SOCK_TCP_KERNEL) {
 		if (!ctx || s->os_only || !addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
-			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+			return OS_CALL(connect, obj->fd, addr, len);
 		int r = sock_tcp_connect_offload(s, ctx, (const struct sockaddr_in *)addr);
 		if (r > 0) {
 			s->os_only = true;
-			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+			return OS_CALL(connect, obj->fd, addr, len);
 		}
 		if (r < 0)
 			return -1;
@@ -685,7 +685,7 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		goto result;
 	}
 	if (!(ctx = sock_tcp_ctx(s)))
-		return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+		return OS_CALL(connect, obj->fd, addr, len);
 	if (s->mode == SOCK_TCP_LISTENER) {
 		errno = EISCONN;
 		return -1;
@@ -897,7 +897,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 	s->released = true;
 	if (s->port.fd >= 0) {
 		/* A forked child's copy, or after the exit hook: not ours to reuse. */
-		REDIRECT_ORIG_FN(close)(s->port.fd);
+		OS_CALL(close, s->port.fd);
 		s->port.fd = -1;
 	}
 	if (s->stats && !stats_slot_is_dummy(s->stats))
@@ -913,14 +913,14 @@ static int sock_tcp_close(struct sock_obj *obj)
 	if (ctx && s->linger_on && s->linger_s > 0 && !s->nonblocking)
 		sock_tcp_linger_wait(s, ctx);
 	sock_tcp_release(obj);
-	return REDIRECT_ORIG_FN(close)(obj->fd);
+	return OS_CALL(close, obj->fd);
 }
 
 static void sock_tcp_destroy(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (s->wake_fd >= 0)
-		REDIRECT_ORIG_FN(close)(s->wake_fd);
+		OS_CALL(close, s->wake_fd);
 	sock_tstamp_clear(&s->tstamp);
 	free(s->xcb);
 	free(s);
@@ -931,7 +931,7 @@ static int sock_tcp_bind(struct sock_obj *obj, const struct sockaddr *addr, sock
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	s->kernel_configured = true;
-	return REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+	return OS_CALL(bind, obj->fd, addr, len);
 }
 
 const struct sock_ops sock_tcp_kernel_ops = {
@@ -1023,7 +1023,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 
 struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx || !ctx->tcp)
 		return NULL;

@@ -14,8 +14,8 @@
 
 #include "config/cfg_params.h"
 #include "extra/extra.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_tcp_internal.h"
 #include "ring/ring_spin.h"
@@ -40,7 +40,7 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		if (deadline_ms - now < (uint64_t)timeout)
 			timeout = (int)(deadline_ms - now);
 	}
-	struct redirect_sig_mark before = redirect_signal_mark();
+	struct os_sig_mark before = os_signal_mark();
 	int fds[SOCK_OFFLOAD_MAX_IFS];
 	ring_spin_release();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
@@ -61,11 +61,11 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
 	/* A handler held back while we armed the rings (a lane was locked)
 	 * ran at the unlock: the caller decides before we sleep through it. */
-	if (redirect_signal_caught_since(&before)) {
+	if (os_signal_caught_since(&before)) {
 		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 		return 0;
 	}
-	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
+	int r = OS_CALL(poll, pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	if (s->wake_fd >= 0) {
@@ -73,10 +73,10 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		eventfd_read(s->wake_fd, &drained);
 	}
 	if (r < 0) {
-		/* A handler we counted: the caller's redirect_signal_interrupts
+		/* A handler we counted: the caller's os_signal_interrupts
 		 * decides. One we did not see (installed behind our back): restart
 		 * only if every handler would. */
-		if (saved == EINTR && redirect_signal_caught_since(&before))
+		if (saved == EINTR && os_signal_caught_since(&before))
 			return 0;
 		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
@@ -241,7 +241,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
 		    !sock_tcp_unsupported_call(s, "recv(MSG_OOB) (urgent data)"))
 			return -1;
-		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+		return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 	}
 	msg->msg_flags = 0;
 	msg->msg_controllen = 0;
@@ -257,7 +257,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	size_t copied = 0;
 	long spins = 0;
 	int rx_poll = g_cfg.rx_poll;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
 	sock_tcp_migrate_note(s);
@@ -324,7 +324,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		/* Linux: a handler interrupts a blocked receive (partial data
 		 * of MSG_WAITALL is returned); SA_RESTART restarts it unless
 		 * SO_RCVTIMEO is set. */
-		if (redirect_signal_interrupts(&sigmark, !deadline && !copied))
+		if (os_signal_interrupts(&sigmark, !deadline && !copied))
 			return copied ? (ssize_t)copied : -1;
 		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
@@ -362,7 +362,7 @@ ssize_t sock_tcp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int fl
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(recvfrom)(obj->fd, buf, len, flags, from, fromlen);
+		return OS_CALL(recvfrom, obj->fd, buf, len, flags, from, fromlen);
 	ssize_t r = sock_tcp_recvmsg_common(s, &msg, flags);
 	if (r >= 0 && from && fromlen)
 		*fromlen = 0;   /* Linux: no address for a connected stream */
@@ -396,7 +396,7 @@ int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
+		return OS_CALL(recvmmsg, obj->fd, vec, vlen, flags, timeout);
 	unsigned int got = 0;
 	int f = flags & ~MSG_WAITFORONE;
 	while (got < vlen) {
@@ -485,7 +485,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
 		    !sock_tcp_unsupported_call(s, "send(MSG_OOB) (urgent data)"))
 			return -1;
-		return REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+		return OS_CALL(sendmsg, s->obj.fd, msg, flags);
 	}
 	bool nonblock = !must_block && (s->nonblocking || (flags & MSG_DONTWAIT));
 	if (s->connecting) {
@@ -501,7 +501,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;
 	size_t vi = 0, voff = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	/* SO_TIMESTAMPING: one flag test when off. The call's last byte is
 	 * stamped: its write holds output back until the stamp is asked. */
 	unsigned stamp_kinds = sock_tcp_tx_stamp_kinds(s);
@@ -588,7 +588,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		}
 		/* Linux: interrupted with bytes queued, the count; with none,
 		 * EINTR, or a restart under SA_RESTART without SO_SNDTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline && !sent))
+		if (os_signal_interrupts(&sigmark, !deadline && !sent))
 			return sent ? sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent) : -1;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
 			if (sent)
@@ -637,7 +637,7 @@ ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, in
 	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return REDIRECT_ORIG_FN(sendto)(obj->fd, buf, len, flags, to, tolen);
+		return OS_CALL(sendto, obj->fd, buf, len, flags, to, tolen);
 	/* A connected stream ignores the address (Linux does too). */
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -672,7 +672,7 @@ int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
+		return OS_CALL(sendmmsg, obj->fd, vec, vlen, flags);
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;
 	unsigned int sent = 0;
@@ -697,7 +697,7 @@ static ssize_t sock_tcp_sendfile_common(struct sock_obj *obj, int in_fd, off64_t
 	off64_t pos = offset ? *offset : 0;
 	while (done < count) {
 		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
-		ssize_t got = offset ? pread64(in_fd, buf, want, pos) : REDIRECT_ORIG_FN(read)(in_fd, buf, want);
+		ssize_t got = offset ? pread64(in_fd, buf, want, pos) : OS_CALL(read, in_fd, buf, want);
 		if (got < 0) {
 			if (done)
 				break;
@@ -733,7 +733,7 @@ ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, siz
 	if (sock_tcp_detached(sock_tcp_of(obj)))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(sock_tcp_of(obj)))
-		return REDIRECT_ORIG_FN(sendfile)(obj->fd, in_fd, offset, count);
+		return OS_CALL(sendfile, obj->fd, in_fd, offset, count);
 	off64_t off = offset ? *offset : 0;
 	ssize_t r = sock_tcp_sendfile_common(obj, in_fd, offset ? &off : NULL, count);
 	if (offset)
@@ -746,6 +746,6 @@ ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset,
 	if (sock_tcp_detached(sock_tcp_of(obj)))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(sock_tcp_of(obj)))
-		return REDIRECT_ORIG_FN(sendfile64)(obj->fd, in_fd, offset, count);
+		return OS_CALL(sendfile64, obj->fd, in_fd, offset, count);
 	return sock_tcp_sendfile_common(obj, in_fd, offset, count);
 }

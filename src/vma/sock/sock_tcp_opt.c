@@ -17,7 +17,7 @@
 #include "config/cfg_params.h"
 #include "extra/extra.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_tcp_info.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_unsupported.h"
@@ -48,7 +48,7 @@ static uint32_t sock_tcp_kernel_buf(int fd, int name)
 {
 	int v = 0;
 	socklen_t l = sizeof(v);
-	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, name, &v, &l) != 0 || v <= 0)
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, name, &v, &l) != 0 || v <= 0)
 		return 0;
 	/* The kernel doubles what was asked for its bookkeeping; the engine
 	 * counts payload bytes, so it gets the request. */
@@ -211,7 +211,7 @@ void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd)
 		if (!(lacks & opts[i].bit))
 			continue;
 		int v = sock_tcp_opt_value(s, opts[i].bit);
-		if (REDIRECT_ORIG_FN(setsockopt)(kfd, opts[i].level, opts[i].name, &v, sizeof(v)) != 0)
+		if (OS_CALL(setsockopt, kfd, opts[i].level, opts[i].name, &v, sizeof(v)) != 0)
 			vlog_debug("fd %d: option %d/%d not carried over to kernel socket %d (%s)", s->obj.fd,
 				   opts[i].level, opts[i].name, kfd, strerror(errno));
 	}
@@ -360,7 +360,7 @@ static int sock_tcp_set_without_kernel(struct sock_tcp *s, int level, int name, 
 static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *val, socklen_t len)
 {
 	if (!val || len < sizeof(int))
-		return REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, val, len);
+		return OS_CALL(setsockopt, s->obj.fd, SOL_SOCKET, name, val, len);
 	struct so_timestamping ts = { 0 };
 	socklen_t n = len < sizeof(ts) ? len : sizeof(ts);
 	memcpy(&ts, val, n);
@@ -375,7 +375,7 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 		return -1;
 	}
 	ts.flags = (int)(flags & ~(SOF_TIMESTAMPING_OPT_ID | SOCK_TSTAMP_OPT_ID_TCP));
-	if (REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
+	if (OS_CALL(setsockopt, s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
 		return -1;
 	int whole = (int)flags;
 	struct sock_offload *ctx = sock_tcp_ctx(s);
@@ -427,7 +427,7 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	unsigned bit = sock_tcp_opt_bit(level, name);
 	if (bit && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd)
 		return sock_tcp_set_without_kernel(s, level, name, bit, val, len);
-	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	int ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
 	if (ret != 0 || !val)
 		return ret;
 	int saved = errno;
@@ -578,7 +578,7 @@ static socklen_t sock_tcp_info_len(int kernel_fd)
 	unsigned char probe[SOCK_TCP_INFO_MAX];
 	len = sizeof(probe);
 	int saved = errno;
-	if (REDIRECT_ORIG_FN(getsockopt)(kernel_fd, IPPROTO_TCP, TCP_INFO, probe, &len) != 0 || len == 0)
+	if (OS_CALL(getsockopt, kernel_fd, IPPROTO_TCP, TCP_INFO, probe, &len) != 0 || len == 0)
 		len = sizeof(struct sock_tcp_info);
 	errno = saved;
 	__atomic_store_n(&kernel_len, len, __ATOMIC_RELAXED);
@@ -592,7 +592,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
 		return extra_xt_user_data_get(&s->xt, obj->fd, val, len);
 	if (!ctx)
-		return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 	if (level == SOL_SOCKET && name == SO_ERROR) {
 		if (!len || (int)*len < 0) {
 			errno = EINVAL;
@@ -660,7 +660,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 	if (level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW)) {
 		/* The kernel's answer (its length rules, bind_phc) with our flags:
 		 * its socket lacks OPT_ID (see sock_tcp_set_timestamping). */
-		int ret = REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		int ret = OS_CALL(getsockopt, obj->fd, level, name, val, len);
 		if (ret == 0 && val && *len >= sizeof(int)) {
 			int flags = (int)s->tstamp.flags;
 			memcpy(val, &flags, sizeof(flags));
@@ -674,7 +674,7 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 	if (bit && val && len && (int)*len >= 0 &&
 	    ((s->opts_kernel_lacks & bit) || (g_cfg.avoid_sys_calls_on_tcp_fd && (s->opts_known & bit))))
 		return sock_tcp_put_int(val, len, sock_tcp_opt_value(s, bit));
-	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+	return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 }
 
 static void sock_tcp_set_nonblocking(struct sock_tcp *s, bool on)
@@ -695,7 +695,7 @@ static void sock_tcp_set_nonblocking(struct sock_tcp *s, bool on)
 static int sock_tcp_fcntl_without_kernel(struct sock_tcp *s, int cmd, void *arg)
 {
 	if (s->kernel_fl < 0) {
-		int fl = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
+		int fl = OS_CALL(fcntl, s->obj.fd, F_GETFL, 0);
 		if (fl == -1)
 			return SOCK_TCP_NOT_SERVED;
 		s->kernel_fl = fl & ~O_NONBLOCK;
@@ -730,18 +730,18 @@ int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_GETFL) {
 		/* The kernel listener is non-blocking for our own use; the app
 		 * sees its own flag. */
-		int fl = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+		int fl = OS_CALL(fcntl, obj->fd, cmd, arg);
 		if (fl != -1 && !s->nonblocking)
 			fl &= ~O_NONBLOCK;
 		return fl;
 	}
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_SETFL) {
-		int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
+		int ret = OS_CALL(fcntl, obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
 		if (ret != -1)
 			sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 		return ret;
 	}
-	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+	int ret = OS_CALL(fcntl, obj->fd, cmd, arg);
 	if (ret != -1 && cmd == F_SETFL)
 		sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 	return ret;
@@ -784,7 +784,7 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 		unsupported = "ioctl(SIOCATMARK) (urgent data)";
 	if (unsupported && (ctx || sock_tcp_undecided(s)) && !sock_tcp_unsupported_call(s, unsupported))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
+	int ret = OS_CALL(ioctl, obj->fd, req, arg);
 	if (ret == 0 && req == FIONBIO && arg)
 		sock_tcp_set_nonblocking(s, *(int *)arg != 0);
 	if (ret == 0 && (req == FIONBIO || req == FIOASYNC))
@@ -796,7 +796,7 @@ int sock_tcp_op_getsockname(struct sock_obj *obj, struct sockaddr *addr, socklen
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(getsockname)(obj->fd, addr, len);
+		return OS_CALL(getsockname, obj->fd, addr, len);
 	if (!addr || !len || (int)*len < 0) {
 		errno = !len ? EFAULT : EINVAL;
 		return -1;
@@ -809,7 +809,7 @@ int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(getpeername)(obj->fd, addr, len);
+		return OS_CALL(getpeername, obj->fd, addr, len);
 	if (!addr || !len || (int)*len < 0) {
 		errno = !len ? EFAULT : EINVAL;
 		return -1;
@@ -839,7 +839,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx)
-		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+		return OS_CALL(shutdown, obj->fd, how);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
@@ -854,7 +854,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		s->reset = true;
 		s->shut_rcv = s->shut_send = true;
 		sock_offload_unlock(ctx);
-		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+		return OS_CALL(shutdown, obj->fd, how);
 	}
 	ctx = sock_tcp_lock(s, ctx);
 	int err = 0;

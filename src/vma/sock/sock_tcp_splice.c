@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_tcp_internal.h"
 
 /* Bytes moved per step (the kernel's default pipe holds 64 KiB). */
@@ -38,7 +38,7 @@ static unsigned splice_pipe_access(int fd, bool *nonblock)
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
 		return SPLICE_PIPE_NONE;
-	int fl = REDIRECT_ORIG_FN(fcntl)(fd, F_GETFL);
+	int fl = OS_CALL(fcntl, fd, F_GETFL);
 	if (fl < 0)
 		return SPLICE_PIPE_NONE;
 	*nonblock = (fl & O_NONBLOCK) != 0;
@@ -59,10 +59,10 @@ static unsigned splice_pipe_access(int fd, bool *nonblock)
  * revents, or -1 with errno. */
 static int splice_pipe_wait(int fd, short events, bool nonblock)
 {
-	struct redirect_sig_mark mark = redirect_signal_mark();
+	struct os_sig_mark mark = os_signal_mark();
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
-		int r = REDIRECT_ORIG_FN(poll)(&p, 1, nonblock ? 0 : -1);
+		int r = OS_CALL(poll, &p, 1, nonblock ? 0 : -1);
 		if (r > 0)
 			return p.revents;
 		if (r == 0) {
@@ -71,8 +71,8 @@ static int splice_pipe_wait(int fd, short events, bool nonblock)
 		}
 		if (errno != EINTR)
 			return -1;
-		if (redirect_signal_caught_since(&mark)) {
-			if (redirect_signal_interrupts(&mark, true))
+		if (os_signal_caught_since(&mark)) {
+			if (os_signal_interrupts(&mark, true))
 				return -1;
 		} else if (!sock_offload_signal_restarts()) {
 			errno = EINTR;
@@ -104,7 +104,7 @@ static ssize_t splice_pipe_write_nowait(int fd, const char *buf, size_t len)
 			/* RWF_NOWAIT also gives up on a busy pipe lock: retry
 			 * while poll says there is room. */
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
-			if (REDIRECT_ORIG_FN(poll)(&p, 1, 0) <= 0 || !(p.revents & POLLOUT)) {
+			if (OS_CALL(poll, &p, 1, 0) <= 0 || !(p.revents & POLLOUT)) {
 				errno = EAGAIN;
 				return -1;
 			}
@@ -117,10 +117,10 @@ static ssize_t splice_pipe_write_nowait(int fd, const char *buf, size_t len)
 	size_t done = 0;
 	while (done < len) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		if (REDIRECT_ORIG_FN(poll)(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR)))
+		if (OS_CALL(poll, &p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR)))
 			break;
 		size_t step = len - done < PIPE_BUF ? len - done : PIPE_BUF;
-		ssize_t w = REDIRECT_ORIG_FN(write)(fd, buf + done, step);
+		ssize_t w = OS_CALL(write, fd, buf + done, step);
 		if (w <= 0) {
 			if (done)
 				break;
@@ -237,12 +237,7 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 static ssize_t splice_to_kernel(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 				unsigned int flags)
 {
-	__typeof__(redirect_orig.splice) orig = REDIRECT_ORIG_FN(splice);
-	if (!orig) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return orig(fd_in, off_in, fd_out, off_out, len, flags);
+	return OS_CALL(splice, fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 ssize_t sock_tcp_op_splice(struct sock_obj *obj, int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,

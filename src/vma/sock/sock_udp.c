@@ -14,7 +14,7 @@
 #include "config/cfg_rules.h"
 #include "iomux/iomux.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
 #include "sock/sock_unsupported.h"
@@ -207,7 +207,7 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 	/* SO_REUSEPORT sockets of other processes may share the port. */
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
-	if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+	if (OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
 		s->share = true;
 	sock_udp_flow_choose_tuple(s);
 	sock_udp_flows_attach_locked(s);
@@ -222,7 +222,7 @@ void sock_udp_sync_local(struct sock_udp *s)
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
 	memset(&sin, 0, sizeof(sin));
-	if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&sin, &len) != 0)
+	if (OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&sin, &len) != 0)
 		return;
 	/* Rebuilt whole: the address, the connected peer or the groups may
 	 * have changed, and this is not the packet path. */
@@ -242,7 +242,7 @@ void sock_udp_sync_local(struct sock_udp *s)
 int sock_udp_autobind(struct sock_udp *s)
 {
 	struct sockaddr_in any = sock_udp_sin(INADDR_ANY, 0);
-	if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&any, sizeof(any)) != 0 && errno != EINVAL)
+	if (OS_CALL(bind, s->obj.fd, (struct sockaddr *)&any, sizeof(any)) != 0 && errno != EINVAL)
 		return -1;
 	sock_udp_sync_local(s);
 	return 0;
@@ -300,7 +300,7 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 static int sock_udp_bind(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	int ret = REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+	int ret = OS_CALL(bind, obj->fd, addr, len);
 	if (ret == 0) {
 		int saved = errno;
 		sock_udp_sync_local(s);
@@ -312,7 +312,7 @@ static int sock_udp_bind(struct sock_obj *obj, const struct sockaddr *addr, sock
 static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	int ret = REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+	int ret = OS_CALL(connect, obj->fd, addr, len);
 	if (ret != 0)
 		return ret;
 	if (addr->sa_family == AF_UNSPEC) {
@@ -424,7 +424,7 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
 		case SO_RCVBUFFORCE: {
 			int kernel = 0;
 			socklen_t kl = sizeof(kernel);
-			if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+			if (OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
 				s->rcvbuf = (uint64_t)kernel;
 			s->stats->rx_ready_bytes_limit = s->rcvbuf;
 			break;
@@ -632,7 +632,7 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 	if (__builtin_expect(!sock_udp_opt_supported(level, name), 0) && sock_udp_ctx(s) &&
 	    !sock_udp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_udp_stuck(s))))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	int ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
 	if (ret == 0 && val) {
 		int saved = errno;
 		sock_udp_note_option(s, level, name, val, len);
@@ -646,7 +646,7 @@ static int sock_udp_getsockopt(struct sock_obj *obj, int level, int name, void *
 {
 	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
 		return extra_xt_user_data_get(&sock_udp_of(obj)->xt, obj->fd, val, len);
-	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+	return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 }
 
 static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
@@ -655,7 +655,7 @@ static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
 	if (cmd == F_SETFL && ((long)arg & O_ASYNC) && sock_udp_ctx(s) &&
 	    !sock_udp_unsupported_call(s, "fcntl(F_SETFL, O_ASYNC) (signal-driven I/O)"))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+	int ret = OS_CALL(fcntl, obj->fd, cmd, arg);
 	if (ret != -1 && cmd == F_SETFL) {
 		s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
 		s->stats->blocking = !s->nonblocking;
@@ -683,7 +683,7 @@ static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 	if (req == FIOASYNC && arg && *(int *)arg && sock_udp_ctx(s) &&
 	    !sock_udp_unsupported_call(s, "ioctl(FIOASYNC) (signal-driven I/O)"))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
+	int ret = OS_CALL(ioctl, obj->fd, req, arg);
 	if (ret == 0 && req == FIONBIO && arg) {
 		s->nonblocking = *(int *)arg != 0;
 		s->stats->blocking = !s->nonblocking;
@@ -816,7 +816,7 @@ static void sock_udp_release(struct sock_obj *obj)
 static int sock_udp_close(struct sock_obj *obj)
 {
 	sock_udp_release(obj);
-	return REDIRECT_ORIG_FN(close)(obj->fd);
+	return OS_CALL(close, obj->fd);
 }
 
 static void sock_udp_destroy(struct sock_obj *obj)
@@ -828,7 +828,7 @@ static void sock_udp_destroy(struct sock_obj *obj)
 		sock_udp_heaps_reap_locked(s);
 	}
 	if (s->wake_fd >= 0)
-		REDIRECT_ORIG_FN(close)(s->wake_fd);
+		OS_CALL(close, s->wake_fd);
 	extra_udp_destroy(s);
 	free(s);
 }
@@ -866,7 +866,7 @@ const struct sock_ops sock_udp_ops = {
 
 struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx)
 		return NULL;
@@ -894,12 +894,12 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 	sock_udp_migrate_init(s);
 	int kernel = 0;
 	socklen_t kl = sizeof(kernel);
-	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
 		s->rcvbuf = (uint64_t)kernel;
 	/* The kernel socket loops multicast back by default; keep it in step
 	 * with what the offloaded path does (VMA_TX_MC_LOOPBACK). */
 	int loop = s->mc_loop;
-	REDIRECT_ORIG_FN(setsockopt)(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+	OS_CALL(setsockopt, fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
 	s->stats = stats_socket_slot_get(fd, STATS_PROTO_UDP);
 	s->stats->offloaded = 1;
 	s->stats->blocking = !s->nonblocking;
@@ -949,7 +949,7 @@ void sock_udp_after_fork_child(struct sock_offload *old)
 		s->sleepers = 0;
 		s->wake_pending = false;
 		if (s->wake_fd >= 0)
-			REDIRECT_ORIG_FN(close)(s->wake_fd);
+			OS_CALL(close, s->wake_fd);
 		s->wake_fd = -1;
 		s->route.valid = false;
 		s->fork_dormant = false;

@@ -13,8 +13,8 @@
 #include "config/cfg_params.h"
 #include "config/cfg_rules.h"
 #include "engine/engine.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
 #include "extra/extra.h"
@@ -30,7 +30,7 @@
  * SOCK_UDP_OS_EMPTY when it has nothing. */
 static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags)
 {
-	ssize_t r = REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags | MSG_DONTWAIT);
+	ssize_t r = OS_CALL(recvmsg, s->obj.fd, msg, flags | MSG_DONTWAIT);
 	if (r >= 0) {
 		s->stats->c.rx_os_packets++;
 		s->stats->c.rx_os_bytes += (uint64_t)r;
@@ -124,7 +124,7 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
  * Returns 0 after a wake-up or a signal whose handler libvma counted (the
- * caller's redirect_signal_interrupts decides), -1 with EAGAIN (SO_RCVTIMEO)
+ * caller's os_signal_interrupts decides), -1 with EAGAIN (SO_RCVTIMEO)
  * or EINTR from a handler we did not see unless every handler restarts. The rings are those of the lane the socket is in
  * when we arm; a move while we sleep writes our wake eventfd (the deferred
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
@@ -143,7 +143,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	/* The lane's rings and drain eventfd, and the same of the lane the
 	 * socket just left (strays). */
 	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
-	struct redirect_sig_mark before = redirect_signal_mark();
+	struct os_sig_mark before = os_signal_mark();
 	ring_spin_release();
 	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	struct sock_offload *ctx = sock_udp_lock(s);
@@ -173,11 +173,11 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
 	/* A handler held back while we armed the rings (a lane was locked)
 	 * ran at the unlock: the caller decides before we sleep through it. */
-	if (redirect_signal_caught_since(&before)) {
+	if (os_signal_caught_since(&before)) {
 		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 		return 0;
 	}
-	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
+	int r = OS_CALL(poll, pfd, (nfds_t)count, timeout);
 	int saved = errno;
 	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	if (s->wake_fd >= 0) {
@@ -190,7 +190,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 	}
 	if (r < 0) {
 		/* A handler we counted: the caller decides (see sock_tcp_sleep). */
-		if (saved == EINTR && redirect_signal_caught_since(&before))
+		if (saved == EINTR && os_signal_caught_since(&before))
 			return 0;
 		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
 			return 0;
@@ -225,7 +225,7 @@ static ssize_t sock_udp_recv_errqueue(struct sock_udp *s, struct msghdr *msg, in
 	ssize_t r = sock_tstamp_errq_recv(&s->tstamp, msg, &ip);
 	if (r != SOCK_TSTAMP_ERRQ_EMPTY)
 		return r;
-	return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 }
 
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
@@ -234,7 +234,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	if (__builtin_expect(flags & (MSG_ERRQUEUE | MSG_OOB), 0) && (flags & MSG_ERRQUEUE) && !s->released)
 		return sock_udp_recv_errqueue(s, msg, flags);
 	if (!sock_udp_ctx(s) || (flags & (MSG_ERRQUEUE | MSG_OOB)))
-		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+		return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 	/* Before this call's first lock: a move, if this call ends a window,
 	 * happens here, never while we hold a lane. */
 	sock_udp_migrate_note(s);
@@ -243,7 +243,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	int rx_poll = sock_udp_rx_poll_budget(s);
 	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
 	long spins = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	bool slept = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
@@ -262,9 +262,9 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			 * handler that ran meanwhile (the one that tore the lane
 			 * down, held back until our unlock) must not be slept
 			 * through in the kernel. */
-			if (redirect_signal_interrupts(&sigmark, !deadline))
+			if (os_signal_interrupts(&sigmark, !deadline))
 				return -1;
-			return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+			return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 		}
 		if (__builtin_expect(sock_udp_has_strays(s), 0))
 			sock_udp_strays_take_locked(s);
@@ -307,7 +307,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			return -1;
 		}
 		/* Linux: EINTR, or a restart under SA_RESTART unless SO_RCVTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline))
+		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
@@ -378,7 +378,7 @@ int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 	struct sock_udp *s = sock_udp_of(obj);
 	sock_udp_fork_check(s);
 	if (!sock_udp_ctx(s))
-		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
+		return OS_CALL(recvmmsg, obj->fd, vec, vlen, flags, timeout);
 	uint64_t deadline = timeout ? engine_now_ms() + (uint64_t)timeout->tv_sec * 1000 +
 					      (uint64_t)timeout->tv_nsec / 1000000 : 0;
 	int first_flags = flags & ~MSG_WAITFORONE;
@@ -663,7 +663,7 @@ kernel:;
 		errno = EINVAL;
 		return -1;
 	}
-	ssize_t kr = REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+	ssize_t kr = OS_CALL(sendmsg, s->obj.fd, msg, flags);
 	if (s->stats) {
 		if (kr >= 0) {
 			s->stats->c.tx_os_packets++;
@@ -720,7 +720,7 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 		return -1;
 	}
 	if (!ctx)
-		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
+		return OS_CALL(sendmmsg, obj->fd, vec, vlen, flags);
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;
 	unsigned int sent = 0;
