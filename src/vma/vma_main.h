@@ -14,9 +14,10 @@
 bool vma_init_once(void);
 
 /* Runs in the child after fork(), vfork() (served by fork) and daemon(),
- * once per child process whichever path forked it. Later parts mark
- * inherited rings and offloaded sockets as the parent's here: a child
- * never tears down what the parent owns. */
+ * once per child process whichever path forked it. Marks inherited rings
+ * and offloaded sockets as the parent's (sock_offload_after_fork_child),
+ * resets the internal thread, spin slots, signal state and statistics: a
+ * child never tears down what the parent owns. */
 void vma_after_fork_child(void);
 /* The process (root) is about to give up effective uid 0 (setuid and kin):
  * keeps what offloading needs root for (a vmad spawner connection), so the

@@ -1,6 +1,7 @@
 /* fork, vfork, daemon: the child keeps every inherited socket usable (the
  * table and the objects are copied with our memory) and runs the post-fork
- * hook, which tells later parts that inherited rings belong to the parent.
+ * hook (vma_after_fork_child), which marks inherited rings and offloaded
+ * sockets as the parent's.
  * setuid and kin: what needs root is prepared while we still have it. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
