@@ -1317,6 +1317,24 @@ void sock_offload_move_unlock(void)
 	pthread_mutex_unlock(&sock_offload_move_mutex);
 }
 
+void sock_offload_move_begin(struct sock_offload *from, struct sock_offload *to)
+{
+	struct sock_offload *lo = from->lane < to->lane ? from : to;
+	sock_offload_move_lock();
+	sock_offload_lock(lo);
+	sock_offload_lock(lo == from ? to : from);
+}
+
+void sock_offload_move_end(struct sock_offload *from, struct sock_offload *to, bool moved)
+{
+	struct sock_offload *lo = from->lane < to->lane ? from : to;
+	sock_offload_unlock(lo == from ? to : from);
+	sock_offload_unlock(lo);
+	sock_offload_move_unlock();
+	if (moved)
+		sock_offload_drain_signal(from);
+}
+
 void sock_offload_before_fork(void)
 {
 	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];

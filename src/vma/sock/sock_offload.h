@@ -411,6 +411,13 @@ void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const st
  * a socket half moved, whatever lanes fork managed to lock. */
 void sock_offload_move_lock(void);
 void sock_offload_move_unlock(void);
+/* A socket's move from lane `from` to lane `to`: the move lock, then both
+ * lanes' locks in ascending lane order (as fork's prepare handler takes
+ * them: two moves in opposite directions cannot deadlock). The end drops
+ * them and, when the socket did move, wakes the poll()/select() sleepers
+ * armed on the lane it left (its drain eventfd): they look again. */
+void sock_offload_move_begin(struct sock_offload *from, struct sock_offload *to);
+void sock_offload_move_end(struct sock_offload *from, struct sock_offload *to, bool moved);
 
 /* fork() (pthread_atfork handlers, docs/process_model.md). Prepare: the
  * listening and bound sockets a child may inherit stop being steered here

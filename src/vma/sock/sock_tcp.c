@@ -126,8 +126,7 @@ static void sock_tcp_wake(void *arg)
 	__atomic_store_n(&s->wake_pending, false, __ATOMIC_RELEASE);
 	if (bits)
 		iomux_notify(&s->obj, bits);
-	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
-		eventfd_write(s->wake_fd, 1);
+	sock_base_wake_sleepers(&s->base);
 	/* A child waiting for accept() wakes its listener's watchers instead
 	 * (handled by the accept callback). */
 }
@@ -139,7 +138,7 @@ void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 		extra_xt_tcp_event_locked(s, ev);
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
 	sock_offload_poll_wake_if_locked(s->ctx);
-	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	bool watched = sock_base_watched(&s->base);
 	if (watched && !s->wake_pending) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);
@@ -253,7 +252,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 				 const uint8_t *hdr, uint32_t hdr_len)
 {
 	struct sock_tcp *s = arg;
-	uint32_t flags = __atomic_load_n(&s->tstamp.flags, __ATOMIC_ACQUIRE);
+	uint32_t flags = __atomic_load_n(&s->base.tstamp.flags, __ATOMIC_ACQUIRE);
 	uint32_t data_len = end - start;
 	if (data_len > SOCK_TCP_TSTAMP_PAYLOAD_MAX) {
 		data_len = SOCK_TCP_TSTAMP_PAYLOAD_MAX;
@@ -270,7 +269,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 										     : SCM_TSTAMP_ACK;
 	/* OPT_ID: the byte's offset from the sequence number the option
 	 * started at (snd_una, or write_seq with OPT_ID_TCP). */
-	n->key = end - 1 - s->tstamp.key_next;
+	n->key = end - 1 - s->base.tstamp.key_next;
 	if (payload) {
 		if (hdr_len)
 			memcpy(n->data, hdr, hdr_len);
@@ -279,7 +278,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 		n->len = hdr_len + tcp_sndbuf_peek(pcb, start, data_len, n->data + hdr_len);
 	}
 	uint64_t limit = s->rcvbuf ? s->rcvbuf : SOCK_TCP_RCVBUF_DEFAULT;
-	if (sock_tstamp_queue(&s->tstamp, n, limit))
+	if (sock_tstamp_queue(&s->base.tstamp, n, limit))
 		sock_tcp_notify_locked(s, EPOLLERR);
 }
 
@@ -471,13 +470,13 @@ static bool sock_tcp_port_take_locked(struct sock_tcp *s, struct sock_offload *c
 		if (!sock_tcp_ports_take(ctx->tcp_ports, src, &p))
 			return false;
 	}
-	if (p.nonblock != s->nonblocking) {
+	if (p.nonblock != s->base.nonblocking) {
 		int fl = OS_CALL(fcntl, p.fd, F_GETFL, 0);
 		if (fl != -1 && OS_CALL(fcntl, p.fd, F_SETFL,
-							(void *)(long)(s->nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
-			p.nonblock = s->nonblocking;
+							(void *)(long)(s->base.nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
+			p.nonblock = s->base.nonblocking;
 	}
-	if (p.nonblock != s->nonblocking ||
+	if (p.nonblock != s->base.nonblocking ||
 	    OS_CALL(dup3, p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
 		sock_tcp_port_close_locked(ctx, &p);
 		return false;
@@ -498,7 +497,7 @@ void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed)
 		return;
 	}
 	/* The app's F_SETFL went to the shared file: it now has s's flag. */
-	p.nonblock = s->nonblocking;
+	p.nonblock = s->base.nonblocking;
 	if (handed || !ctx->tcp_ports || !sock_tcp_ports_give(ctx->tcp_ports, &p))
 		sock_tcp_port_close_locked(ctx, &p);
 }
@@ -673,11 +672,11 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		}
 		if (r < 0)
 			return -1;
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EINPROGRESS;
 			return -1;
 		}
-		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+		if (sock_tcp_wait_connected(s, ctx, s->base.sndtimeo_ms) < 0) {
 			if (errno == EAGAIN)
 				errno = EINPROGRESS;
 			return -1;
@@ -713,17 +712,17 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 			errno = ENETUNREACH;   /* the kernel socket only holds our port now */
 		if (r != 0)
 			return -1;
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EINPROGRESS;
 			return -1;
 		}
 	}
 	if (s->connecting) {
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EALREADY;
 			return -1;
 		}
-		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+		if (sock_tcp_wait_connected(s, ctx, s->base.sndtimeo_ms) < 0) {
 			if (errno == EAGAIN)
 				errno = EALREADY;
 			return -1;
@@ -782,11 +781,7 @@ static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
 	}
 	if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) > 0)
 		ev |= EPOLLERR;
-	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while its
-	 * error queue is not empty). */
-	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
-		ev |= EPOLLERR;
-	return ev;
+	return ev | sock_base_errq_events(&s->base);
 }
 
 static int sock_tcp_progress(struct sock_obj *obj)
@@ -888,7 +883,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 		sock_tcp_rxq_clear_locked(s);
 		sock_tcp_port_release_locked(s, false);
 		extra_tcp_release_locked(s);
-		extra_xt_forget_locked(ctx, &s->xt);
+		extra_xt_forget_locked(ctx, &s->base.xt);
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
@@ -910,7 +905,7 @@ static int sock_tcp_close(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	if (ctx && s->linger_on && s->linger_s > 0 && !s->nonblocking)
+	if (ctx && s->linger_on && s->linger_s > 0 && !s->base.nonblocking)
 		sock_tcp_linger_wait(s, ctx);
 	sock_tcp_release(obj);
 	return OS_CALL(close, obj->fd);
@@ -919,9 +914,9 @@ static int sock_tcp_close(struct sock_obj *obj)
 static void sock_tcp_destroy(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (s->wake_fd >= 0)
-		OS_CALL(close, s->wake_fd);
-	sock_tstamp_clear(&s->tstamp);
+	if (s->base.wake_fd >= 0)
+		OS_CALL(close, s->base.wake_fd);
+	sock_tstamp_clear(&s->base.tstamp);
 	free(s->xcb);
 	free(s);
 }
@@ -964,18 +959,8 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.getsockopt = sock_tcp_op_getsockopt,
 	.fcntl = sock_tcp_op_fcntl,
 	.ioctl = sock_tcp_op_ioctl,
-	.read = sock_tcp_op_read,
-	.readv = sock_tcp_op_readv,
-	.recv = sock_tcp_op_recv,
-	.recvfrom = sock_tcp_op_recvfrom,
 	.recvmsg = sock_tcp_op_recvmsg,
-	.recvmmsg = sock_tcp_op_recvmmsg,
-	.write = sock_tcp_op_write,
-	.writev = sock_tcp_op_writev,
-	.send = sock_tcp_op_send,
-	.sendto = sock_tcp_op_sendto,
 	.sendmsg = sock_tcp_op_sendmsg,
-	.sendmmsg = sock_tcp_op_sendmmsg,
 	.sendfile = sock_tcp_op_sendfile,
 	.sendfile64 = sock_tcp_op_sendfile64,
 	.splice = sock_tcp_op_splice,
@@ -995,19 +980,13 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	struct sock_tcp *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->obj.ops = &sock_tcp_kernel_ops;
-	s->obj.fd = fd;
-	s->obj.domain = domain;
-	s->obj.type = type & SOCK_TYPE_MASK;
-	s->obj.protocol = protocol;
+	sock_base_init(&s->base, &sock_tcp_kernel_ops, fd, domain, type, protocol);
 	s->if_slot = -1;
 	s->port.fd = -1;
 	s->cloexec = (type & SOCK_CLOEXEC) != 0;
 	s->ring_logic = -1;
 	sock_mig_window_configure(&s->mig, -1);
-	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };
-	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
 	s->nodelay = g_cfg.tcp_nodelay != 0;
 	s->quickack = g_cfg.tcp_quickack != 0;
 	/* The mirror's defaults that match a fresh kernel socket: SO_KEEPALIVE
@@ -1033,6 +1012,6 @@ struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
 	s->ctx = ctx;
 	s->stats = stats_socket_slot_get(fd, STATS_PROTO_TCP);
 	s->stats->offloaded = 0;
-	s->stats->blocking = !s->nonblocking;
+	s->stats->blocking = !s->base.nonblocking;
 	return &s->obj;
 }

@@ -235,7 +235,7 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	if (fl_flags != -1) {
 		/* O_NONBLOCK as the application last set it: under
 		 * VMA_AVOID_SYS_CALLS_ON_TCP_FD the old kernel socket never saw it. */
-		fl_flags = (fl_flags & ~O_NONBLOCK) | (s->nonblocking ? O_NONBLOCK : 0);
+		fl_flags = (fl_flags & ~O_NONBLOCK) | (s->base.nonblocking ? O_NONBLOCK : 0);
 		OS_CALL(fcntl, k, F_SETFL, (void *)(long)fl_flags);
 	}
 	if (OS_CALL(dup3, k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {

@@ -193,11 +193,11 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->acceptq_head = l->acceptq_tail = NULL;
 	__atomic_store_n(&l->acceptq_len, 0, __ATOMIC_RELEASE);
 	l->listen_slots = 0;
-	l->sleepers = 0;
+	l->base.sleepers = 0;
 	l->wake_pending = false;
-	if (l->wake_fd >= 0)
-		OS_CALL(close, l->wake_fd);
-	l->wake_fd = -1;
+	if (l->base.wake_fd >= 0)
+		OS_CALL(close, l->base.wake_fd);
+	l->base.wake_fd = -1;
 	l->fork_dormant = false;
 	l->accepted_here = false;
 	l->inherited = true;
@@ -279,15 +279,9 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->sndbuf = l->sndbuf;
 	c->linger_on = l->linger_on;
 	c->linger_s = l->linger_s;
-	c->rcvtimeo_ms = l->rcvtimeo_ms;
-	c->sndtimeo_ms = l->sndtimeo_ms;
 	c->maxseg = l->maxseg;
 	c->notsent_lowat = l->notsent_lowat;
-	/* Linux clones the listener's socket: SO_TIMESTAMPING flags too. */
-	c->tstamp.flags = l->tstamp.flags;
-	c->tstamp.new_layout = l->tstamp.new_layout;
-	c->rx_tstamp = l->rx_tstamp;
-	c->rx_tstamp_new = l->rx_tstamp_new;
+	sock_base_inherit(&c->base, &l->base);
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
 	 * which reports its own fresh state, as the placeholder does. */
@@ -385,7 +379,7 @@ static void sock_tcp_track_kernel(struct sock_tcp *l, int nfd, int flags)
 		k->os_only = true;
 		k->ctx = l->ctx;
 		k->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
-		k->stats->blocking = !k->nonblocking;
+		k->stats->blocking = !k->base.nonblocking;
 	}
 	if (!k || sock_fd_set(nfd, &k->obj) != 0) {
 		if (k) {
@@ -420,10 +414,10 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 		return -1;
 	}
 	c->obj.fd = nfd;
-	c->nonblocking = (flags & SOCK_NONBLOCK) != 0;
+	c->base.nonblocking = (flags & SOCK_NONBLOCK) != 0;
 	c->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
 	c->stats->offloaded = 1;
-	c->stats->blocking = !c->nonblocking;
+	c->stats->blocking = !c->base.nonblocking;
 	c->stats->local_addr = c->local_ip;
 	c->stats->local_port = c->local_port;
 	c->stats->peer_addr = c->remote_ip;
@@ -469,10 +463,10 @@ static int sock_tcp_accept_kernel(struct sock_tcp *l, struct sockaddr *addr, soc
 			sock_tcp_track_kernel(l, nfd, flags);
 			return nfd;
 		}
-		if ((errno != EAGAIN && errno != EWOULDBLOCK) || l->nonblocking)
+		if ((errno != EAGAIN && errno != EWOULDBLOCK) || l->base.nonblocking)
 			return -1;
 		struct pollfd p = { .fd = l->obj.fd, .events = POLLIN };
-		if (OS_CALL(poll, &p, 1, l->rcvtimeo_ms ? l->rcvtimeo_ms : -1) == 0) {
+		if (OS_CALL(poll, &p, 1, l->base.rcvtimeo_ms ? l->base.rcvtimeo_ms : -1) == 0) {
 			errno = EAGAIN;
 			return -1;
 		}
@@ -529,7 +523,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 	}
 	if (!ctx)
 		return sock_tcp_accept_kernel(s, addr, len, flags);
-	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	struct os_sig_mark sigmark = os_signal_mark();
 	unsigned spins = 0;
 	for (;;) {
@@ -552,7 +546,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
 		}
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EAGAIN;
 			return -1;
 		}

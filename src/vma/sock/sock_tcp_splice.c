@@ -155,7 +155,7 @@ static ssize_t splice_socket_to_pipe(struct sock_tcp *s, int pipe_fd, bool pipe_
 	while (done < len) {
 		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
 		/* Peek: what the pipe does not take stays queued on the socket. */
-		ssize_t got = sock_tcp_op_recv(&s->obj, buf, want, MSG_PEEK | (done ? MSG_DONTWAIT : 0));
+		ssize_t got = sock_tcp_recvfrom(s, buf, want, MSG_PEEK | (done ? MSG_DONTWAIT : 0), NULL, NULL);
 		if (got <= 0) {
 			if (done)
 				break;
@@ -168,7 +168,7 @@ static ssize_t splice_socket_to_pipe(struct sock_tcp *s, int pipe_fd, bool pipe_
 			return -1;
 		}
 		/* Consume exactly what the pipe took (queued: never waits). */
-		ssize_t eaten = sock_tcp_op_recv(&s->obj, buf, (size_t)put, MSG_DONTWAIT);
+		ssize_t eaten = sock_tcp_recvfrom(s, buf, (size_t)put, MSG_DONTWAIT, NULL, NULL);
 		if (eaten != put)
 			vlog_warn("splice: fd %d: %zd bytes consumed after %zd went into the pipe "
 				  "(another thread read the socket meanwhile)", s->obj.fd, eaten, put);
@@ -194,7 +194,7 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 	while (done < len) {
 		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
 		long room = sock_tcp_send_room(s);
-		if (room < 0 || (room == 0 && s->nonblocking)) {
+		if (room < 0 || (room == 0 && s->base.nonblocking)) {
 			if (done)
 				break;
 			/* Linux looks at the pipe first, then the send fails. */
@@ -205,12 +205,12 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 				return 0;   /* empty and no writer */
 			/* An empty send reports what a real one would (EPIPE with
 			 * SIGPIPE, the pending error, EAGAIN while connecting). */
-			if (sock_tcp_op_send(&s->obj, buf, 0, send_flags | MSG_DONTWAIT) < 0)
+			if (sock_tcp_send(s, buf, 0, send_flags | MSG_DONTWAIT) < 0)
 				return -1;
 			errno = EAGAIN;
 			return -1;
 		}
-		if (s->nonblocking && (size_t)room < want)
+		if (s->base.nonblocking && (size_t)room < want)
 			want = (size_t)room;
 		struct iovec iov = { .iov_base = buf, .iov_len = want };
 		/* vmsplice from a pipe's read end copies out like read(), and
