@@ -219,6 +219,17 @@ static void test_peek_trunc_fionread(void)
 	close(fd);
 }
 
+/* n receive entries, entry i one iovec over bufs + i * size. */
+static void mmsg_vec(struct mmsghdr *v, struct iovec *iov, unsigned char *bufs, int n, size_t size)
+{
+	memset(v, 0, (size_t)n * sizeof(*v));
+	for (int i = 0; i < n; i++) {
+		iov[i] = (struct iovec){ bufs + (size_t)i * size, size };
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+}
+
 static void test_mmsg_scatter(void)
 {
 	int fd = udp_bound("0.0.0.0", 9201, 0);
@@ -228,12 +239,7 @@ static void test_mmsg_scatter(void)
 	struct mmsghdr v[8];
 	unsigned char bufs[8][128];
 	struct iovec iov[8];
-	memset(v, 0, sizeof(v));
-	for (int i = 0; i < 8; i++) {
-		iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
-		v[i].msg_hdr.msg_iov = &iov[i];
-		v[i].msg_hdr.msg_iovlen = 1;
-	}
+	mmsg_vec(v, iov, bufs[0], 8, sizeof(bufs[0]));
 	int n = recvmmsg(fd, v, 8, MSG_DONTWAIT, NULL);
 	int ok = n == 5;
 	for (int i = 0; ok && i < 5; i++)
@@ -367,12 +373,7 @@ static void test_call_family(void)
 	struct mmsghdr v[4];
 	unsigned char bufs[4][64];
 	struct iovec iov[4];
-	memset(v, 0, sizeof(v));
-	for (int i = 0; i < 4; i++) {
-		iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
-		v[i].msg_hdr.msg_iov = &iov[i];
-		v[i].msg_hdr.msg_iovlen = 1;
-	}
+	mmsg_vec(v, iov, bufs[0], 4, sizeof(bufs[0]));
 	struct timespec bad = { 0, 1000000000L };
 	errno = 0;
 	CHECK(recvmmsg(fd, v, 4, MSG_DONTWAIT, &bad) == -1 && errno == EINVAL, "recvmmsg: tv_nsec 1e9 is EINVAL");
