@@ -72,10 +72,21 @@ static const struct stats_control_ops vma_stats_control = {
 	.dump_fd = vma_dump_fd,
 };
 
+/* Children's statistics files are looked at every this many services. */
+#define VMA_STATS_REAP_EVERY 10
+
 static void vma_stats_service(void *arg)
 {
+	static unsigned calls;
 	(void)arg;
 	stats_service_control(&vma_stats_control);
+	if (++calls % VMA_STATS_REAP_EVERY == 0)
+		stats_reap_children();
+}
+
+void vma_after_fork_parent(pid_t child)
+{
+	stats_note_child((int)child);
 }
 
 static void vma_open_stats(void)

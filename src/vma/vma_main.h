@@ -3,6 +3,7 @@
 #define VMA_VMA_MAIN_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* Lazy, once, thread-safe: resolves the libc originals, loads parameters,
  * configures the logger, prints the banner, loads libvma.conf, builds the fd
@@ -19,6 +20,9 @@ bool vma_init_once(void);
  * resets the internal thread, spin slots, signal state and statistics: a
  * child never tears down what the parent owns. */
 void vma_after_fork_child(void);
+/* In the parent after fork() (and vfork()): the child's statistics file
+ * is removed once the child is gone, however it ended (stats_note_child). */
+void vma_after_fork_parent(pid_t child);
 /* The process (root) is about to give up effective uid 0 (setuid and kin):
  * keeps what offloading needs root for (a vmad spawner connection), so the
  * sockets it opens afterwards are offloaded (docs/vmad.md). */

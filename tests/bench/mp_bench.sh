@@ -38,7 +38,7 @@ for f in "$LIB" "$SRV" "$CLI"; do [ -e "$f" ] || { echo "mp_bench: no $f (make c
 export TB_PREFIX=${TB_PREFIX:-mpb}
 TMP=$(mktemp -d /tmp/mp_bench.XXXXXX)
 cleanup() {
-	pkill -f "$SRV --port 1930" 2>/dev/null
+	pkill -f "$SRV --port 19[3-9][0-9][0-9]" 2>/dev/null
 	bash "$TOP/contrib/testbed.sh" down >/dev/null 2>&1
 	rm -rf "$TMP"
 }
@@ -55,17 +55,18 @@ counter() { # counter tcp|udp: Tcp InSegs or Udp InDatagrams of the server names
 }
 
 PORT=19300
-# run CONFIG MODEL WORKERS PROTO [VAR=VALUE...]: prints "RATE DELTA" (rate
-# "n/a" on failure)
+# run PORT CONFIG MODEL WORKERS PROTO [VAR=VALUE...]: prints "RATE DELTA"
+# (rate "n/a" on failure). Every run has a port of its own: the previous
+# server may still be going away on its port (run is called in a subshell,
+# so the caller counts the ports).
 run() {
-	local config=$1 model=$2 workers=$3 proto=$4 pre="" udp="" w envs=() sargs=()
-	shift 4
+	local PORT=$1 config=$2 model=$3 workers=$4 proto=$5 pre="" udp="" w envs=() sargs=()
+	shift 5
 	for w in "$@"; do
 		case $w in --*) sargs+=("${w/=/ }") ;; *) envs+=("$w") ;; esac
 	done
 	[ "$config" = libvma ] && pre="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-} ${envs[*]}"
 	[ "$proto" = udp ] && udp=--udp
-	PORT=$((PORT + 1))
 	# shellcheck disable=SC2068 # "--opt value" splits into two words
 	$B $pre "$SRV" --port $PORT --bind 198.18.0.2 --model "$model" --workers "$workers" \
 		--max-seconds $((SECONDS_RUN + 30)) ${sargs[@]} >"$TMP/srv.out" 2>"$TMP/srv.err" &
@@ -79,9 +80,17 @@ run() {
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
 	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9.]*\) .*/\1/p')
+	# Requests that failed (a UDP datagram lost, a reply later than the
+	# client's timeout): the rate stands, reported with the count.
+	local failed
+	failed=$(echo "$out" | sed -n 's/^error requests [0-9]* failed \([0-9]*\) .*rate \([0-9.]*\) .*/\1 \2/p')
+	if [ -z "$rate" ] && [ -n "$failed" ]; then
+		echo "mp_bench: $config $model x$workers: ${failed%% *} requests failed" >&2
+		rate=${failed#* }
+	fi
 	# A libvma run whose traffic reached the kernel, or that failed: keep
 	# the server's log for a look (offload refused, a warning).
-	if [ "$config" = libvma ] && { [ -z "$rate" ] || [ $((after - before)) -gt 1000 ]; }; then
+	if [ "$config" = libvma ] && { [ -z "$rate" ] || [ -n "$failed" ] || [ $((after - before)) -gt 1000 ]; }; then
 		cp "$TMP/srv.err" "/tmp/mp_bench.$model.$workers.$PORT.err" 2>/dev/null &&
 			echo "mp_bench: $model x$workers: server log kept in /tmp/mp_bench.$model.$workers.$PORT.err" >&2
 	fi
@@ -114,8 +123,9 @@ for spec in "${ROWS[@]}"; do
 	done
 	k1="" v1=""
 	for w in 1 2 4; do
-		read -r krate _ < <(run kernel "$model" $w "$proto" "${kargs[@]}")
-		read -r vrate vdelta < <(run libvma "$model" $w "$proto" $extra)
+		PORT=$((PORT + 2))
+		read -r krate _ < <(run $((PORT - 1)) kernel "$model" $w "$proto" "${kargs[@]}")
+		read -r vrate vdelta < <(run $PORT libvma "$model" $w "$proto" $extra)
 		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
 		ratio=$(awk -v a="$vrate" -v b="$krate" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
 		ks=$(awk -v a="$krate" -v b="$k1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')

@@ -227,6 +227,84 @@ START_TEST(fork_child_gets_own_file)
 }
 END_TEST
 
+static void write_file(const char *file, const char *text, mode_t mode);
+
+/* A child that leaves with _exit() (a fork-per-connection server's) never
+ * removes its file: the parent does, once the child is gone. */
+START_TEST(parent_removes_files_of_children_gone)
+{
+	open_block(4, NULL);
+	char theirs[160];
+	pid_t child = fork();
+	if (child == 0) {
+		stats_after_fork_child();
+		_exit(access(stats_path(), F_OK) == 0 ? 0 : 1);
+	}
+	stats_note_child(child);
+	snprintf(theirs, sizeof(theirs), "%s/vmastat.%d", dir, (int)child);
+	int status;
+	waitpid(child, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(access(theirs, F_OK), 0);   /* left behind by _exit */
+	ck_assert_int_eq(stats_reap_children(), 0);  /* none left to watch */
+	ck_assert_int_eq(access(theirs, F_OK), -1);
+	ck_assert_int_eq(access(path, F_OK), 0);     /* ours stays */
+	/* A live child is kept in view, its file left alone. */
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	child = fork();
+	if (child == 0) {
+		stats_after_fork_child();
+		char b;
+		close(go[1]);
+		ssize_t r = read(go[0], &b, 1);
+		stats_close();
+		_exit(r >= 0 ? 0 : 1);
+	}
+	close(go[0]);
+	stats_note_child(child);
+	snprintf(theirs, sizeof(theirs), "%s/vmastat.%d", dir, (int)child);
+	for (int i = 0; i < 200 && access(theirs, F_OK) != 0; i++)
+		usleep(10000);
+	ck_assert_int_eq(stats_reap_children(), 1);
+	ck_assert_int_eq(access(theirs, F_OK), 0);
+	close(go[1]);
+	waitpid(child, &status, 0);
+	ck_assert_int_eq(stats_reap_children(), 0);
+	stats_close();
+	rmdir(dir);
+}
+END_TEST
+
+/* Files of processes killed with SIGKILL: the next process to open a file
+ * in the directory removes those of dead processes of its own user, and
+ * leaves the living alone. */
+START_TEST(open_sweeps_files_of_dead_processes)
+{
+	make_dir();
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	char gone[160], alive[160], other[160];
+	snprintf(gone, sizeof(gone), "%s/vmastat.%d", dir, (int)dead);
+	snprintf(alive, sizeof(alive), "%s/vmastat.%d", dir, (int)getppid());
+	snprintf(other, sizeof(other), "%s/notvmastat.%d", dir, (int)dead);
+	write_file(gone, "stale\n", 0600);
+	write_file(alive, "live\n", 0600);
+	write_file(other, "other\n", 0600);
+	struct stats_settings st = { .shmem_dir = dir, .fd_num = 2 };
+	ck_assert_int_eq(stats_open(&st), 0);
+	ck_assert_int_eq(access(gone, F_OK), -1);
+	ck_assert_int_eq(access(alive, F_OK), 0);
+	ck_assert_int_eq(access(other, F_OK), 0);
+	stats_close();
+	unlink(alive);
+	unlink(other);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(mc_groups_refcounted)
 {
 	open_block(4, NULL);
@@ -538,6 +616,8 @@ int main(void)
 	tcase_add_test(tc, stats_file_symlink_refused);
 	tcase_add_test(tc, stats_file_of_another_user_refused);
 	tcase_add_test(tc, stats_file_created_0600);
+	tcase_add_test(tc, parent_removes_files_of_children_gone);
+	tcase_add_test(tc, open_sweeps_files_of_dead_processes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -16,6 +16,8 @@ REDIRECT_EXPORT pid_t fork(void)
 	pid_t pid = orig();
 	if (pid == 0)
 		vma_after_fork_child();   /* no-op if the atfork handler ran it */
+	else if (pid > 0)
+		vma_after_fork_parent(pid);
 	return pid;
 }
 

@@ -1,8 +1,12 @@
 /* The statistics block: file creation, mapping, slot tables, fork, exit. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -202,6 +206,107 @@ out:;
 	return addr;
 }
 
+/* ---- files left by dead processes ---- */
+
+/* Entries of the directory a process start looks at, at most: the scan
+ * must stay cheap however crowded the directory (/tmp by default). */
+#define STATS_SWEEP_MAX_ENTRIES 4096
+/* Children noted at once (a fork-per-connection server's children come
+ * and go; beyond this many alive, older ones are forgotten). */
+#define STATS_CHILDREN_MAX 256
+
+static int stats_children[STATS_CHILDREN_MAX];
+static unsigned stats_nchildren;
+
+static bool stats_pid_gone(int pid)
+{
+	return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Removes name (in dirfd) when it is a regular file of our user, or of
+ * anyone when we are root (a dead process's file another user's process
+ * could otherwise meet under its own pid, and be refused); never through a
+ * symbolic link. */
+static void stats_remove_if_ours(int dirfd, const char *name)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && (st.st_uid == me || me == 0))
+		unlinkat(dirfd, name, 0);
+}
+
+static void stats_sweep_dead(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	size_t plen = strlen(STATS_FILE_PREFIX);
+	struct dirent *e;
+	for (unsigned seen = 0; seen < STATS_SWEEP_MAX_ENTRIES && (e = readdir(d)) != NULL; seen++) {
+		if (strncmp(e->d_name, STATS_FILE_PREFIX, plen) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + plen, &end, 10);
+		if (end == e->d_name + plen || *end || pid <= 0 || pid > 0x7fffffffL || pid == (long)getpid())
+			continue;
+		if (stats_pid_gone((int)pid))
+			stats_remove_if_ours(dirfd(d), e->d_name);
+	}
+	closedir(d);
+}
+
+/* The directory part of this process's file name. */
+static int stats_dir_of_path(char *out, size_t size)
+{
+	const char *slash = strrchr(stats_g.path, '/');
+	if (!stats_g.path[0] || !slash)
+		return -1;
+	int n = snprintf(out, size, "%.*s", (int)(slash - stats_g.path), stats_g.path);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+void stats_note_child(int pid)
+{
+	pthread_mutex_lock(&stats_lock);
+	if (stats_g.path[0] && pid > 0) {
+		if (stats_nchildren == STATS_CHILDREN_MAX) {
+			/* Forget the oldest: a child that lives long enough to be
+			 * pushed out is left to the next process start's sweep. */
+			memmove(stats_children, stats_children + 1, (STATS_CHILDREN_MAX - 1) * sizeof(*stats_children));
+			stats_nchildren--;
+		}
+		stats_children[stats_nchildren++] = pid;
+	}
+	pthread_mutex_unlock(&stats_lock);
+}
+
+int stats_reap_children(void)
+{
+	pthread_mutex_lock(&stats_lock);
+	char dir[sizeof(stats_g.path)];
+	int dfd = stats_nchildren && stats_dir_of_path(dir, sizeof(dir)) == 0
+			  ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+			  : -1;
+	unsigned kept = 0;
+	for (unsigned i = 0; i < stats_nchildren; i++) {
+		int pid = stats_children[i];
+		if (!stats_pid_gone(pid)) {
+			stats_children[kept++] = pid;
+			continue;
+		}
+		if (dfd >= 0) {
+			char name[32];
+			snprintf(name, sizeof(name), "%s%d", STATS_FILE_PREFIX, pid);
+			stats_remove_if_ours(dfd, name);
+		}
+	}
+	stats_nchildren = kept;
+	if (dfd >= 0)
+		close_fd(dfd);
+	pthread_mutex_unlock(&stats_lock);
+	return kept > 0;
+}
+
 int stats_open(const struct stats_settings *st)
 {
 	if (stats_g.block)
@@ -232,6 +337,7 @@ int stats_open(const struct stats_settings *st)
 			vlog_warn("VMA_STATS_SHMEM_DIR=%s is too long, no statistics file", st->shmem_dir);
 			rc = -1;
 		} else {
+			stats_sweep_dead(st->shmem_dir);
 			addr = map_new_file(stats_g.path, size, NULL, NULL);
 			if (!addr)
 				rc = -1; /* map_new_file warned */
@@ -268,6 +374,11 @@ int stats_open(const struct stats_settings *st)
 
 void stats_close(void)
 {
+	/* The files of children gone before us (the timer may not have come
+	 * round since): a fork-per-connection server stopped right after its
+	 * last connection. */
+	if (stats_g.owner_pid == getpid())
+		stats_reap_children();
 	pthread_mutex_lock(&stats_lock);
 	struct stats_header *h = stats_g.block;
 	stats_g.block = NULL;
@@ -290,6 +401,7 @@ void stats_after_fork_child(void)
 	if (!h || stats_g.owner_pid == getpid())
 		return;
 	stats_g.owner_pid = getpid();
+	stats_nchildren = 0;   /* the parent's children are not ours */
 	if (stats_g.path[0]) {
 		char path[sizeof(stats_g.path)];
 		const char *slash = strrchr(stats_g.path, '/');

@@ -43,6 +43,16 @@ const char *stats_path(void);
 /* Removes this process's file, if it created one (never a parent's, never a
  * name it refused). Async-signal-safe: the exit hook of a dying process. */
 void stats_unlink_own_file(void);
+/* Files nobody will remove: a process killed with SIGKILL, a forked child
+ * that leaves with _exit() (fork-per-connection servers, the parent half
+ * of daemon()) never runs stats_close. Two sweeps keep the directory from
+ * filling up: stats_open removes the files of dead processes of our own
+ * user (of any user when root) it finds there (a bounded scan), and a parent notes the children it
+ * forks (stats_note_child) and removes their files once they are gone
+ * (stats_reap_children, from a periodic timer; true while some are still
+ * noted). */
+void stats_note_child(int pid);
+int stats_reap_children(void);
 /* The mapped block (tests and tooling); NULL before stats_open. */
 const struct stats_header *stats_block(void);
 
