@@ -17,6 +17,13 @@
  *        auto-tuning);
  *   9706 TCP_USER_TIMEOUT 1000 ms, the peer's namespace drops the data: the
  *        test's first retransmission time, its error and when it came;
+ *   9707 the test sends 2 MiB, the peer's namespace drops its 100th data
+ *        packet: segments the test resends, how long after the loss, how
+ *        many ACKs it waited for (loss recovery: RACK, PRR);
+ *   9708 the test writes 10 segments and waits for a 1-byte answer, the
+ *        peer's namespace drops the 9th and 10th: the tail loss probe (which
+ *        segment, how long after the last one), then the other resent on
+ *        its SACK (RACK), and the time to the answer;
  *   9709 end of the run.
  * The test side prints its own METRIC lines (errors, times). */
 #ifndef _GNU_SOURCE
@@ -45,7 +52,11 @@
 #define PORT_QUICKACK 9704
 #define PORT_DRS 9705
 #define PORT_USER_TIMEOUT 9706
+#define PORT_RECOVERY 9707
+#define PORT_TAIL 9708
 #define PORT_DONE 9709
+#define RECOVERY_BYTES (2u << 20)
+#define TAIL_SEGS 10u
 #define ECN_BYTES (1u << 20)
 #define QUICKACK_BYTES (64u << 10)
 #define DRS_BYTES (8u << 20)
@@ -188,6 +199,79 @@ static void syn_metrics(const char *prefix, int port, int synack)
 	printf("INFO: no %s from the test side on port %d\n", synack ? "SYN-ACK" : "SYN", port);
 }
 
+/* Data segments from the test on port that resend bytes sent before
+ * (below the highest end seen): count, and the first one's index. */
+static unsigned rexmits(int port, unsigned *first_idx, uint32_t *seq0)
+{
+	unsigned n = 0;
+	uint32_t high = 0;
+	int any = 0;
+	*first_idx = npkts;
+	for (unsigned i = 0; i < npkts; i++) {
+		const struct pkt *k = &pkts[i];
+		if (!from_test(k, port) || !k->len)
+			continue;
+		if (!any) {
+			*seq0 = k->seq;
+			high = k->seq;
+			any = 1;
+		}
+		if ((int32_t)(k->seq - high) < 0) {
+			if (!n)
+				*first_idx = i;
+			n++;
+		}
+		if ((int32_t)(k->seq + k->len - high) > 0)
+			high = k->seq + k->len;
+	}
+	return n;
+}
+
+/* 9707: one data packet dropped in 2 MiB */
+static void recovery_metrics(void)
+{
+	unsigned first, acks = 0;
+	uint32_t seq0 = 0;
+	unsigned n = rexmits(PORT_RECOVERY, &first, &seq0);
+	double t_lost = -1, t_re = first < npkts ? pkts[first].t : -1;
+	if (first < npkts) {
+		/* the original of the first retransmission, and the ACKs between */
+		for (unsigned i = 0; i < first; i++) {
+			const struct pkt *k = &pkts[i];
+			if (from_test(k, PORT_RECOVERY) && k->len && k->seq == pkts[first].seq && t_lost < 0)
+				t_lost = k->t;
+			else if (t_lost >= 0 && to_test(k, PORT_RECOVERY) && !k->len)
+				acks++;
+		}
+	}
+	printf("INFO: recovery: %u segments resent, the first %.2f ms after its original, %u ACKs between\n", n,
+	       t_lost >= 0 ? t_re - t_lost : -1, acks);
+	metric("recovery_rexmits", n);
+	metric("recovery_delay_us", t_lost >= 0 ? (t_re - t_lost) * 1000 : -1);
+	metric("recovery_acks_before", acks);
+}
+
+/* 9708: the last two of ten segments dropped */
+static void tail_metrics(void)
+{
+	unsigned first;
+	uint32_t seq0 = 0;
+	unsigned n = rexmits(PORT_TAIL, &first, &seq0);
+	double t_last = -1;
+	uint32_t probe_seq = first < npkts ? pkts[first].seq - seq0 : 0;
+	for (unsigned i = 0; i < first && first < npkts; i++) {
+		const struct pkt *k = &pkts[i];
+		if (from_test(k, PORT_TAIL) && k->len)
+			t_last = k->t;
+	}
+	double probe_ms = t_last >= 0 ? pkts[first].t - t_last : -1;
+	printf("INFO: tail loss: %u segments resent, the first at +%u (bytes) %.2f ms after the last segment\n", n,
+	       probe_seq, probe_ms);
+	metric("tail_rexmits", n);
+	metric("tail_probe_is_last", first < npkts && probe_seq == (TAIL_SEGS - 1) * pkts[first].len);
+	metric("tail_probe_us", probe_ms * 1000);
+}
+
 static void analyse(void)
 {
 	syn_metrics("syn", PORT_SYN, 0);
@@ -268,6 +352,8 @@ static void analyse(void)
 	}
 	metric("user_timeout_first_rexmit_ms", second ? second - first : -1);
 	metric("user_timeout_data_segments", sent);
+	recovery_metrics();
+	tail_metrics();
 	printf("INFO: captured %u frames\n", npkts);
 }
 
@@ -320,6 +406,16 @@ static void *peer_conn(void *arg)
 	case PORT_DRS:
 		send_close(j->fd, DRS_BYTES);
 		break;
+	case PORT_TAIL: {
+		/* the 10 segments, then a 1-byte answer */
+		static char b[65536];
+		size_t got = 0;
+		ssize_t r;
+		while (got < TAIL_SEGS * 1448 && (r = read(j->fd, b, sizeof(b))) > 0)
+			got += (size_t)r;
+		send_close(j->fd, 1);
+		break;
+	}
 	default:
 		drain_close(j->fd);
 	}
@@ -362,7 +458,8 @@ static int run_peer(const char *ifname, const char *test_ip)
 	}
 	pthread_t cap, ecn;
 	pthread_create(&cap, NULL, capture_loop, NULL);
-	static const int ports[] = { PORT_SYN, PORT_SYN_RCVBUF, PORT_QUICKACK, PORT_DRS, PORT_USER_TIMEOUT, PORT_DONE };
+	static const int ports[] = { PORT_SYN, PORT_SYN_RCVBUF, PORT_QUICKACK, PORT_DRS, PORT_USER_TIMEOUT,
+				     PORT_RECOVERY, PORT_TAIL, PORT_DONE };
 	enum { NPORTS = sizeof(ports) / sizeof(ports[0]) };
 	struct pollfd pf[NPORTS];
 	for (int i = 0; i < NPORTS; i++)
@@ -496,6 +593,28 @@ static int run_test(const char *test_ip)
 	printf("METRIC user_timeout_etimedout %d\n", err == ETIMEDOUT || rerr == ETIMEDOUT);
 	printf("METRIC user_timeout_error_ms %.0f\n", dt);
 	printf("INFO: user timeout: SO_ERROR %s, read %zd (%s) after %.0f ms\n", strerror(err), r, strerror(rerr), dt);
+	close(fd);
+
+	/* loss recovery: 2 MiB with one packet dropped */
+	fd = connect_to(PORT_RECOVERY, 0);
+	t0 = now_ms();
+	write_all(fd, RECOVERY_BYTES);
+	shutdown(fd, SHUT_WR);
+	read_all(fd);
+	printf("INFO: 2 MiB with a loss sent in %.1f ms\n", now_ms() - t0);
+	close(fd);
+
+	/* a lost tail: 10 segments, the answer once the last two are resent */
+	fd = connect_to(PORT_TAIL, 0);
+	int mss = 0;
+	socklen_t ml = sizeof(mss);
+	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+	usleep(50000);
+	t0 = now_ms();
+	write_all(fd, TAIL_SEGS * 1448);
+	r = read(fd, b, 1);
+	dt = now_ms() - t0;
+	printf("METRIC tail_answer_ms %.0f\nINFO: tail: MSS %d, answer (%zd) after %.1f ms\n", dt, mss, r, dt);
 	close(fd);
 
 	fd = connect_to(PORT_DONE, 0);

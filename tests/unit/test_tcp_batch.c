@@ -178,24 +178,57 @@ START_TEST(batch_of_segments_one_recv)
 	for (unsigned i = 0; i < nframes; i++)
 		feed(i);
 	ck_assert_uint_eq(recs[0].recv_calls, 0);
-	/* ACK policy unchanged by the batch, ACKs sent during it: a new
-	 * connection is in quick-ACK mode (as Linux), every segment ACKed */
+	/* a new connection is in quick-ACK mode (as Linux): each segment
+	 * ACKed at once, batch or not, so a starting sender's cwnd grows */
 	ck_assert_uint_eq(acks_captured(), 10);
 	tcp_rx_batch_end(ctx);
 	ck_assert_uint_eq(recs[0].recv_calls, 1);
+	ck_assert_uint_eq(acks_captured(), 10);
 	check_bytes(0, 1000);
 	const struct tcp_counters *c = tcp_ctx_counters(ctx);
 	ck_assert_uint_eq(c->rx_batch_merged, 9);
 	ck_assert_uint_eq(c->rx_batch_deliveries, 1);
 	th_capture_clear(w);
-	/* outside a batch: one recv per segment, as before */
-	for (unsigned i = 0; i < 3; i++)
-		write_seg(0, 1000 + i * 100, 100);
+	/* outside a batch: one recv per segment, as before; these spend the
+	 * quick ACKs left */
+	uint32_t off = 1000;
+	for (unsigned i = 0; i < 3; i++, off += 100)
+		write_seg(0, off, 100);
 	take_frames();
 	for (unsigned i = 0; i < nframes; i++)
 		feed(i);
 	ck_assert_uint_eq(recs[0].recv_calls, 4);
-	check_bytes(0, 1300);
+	check_bytes(0, off);
+	th_capture_clear(w);
+	for (unsigned i = 0; i < 20; i++, off += 100) {
+		write_seg(0, off, 100);
+		take_frames();
+		feed(0);
+		th_capture_clear(w);   /* side 1's ACKs */
+	}
+	ck_assert_uint_eq(recs[0].recv_calls, 24);
+	th_run(w, 50);   /* the delayed ACK, if any, leaves */
+	th_capture_clear(w);
+	/* past quick-ACK mode: the ACKs the data asks for (two full-sized
+	 * segments each) wait for the batch's end, and then one acknowledges
+	 * all of it, as Linux ACKs a GRO aggregate once */
+	for (unsigned i = 0; i < 10; i++, off += 1000)
+		write_seg(0, off, 1000);
+	take_frames();
+	ck_assert_uint_eq(nframes, 10);
+	tcp_rx_batch_begin(ctx);
+	for (unsigned i = 0; i < nframes; i++)
+		feed(i);
+	ck_assert_uint_eq(acks_captured(), 0);
+	tcp_rx_batch_end(ctx);
+	ck_assert_uint_eq(recs[0].recv_calls, 25);
+	ck_assert_uint_eq(acks_captured(), 1);
+	struct th_tcp t;
+	ck_assert(th_parse(w->captured[w->ncaptured - 1], &t));
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(recs[0].pcb, &in);
+	ck_assert_uint_eq(t.ack, in.rcv_nxt);
+	check_bytes(0, off);
 }
 END_TEST
 
@@ -260,6 +293,75 @@ START_TEST(out_of_order_fill_inside_batch)
 	tcp_rx_batch_end(ctx);
 	ck_assert_uint_eq(recs[0].recv_calls, 1);
 	check_bytes(0, 500);
+	th_capture_clear(w);
+}
+END_TEST
+
+/* The SACK blocks of the last ACK captured: count of blocks, first
+ * block's edges relative to base. */
+static unsigned last_ack_sack(uint32_t base, uint32_t *start, uint32_t *end)
+{
+	struct th_tcp t;
+	ck_assert(th_parse(w->captured[w->ncaptured - 1], &t));
+	for (unsigned i = 0; i < t.optlen;) {
+		uint8_t kind = t.opts[i];
+		if (kind == 0)
+			break;
+		if (kind == 1) {
+			i++;
+			continue;
+		}
+		uint8_t len = t.opts[i + 1];
+		if (kind == 5 && len >= 10) {
+			const uint8_t *b = t.opts + i + 2;
+			*start = ((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]) - base;
+			*end = ((uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7]) - base;
+			return (len - 2u) / 8u;
+		}
+		i += len ? len : 1;
+	}
+	return 0;
+}
+
+/* A train past a hole inside one batch: the first three segments get their
+ * duplicate ACK at once (a sender without SACK counts three), the rest one
+ * ACK at the batch's end whose SACK block covers the whole train (Linux
+ * compresses the SACKs of a train; an ACK per segment doubled the frames
+ * through a lossy path). */
+START_TEST(out_of_order_train_one_sack_per_batch)
+{
+	open_conns(1);
+	th_run(w, 50);
+	th_capture_clear(w);
+	for (unsigned i = 0; i < 10; i++)
+		write_seg(0, i * 100, 100);
+	take_frames();
+	ck_assert_uint_eq(nframes, 10);
+	struct th_tcp t0;
+	ck_assert(th_parse(frames[0], &t0));
+	uint32_t base = t0.seq;
+	ring_buf_free(frames[0]);   /* lost */
+	frames[0] = NULL;
+	struct tcp_ctx *ctx = w->side[1].tcp;
+	tcp_rx_batch_begin(ctx);
+	for (unsigned i = 1; i < nframes; i++)
+		feed(i);
+	ck_assert_uint_eq(acks_captured(), 3);
+	tcp_rx_batch_end(ctx);
+	ck_assert_uint_eq(acks_captured(), 4);
+	uint32_t s = 0, e = 0;
+	ck_assert_uint_ge(last_ack_sack(base, &s, &e), 1);
+	ck_assert_uint_eq(s, 100);
+	ck_assert_uint_eq(e, 1000);
+	ck_assert_uint_eq(recs[0].recv_calls, 0);
+	/* outside a batch each segment that adds to the queue is ACKed */
+	th_capture_clear(w);
+	for (unsigned i = 0; i < 3; i++)
+		write_seg(0, 1000 + i * 100, 100);
+	take_frames();
+	for (unsigned i = 0; i < nframes; i++)
+		feed(i);
+	ck_assert_uint_eq(acks_captured(), 3);
 	th_capture_clear(w);
 }
 END_TEST
@@ -421,6 +523,7 @@ static Suite *suite(void)
 	tcase_add_test(t, nested_batches_deliver_at_outermost_end);
 	tcase_add_test(t, interleaved_pcbs_one_recv_each);
 	tcase_add_test(t, out_of_order_fill_inside_batch);
+	tcase_add_test(t, out_of_order_train_one_sack_per_batch);
 	tcase_add_test(t, fin_inside_batch_after_data);
 	tcase_add_test(t, limit_flushes_oldest);
 	tcase_add_test(t, zero_limit_means_off);

@@ -163,18 +163,20 @@ START_TEST(rto_backoff_doubles_to_cap_and_resets)
 	tcp_pcb_get_info(a, &in);
 	uint32_t rto = in.rto_ms;
 	ck_assert_uint_eq(rto, 200);   /* rto_min with a ~2 ms RTT */
-	/* one tail loss probe at PTO (10 ms floor + 40 ms delayed-ACK allowance
-	 * for a single segment), no backoff; then the RTO, still counted from
-	 * the original send, and its doublings */
+	/* As Linux: one tail loss probe at PTO, which for a single segment is
+	 * 2 * srtt + rto_min (the peer's delayed ACK), bounded by the RTO: so
+	 * at the RTO's time, in its place, with no backoff; then the RTO,
+	 * counted from the probe that resent the segment, and its doublings */
 	uint64_t last = w->side[0].frames_sent, t0 = w->now;
 	while (w->side[0].frames_sent == last)
 		th_step(w);
 	last = w->side[0].frames_sent;
-	ck_assert_uint_eq(w->now - t0, 50);
+	ck_assert_uint_eq(w->now - t0, 200);
 	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->tx_tail_probes, 1);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[0].tcp)->tx_rto_expiries, 0);
 	tcp_pcb_get_info(a, &in);
 	ck_assert_uint_eq(in.backoff, 0);
-	uint64_t expect[] = { 150, 400, 800, 1600, 1600 };
+	uint64_t expect[] = { 200, 400, 800, 1600, 1600 };
 	for (unsigned i = 0; i < 5; i++) {
 		uint64_t start = w->now;
 		while (w->side[0].frames_sent == last)
@@ -197,8 +199,9 @@ END_TEST
 
 /* The receiver's last ACK for a flight is lost: nothing else would come
  * back, so without a tail loss probe only the RTO (200 ms, then cwnd 1)
- * would move. The probe at PTO (2*srtt, 10 ms floor, off the 10 ms timer
- * grid) draws the ACK; no RTO, cwnd untouched. */
+ * would move. The probe at PTO (2*srtt + 2 ms, as Linux, off the 10 ms
+ * timer grid) draws the ACK and a D-SACK of the probe: no RTO, cwnd
+ * untouched (the probe repaired no loss). */
 START_TEST(tail_loss_probe_recovers_lost_last_ack)
 {
 	open_pair();

@@ -68,11 +68,14 @@ static void check_efficient(enum tcp_cc_algo algo)
 		 * than that means spurious or go-back-N retransmissions */
 		ck_assert_msg(r.rexmit_segs * 1448 < STREAM_BYTES / 100 * 3,
 			      "%llu segments retransmitted", (unsigned long long)r.rexmit_segs);
-		/* lost retransmissions, losses with few segments out and lost
-		 * tail ACKs (tail loss probe) are recovered without the timer
-		 * (before: 1-3 RTOs per run and up to 664 ms instead of 66) */
-		ck_assert_msg(r.rtos == 0, "%llu RTOs (seed %llu, %llu ms)", (unsigned long long)r.rtos, (unsigned long long)seed, (unsigned long long)r.ms);
-		ck_assert_msg(r.ms < 200, "%llu ms", (unsigned long long)r.ms);
+		/* lost retransmissions (RACK), losses with few segments out and
+		 * lost tail ACKs (tail loss probe) are recovered without the
+		 * timer (before them: 1-3 RTOs per run and up to 664 ms instead
+		 * of 66). As Linux (RFC 8985 section 7), a retransmission lost
+		 * when nothing is sent after it (the stream's last recovery)
+		 * waits for the RTO: at most one per run, 200 ms more. */
+		ck_assert_msg(r.rtos <= 1, "%llu RTOs (seed %llu, %llu ms)", (unsigned long long)r.rtos, (unsigned long long)seed, (unsigned long long)r.ms);
+		ck_assert_msg(r.ms < 200 + 250 * r.rtos, "%llu ms", (unsigned long long)r.ms);
 	}
 }
 

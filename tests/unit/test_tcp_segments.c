@@ -275,6 +275,30 @@ START_TEST(ooo_queue_memory_bound)
 }
 END_TEST
 
+/* Full-size segments past a hole, inside the window offered, are kept
+ * beyond ooo_max_bytes (as Linux keeps them within its receive buffer): a
+ * sender's window is not a spray; then the hole's segment delivers all. */
+START_TEST(ooo_full_segments_in_window_kept)
+{
+	sb.ooo_max_bytes = 20 * 2048;
+	sb.rcv_buf = 256 * 1024;
+	handshake(3000, NULL, 0);
+	static uint8_t d[1000 * 61];
+	for (unsigned k = 0; k < sizeof(d); k++)
+		d[k] = th_pattern(k);
+	for (int i = 1; i <= 60; i++)
+		inject(3001 + 1000 * (uint32_t)i, srv_iss + 1, 0x10, d + 1000 * i, 1000);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.ooo_segments, 60);
+	ck_assert_uint_gt(in.ooo_bytes_held, 20 * 2048);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->rx_ooo_dropped, 0);
+	inject(3001, srv_iss + 1, 0x10, d, 1000);
+	ck_assert_uint_eq(w->side[1].rx_bytes, sizeof(d));
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+}
+END_TEST
+
 START_TEST(paws_rejects_old_timestamp)
 {
 	sb.timestamps = TCP_TS_ON;
@@ -303,6 +327,7 @@ static Suite *suite(void)
 	tcase_add_test(t, rst_and_syn_to_listener_and_no_pcb);
 	tcase_add_test(t, sack_blocks_for_out_of_order);
 	tcase_add_test(t, ooo_queue_memory_bound);
+	tcase_add_test(t, ooo_full_segments_in_window_kept);
 	tcase_add_test(t, paws_rejects_old_timestamp);
 	suite_add_tcase(s, t);
 	return s;

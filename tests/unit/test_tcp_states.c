@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test_tcp_harness.h"
+#include "stack/tcp_priv.h"
 
 static struct th_wire *w;
 static struct tcp_settings sa, sb;
@@ -132,6 +133,30 @@ static const enum tcp_state synchronized[] = {
 	TCP_CLOSING, TCP_LAST_ACK, TCP_TIME_WAIT
 };
 #define NSYNC (int)(sizeof(synchronized) / sizeof(synchronized[0]))
+
+/* The state counters are transitions (tcp_set_state, as Linux's
+ * tcp_set_state): curr_estab counts ESTABLISHED and CLOSE_WAIT only, a
+ * passive open is counted once (its SYN), a reset in SYN_RCVD is a failed
+ * attempt; the transition table refuses what RFC 9293 has no arrow for. */
+START_TEST(state_counters_follow_transitions)
+{
+	enum tcp_state s = synchronized[_i];
+	drive_to(s);
+	const struct tcp_counters *c = tcp_ctx_counters(w->side[1].tcp);
+	ck_assert_uint_eq(c->passive_opens, 1);
+	ck_assert_uint_eq(c->active_opens, 0);
+	ck_assert_uint_eq(c->curr_estab, s == TCP_ESTABLISHED || s == TCP_CLOSE_WAIT);
+	inject(peer_nxt, 0, 0x04, NULL, 0);   /* RST at RCV.NXT */
+	ck_assert_uint_eq(c->curr_estab, 0);
+	ck_assert_uint_eq(c->attempt_fails, s == TCP_SYN_RCVD);
+	ck_assert(tcp_state_change_allowed(TCP_CLOSE_WAIT, TCP_LAST_ACK));
+	ck_assert(tcp_state_change_allowed(TCP_SYN_RCVD, TCP_FIN_WAIT_1));
+	ck_assert(!tcp_state_change_allowed(TCP_LISTEN, TCP_ESTABLISHED));
+	ck_assert(!tcp_state_change_allowed(TCP_LAST_ACK, TCP_TIME_WAIT));
+	ck_assert(!tcp_state_change_allowed(TCP_TIME_WAIT, TCP_ESTABLISHED));
+	ck_assert(!tcp_state_change_allowed(TCP_FIN_WAIT_2, TCP_CLOSE_WAIT));
+}
+END_TEST
 
 /* RFC 5961 3.2 / RFC 9293: RST at exactly RCV.NXT ends the connection. */
 START_TEST(rst_exact_resets)
@@ -655,6 +680,7 @@ static Suite *suite(void)
 	TCase *t = tcase_create("crafted_every_state");
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_loop_test(t, rst_exact_resets, 0, NSYNC);
+	tcase_add_loop_test(t, state_counters_follow_transitions, 0, NSYNC);
 	tcase_add_loop_test(t, rst_in_window_challenged, 0, NSYNC);
 	tcase_add_loop_test(t, rst_out_of_window_ignored, 0, NSYNC);
 	tcase_add_loop_test(t, syn_in_window_challenged, 0, NSYNC);

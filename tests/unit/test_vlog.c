@@ -830,6 +830,39 @@ START_TEST(panic_line_is_written_before_abort)
 }
 END_TEST
 
+/* VMA_ASSERT: in a debug build (--enable-debug-asserts, or the sanitizer
+ * build) a false condition is a PANIC naming it; in a release build the
+ * condition is never evaluated. */
+START_TEST(assert_panics_in_debug_builds_only)
+{
+	make_test_dir();
+	char path[128];
+	snprintf(path, sizeof(path), "%s/assert.log", test_dir);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		configure(VLOG_INFO, 0, 0, path);
+		int evaluated = 0, one = 1;
+		VMA_ASSERT(one == 1);
+		VMA_ASSERT((evaluated = 1) && one == 2);
+		_exit(evaluated ? 3 : 0);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	char *text = read_whole_file(path);
+	if (VMA_DEBUG_ASSERTS_ON) {
+		ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+		assert_matches(text, "^VMA PANIC: assertion failed: \\(evaluated = 1\\) && one == 2 "
+				     "\\(assert_panics_in_debug_builds_only_fn, [^:]*test_vlog.c:[0-9]+\\)\n$");
+	} else {
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		ck_assert_str_eq(text, "");
+	}
+	free(text);
+	remove_test_dir();
+}
+END_TEST
+
 START_TEST(high_level_warning_at_debug_and_above)
 {
 	struct capture c;
@@ -980,6 +1013,7 @@ int main(void)
 	tcase_add_test_raise_signal(tc, panic_prints_then_aborts, SIGABRT);
 	tcase_add_test_raise_signal(tc, panic_aborts_even_at_level_none, SIGABRT);
 	tcase_add_test(tc, panic_line_is_written_before_abort);
+	tcase_add_test(tc, assert_panics_in_debug_builds_only);
 	tcase_add_test(tc, high_level_warning_at_debug_and_above);
 	tcase_add_test(tc, no_high_level_warning_below_debug);
 	suite_add_tcase(s, tc);

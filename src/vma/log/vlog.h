@@ -111,4 +111,22 @@ void vlog_shutdown(void);
 #define vlog_fine(...)    VLOG_AT(VLOG_FINE, __VA_ARGS__)
 #define vlog_finer(...)   VLOG_AT(VLOG_FINER, __VA_ARGS__)
 
+/* Invariants (pcb tables, buffer ownership, ring indexes, queue accounting)
+ * checked in debug builds: configure --enable-debug-asserts, implied by
+ * --enable-sanitizers, defines VMA_DEBUG_ASSERTS, and a failed one is a
+ * PANIC naming the condition, the function and the line. In release builds
+ * the condition is type-checked but never evaluated (it may cost a walk). */
+#ifdef VMA_DEBUG_ASSERTS
+#define VMA_ASSERT(cond)                                                                         \
+	do {                                                                                     \
+		if (__builtin_expect(!(cond), 0))                                                \
+			vlog_panic_and_abort("assertion failed: %s (%s, %s:%d)", #cond, __func__, \
+					     __FILE__, __LINE__);                                 \
+	} while (0)
+#define VMA_DEBUG_ASSERTS_ON 1
+#else
+#define VMA_ASSERT(cond) do { (void)sizeof((cond) ? 1 : 0); } while (0)
+#define VMA_DEBUG_ASSERTS_ON 0
+#endif
+
 #endif

@@ -142,6 +142,7 @@ void ring_buf_free(struct ring_buf *buf)
 {
 	while (buf) {
 		struct ring_buf *next = buf->next;
+		VMA_ASSERT(buf->refcount > 0);   /* buffer ownership: freed twice */
 		if (buf->refcount == 0) {
 			vlog_error("ring: pool %s: buffer %p freed twice; ignored", buf->pool->name, (void *)buf);
 		} else if (--buf->refcount == 0) {
@@ -154,6 +155,7 @@ void ring_buf_free(struct ring_buf *buf)
 				pool->counters.free_now++;
 				pool->ops->recycle(pool, buf);
 			} else {
+				VMA_ASSERT(pool->counters.free_now < pool->counters.size);
 				pool->free_list[pool->counters.free_now++] = buf;
 			}
 		}

@@ -36,6 +36,15 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
 	ctx = sock_tcp_lock(s, ctx);
 	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+	/* The engine's next timer (tail loss probe, RACK, RTO, delayed ACK):
+	 * wake for it, and the caller's progress pass runs it. A writer blocked
+	 * on its own flight then probes a lost tail at its PTO, not at the
+	 * internal thread's next tick (10 ms, later on a loaded host). */
+	if (n >= 0 && ctx->tcp) {
+		uint64_t due = tcp_ctx_next_deadline_ms(ctx->tcp), now = engine_now_ms();
+		if (due != UINT64_MAX && due < now + (uint64_t)z.timeout_ms)
+			z.timeout_ms = due > now ? (int)(due - now) : 1;
+	}
 	sock_offload_unlock(ctx);
 	if (n < 0)
 		return sock_base_sleep_cancel(&s->base);

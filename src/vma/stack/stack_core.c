@@ -38,7 +38,7 @@ static uint64_t stack_seed_clock(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto)
+uint16_t *stack_ip4_id_counter(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto)
 {
 	/* Two rounds of multiply-xorshift over the keyed tuple. */
 	uint32_t h = (src ^ st->ip_id_key[0]) * 0x9e3779b1u;
@@ -47,7 +47,12 @@ uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t
 	h ^= proto + (h >> 13);
 	h *= 0xc2b2ae35u;
 	h ^= h >> 16;
-	return st->ip_ids[h & (STACK_IP_ID_BUCKETS - 1)]++;
+	return &st->ip_ids[h & (STACK_IP_ID_BUCKETS - 1)];
+}
+
+uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto)
+{
+	return (*stack_ip4_id_counter(st, src, dst, proto))++;
 }
 
 struct stack *stack_create(const struct stack_settings *settings)

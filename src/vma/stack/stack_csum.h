@@ -12,6 +12,12 @@
 /* Adds len bytes at p (any alignment) to a running 64-bit sum. The bytes are
  * taken as if they started at an even offset of the checksummed stream. */
 uint64_t stack_csum_add(uint64_t sum, const void *p, size_t len);
+/* Copies len bytes from src to dst and adds them to sum, in one pass (the
+ * payload of a segment taken from a send buffer). */
+uint64_t stack_csum_copy(uint64_t sum, void *dst, const void *src, size_t len);
+/* Adds part, the sum of a piece that starts offset bytes into the stream
+ * (an odd offset swaps its bytes). */
+uint64_t stack_csum_add_odd(uint64_t sum, uint64_t part, uint32_t offset);
 /* Folds a running sum to 16 bits (not inverted). */
 uint16_t stack_csum_fold(uint64_t sum);
 /* The value for a checksum field: ~fold. */

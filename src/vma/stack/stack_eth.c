@@ -1,9 +1,9 @@
 /* Ethernet: the first check every received frame meets. */
 #include "stack/stack_internal.h"
+#include "stack/stack_hdr.h"
 
 #include <string.h>
 
-#define ETHERTYPE_IPV4   0x0800
 #define ETHERTYPE_VLAN   0x8100
 #define ETHERTYPE_QINQ   0x88a8
 
@@ -35,13 +35,13 @@ void stack_input(struct stack *st, const struct stack_netif *nif, struct ring_bu
 		ring_buf_free(frame);
 		return;
 	}
-	uint16_t type = (uint16_t)(eth[12] << 8 | eth[13]);
+	uint16_t type = stack_get16(eth + STACK_ETH_TYPE);
 	if (type == ETHERTYPE_VLAN || type == ETHERTYPE_QINQ) {
 		st->cnt.rx_drop_eth_vlan++;
 		ring_buf_free(frame);
 		return;
 	}
-	if (type != ETHERTYPE_IPV4) {
+	if (type != STACK_ETHERTYPE_IPV4) {
 		st->cnt.rx_drop_eth_not_ipv4++;
 		ring_buf_free(frame);
 		return;

@@ -65,6 +65,9 @@ void stack_udp_input(struct stack *st, struct ring_buf *pkt, const struct stack_
 void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt);
 /* The IPv4 ID of the next packet from src to dst (network order). */
 uint16_t stack_ip4_next_id(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto);
+/* The counter stack_ip4_next_id draws from for that tuple (fixed for the
+ * stack's life: a connection keeps it in its header template). */
+uint16_t *stack_ip4_id_counter(struct stack *st, uint32_t src, uint32_t dst, uint8_t proto);
 
 int stack_reass_init(struct stack *st);
 void stack_reass_fini(struct stack *st);

@@ -3,14 +3,11 @@
 #include "stack/stack_internal.h"
 #include "stack/stack_csum.h"
 #include "stack/tcp_priv.h"
+#include "stack/stack_hdr.h"
 
 #include <netinet/in.h>
 #include <string.h>
 
-#define IP4_MF          0x2000
-#define IP4_OFFSET_MASK 0x1fff
-#define IP4_PROTO_UDP   17
-#define IP4_PROTO_TCP   6
 
 static uint32_t subnet_broadcast(const struct stack_netif *nif)
 {
@@ -35,36 +32,50 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 	const uint8_t *h = pkt->data;
 	uint32_t avail = pkt->len;
 
-	if (avail < STACK_IP4_HLEN || (h[0] >> 4) != 4)
-		return drop(pkt, &st->cnt.rx_drop_ip_bad_header);
-	uint32_t hlen = (uint32_t)(h[0] & 0x0f) * 4;
-	if (hlen < STACK_IP4_HLEN || hlen > avail)
-		return drop(pkt, &st->cnt.rx_drop_ip_bad_header);
-	uint32_t total = (uint32_t)(h[2] << 8 | h[3]);
-	if (total < hlen || total > avail)
-		return drop(pkt, &st->cnt.rx_drop_ip_bad_length);
-	if (stack_csum_fold(stack_csum_add(0, h, hlen)) != 0xffff)
-		return drop(pkt, &st->cnt.rx_drop_ip_bad_checksum);
+	if (avail < STACK_IP4_HLEN || (h[STACK_IP4_VER_IHL] >> 4) != 4) {
+		drop(pkt, &st->cnt.rx_drop_ip_bad_header);
+		return;
+	}
+	uint32_t hlen = stack_ip4_hlen(h);
+	if (hlen < STACK_IP4_HLEN || hlen > avail) {
+		drop(pkt, &st->cnt.rx_drop_ip_bad_header);
+		return;
+	}
+	uint32_t total = stack_get16(h + STACK_IP4_TOT_LEN);
+	if (total < hlen || total > avail) {
+		drop(pkt, &st->cnt.rx_drop_ip_bad_length);
+		return;
+	}
+	if (stack_csum_fold(stack_csum_add(0, h, hlen)) != 0xffff) {
+		drop(pkt, &st->cnt.rx_drop_ip_bad_checksum);
+		return;
+	}
 
 	struct stack_ip4_info ip;
-	memcpy(&ip.src, h + 12, 4);
-	memcpy(&ip.dst, h + 16, 4);
-	ip.tos = h[1];
-	ip.ttl = h[8];       /* TTL 0 is accepted for local delivery, as Linux does */
-	ip.proto = h[9];
+	memcpy(&ip.src, h + STACK_IP4_SRC, 4);
+	memcpy(&ip.dst, h + STACK_IP4_DST, 4);
+	ip.tos = h[STACK_IP4_TOS];
+	ip.ttl = h[STACK_IP4_TTL];       /* TTL 0 is accepted for local delivery, as Linux does */
+	ip.proto = h[STACK_IP4_PROTO];
 	ip.ifindex = nif->ifindex;
 	ip.l4_csum_trusted = nif->rx_l4_csum_trusted;
 
-	if (stack_ip4_is_multicast(ip.src) || is_broadcast(nif, ip.src))
-		return drop(pkt, &st->cnt.rx_drop_ip_bad_source);
+	if (stack_ip4_is_multicast(ip.src) || is_broadcast(nif, ip.src)) {
+		drop(pkt, &st->cnt.rx_drop_ip_bad_source);
+		return;
+	}
 	if (stack_ip4_is_multicast(ip.dst) || is_broadcast(nif, ip.dst))
 		ip.dst_is_multi = true;
 	else if (ip.dst == nif->ip && nif->ip != 0)
 		ip.dst_is_multi = false;
-	else
-		return drop(pkt, &st->cnt.rx_drop_ip_not_for_us);
-	if (ip.proto != IP4_PROTO_UDP && (ip.proto != IP4_PROTO_TCP || !st->tcp))
-		return drop(pkt, &st->cnt.rx_drop_ip_proto);
+	else {
+		drop(pkt, &st->cnt.rx_drop_ip_not_for_us);
+		return;
+	}
+	if (ip.proto != STACK_IP4_PROTO_UDP && (ip.proto != STACK_IP4_PROTO_TCP || !st->tcp)) {
+		drop(pkt, &st->cnt.rx_drop_ip_proto);
+		return;
+	}
 
 	/* From here on the packet is the IP payload only; Ethernet padding and
 	 * options are gone. */
@@ -72,17 +83,17 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 	pkt->len = total - hlen;
 	pkt->tot_len = pkt->len;
 
-	uint16_t frag = (uint16_t)(h[6] << 8 | h[7]);
-	if (ip.proto == IP4_PROTO_TCP) {
+	uint16_t frag = stack_get16(h + STACK_IP4_FRAG);
+	if (ip.proto == STACK_IP4_PROTO_TCP) {
 		/* TCP sends DF segments; fragments are dropped and counted there. The
 		 * source MAC (Ethernet header just before h) answers a SYN. */
-		tcp_input(st, nif, pkt, &ip, (frag & (IP4_MF | IP4_OFFSET_MASK)) ? NULL : h - 8);
+		tcp_input(st, nif, pkt, &ip, (frag & (STACK_IP4_MF | STACK_IP4_OFFSET_MASK)) ? NULL : h - 8);
 		return;
 	}
-	if (frag & (IP4_MF | IP4_OFFSET_MASK)) {
-		uint16_t id = (uint16_t)(h[4] << 8 | h[5]);
-		stack_reass_input(st, pkt, &ip, id, (uint32_t)(frag & IP4_OFFSET_MASK) * 8,
-				  (frag & IP4_MF) != 0);
+	if (frag & (STACK_IP4_MF | STACK_IP4_OFFSET_MASK)) {
+		uint16_t id = stack_get16(h + STACK_IP4_ID);
+		stack_reass_input(st, pkt, &ip, id, (uint32_t)(frag & STACK_IP4_OFFSET_MASK) * 8,
+				  (frag & STACK_IP4_MF) != 0);
 		return;
 	}
 	stack_udp_input(st, pkt, &ip);

@@ -3,14 +3,12 @@
  * before the first frame leaves, so a datagram goes out whole or not at all. */
 #include "stack/stack_internal.h"
 #include "stack/stack_csum.h"
+#include "stack/stack_hdr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
-#define IP4_MF        0x2000
-#define IP4_DF        0x4000
-#define IP4_PROTO_UDP 17
 
 struct iov_cursor {
 	const struct iovec *iov;
@@ -44,12 +42,6 @@ static void free_list(struct ring_buf *b)
 		ring_buf_free(b);
 		b = next;
 	}
-}
-
-static void put16(uint8_t *p, uint16_t host)
-{
-	p[0] = (uint8_t)(host >> 8);
-	p[1] = (uint8_t)host;
 }
 
 void stack_udp_tx_from_pcb(const struct stack_udp_pcb *pcb, struct stack_udp_tx *tx)
@@ -131,7 +123,7 @@ int stack_udp_send(struct stack *st, const struct stack_netif *nif,
 
 	uint8_t ttl = tx->ttl ? tx->ttl : st->set.default_ttl;
 	uint32_t src_ip = tx->src_ip ? tx->src_ip : nif->ip;
-	uint16_t id = stack_ip4_next_id(st, src_ip, tx->dst_ip, IP4_PROTO_UDP);
+	uint16_t id = stack_ip4_next_id(st, src_ip, tx->dst_ip, STACK_IP4_PROTO_UDP);
 	struct iov_cursor cur = { .iov = iov, .left = iovcnt, .off = 0 };
 	uint64_t data_sum = 0;
 	uint32_t offset = 0;
@@ -143,38 +135,35 @@ int stack_udp_send(struct stack *st, const struct stack_netif *nif,
 		uint8_t *ip = eth + STACK_ETH_HLEN;
 		uint8_t *payload = ip + STACK_IP4_HLEN;
 
-		memcpy(eth, tx->dst_mac, 6);
-		memcpy(eth + 6, nif->mac, 6);
-		eth[12] = 0x08;
-		eth[13] = 0x00;
-		ip[0] = 0x45;
-		ip[1] = tx->tos;
-		put16(ip + 2, (uint16_t)(STACK_IP4_HLEN + plen));
-		put16(ip + 4, id);
+		stack_eth_fill_ip4(eth, tx->dst_mac, nif->mac);
+		ip[STACK_IP4_VER_IHL] = STACK_IP4_VER_IHL_20;
+		ip[STACK_IP4_TOS] = tx->tos;
+		stack_put16(ip + STACK_IP4_TOT_LEN, (uint16_t)(STACK_IP4_HLEN + plen));
+		stack_put16(ip + STACK_IP4_ID, id);
 		uint16_t frag = (uint16_t)(offset / 8);
 		if (b->link)
-			frag |= IP4_MF;
+			frag |= STACK_IP4_MF;
 		if (tx->dont_fragment)
-			frag |= IP4_DF;
-		put16(ip + 6, frag);
-		ip[8] = ttl;
-		ip[9] = IP4_PROTO_UDP;
-		ip[10] = ip[11] = 0;
-		memcpy(ip + 12, &src_ip, 4);
-		memcpy(ip + 16, &tx->dst_ip, 4);
+			frag |= STACK_IP4_DF;
+		stack_put16(ip + STACK_IP4_FRAG, frag);
+		ip[STACK_IP4_TTL] = ttl;
+		ip[STACK_IP4_PROTO] = STACK_IP4_PROTO_UDP;
+		ip[STACK_IP4_CSUM] = ip[STACK_IP4_CSUM + 1] = 0;
+		memcpy(ip + STACK_IP4_SRC, &src_ip, 4);
+		memcpy(ip + STACK_IP4_DST, &tx->dst_ip, 4);
 		if (st->set.tx_ip_checksum) {
 			uint16_t c = stack_csum_finish(stack_csum_add(0, ip, STACK_IP4_HLEN));
-			memcpy(ip + 10, &c, 2);
+			memcpy(ip + STACK_IP4_CSUM, &c, 2);
 		}
 
 		uint8_t *data = payload;
 		uint32_t dlen = plen;
 		if (offset == 0) {
 			udp = payload;
-			memcpy(udp, &tx->src_port, 2);
-			memcpy(udp + 2, &tx->dst_port, 2);
-			put16(udp + 4, (uint16_t)ip_payload);
-			udp[6] = udp[7] = 0;
+			memcpy(udp + STACK_UDP_SPORT, &tx->src_port, 2);
+			memcpy(udp + STACK_UDP_DPORT, &tx->dst_port, 2);
+			stack_put16(udp + STACK_UDP_LEN, (uint16_t)ip_payload);
+			udp[STACK_UDP_CSUM] = udp[STACK_UDP_CSUM + 1] = 0;
 			data += STACK_UDP_HLEN;
 			dlen -= STACK_UDP_HLEN;
 		}
@@ -190,12 +179,12 @@ int stack_udp_send(struct stack *st, const struct stack_netif *nif,
 		offset += plen;
 	}
 	if (st->set.tx_udp_checksum) {
-		uint64_t sum = stack_csum_pseudo(src_ip, tx->dst_ip, IP4_PROTO_UDP, (uint16_t)ip_payload);
+		uint64_t sum = stack_csum_pseudo(src_ip, tx->dst_ip, STACK_IP4_PROTO_UDP, (uint16_t)ip_payload);
 		sum = stack_csum_add(sum, udp, STACK_UDP_HLEN);
 		uint16_t c = stack_csum_finish(sum + data_sum + ((sum + data_sum) < sum));
 		if (c == 0)
 			c = 0xffff;     /* 0 would mean "no checksum" */
-		memcpy(udp + 6, &c, 2);
+		memcpy(udp + STACK_UDP_CSUM, &c, 2);
 	}
 
 	st->cnt.tx_udp_datagrams++;

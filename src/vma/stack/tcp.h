@@ -97,8 +97,15 @@ struct tcp_counters {
 	 * cookie and became connections; ACKs to a listener with a bad one. */
 	uint64_t tx_syncookies, rx_syncookies_ok, rx_syncookies_bad;
 	uint64_t tx_segments, tx_retransmits, tx_rto_expiries, tx_fast_retransmits;
-	uint64_t tx_lost_rexmits;      /* resent holes found lost again in recovery (resent before the RTO) */
+	uint64_t tx_lost_rexmits;      /* retransmissions RACK found lost again (resent before the RTO) */
 	uint64_t tx_tail_probes;       /* tail loss probes sent (RFC 8985 section 7) */
+	/* RACK-TLP (RFC 8985): segments RACK deemed lost; losses a tail loss
+	 * probe repaired alone (Linux's TCPLossProbeRecovery); D-SACK blocks
+	 * received (RFC 2883) */
+	uint64_t tx_rack_lost, tx_tlp_recoveries, rx_dsacks;
+	/* Segments the fast path handled (tcp_fast.c): ACKs of new data, and
+	 * in-order data (a segment may count in both) */
+	uint64_t rx_fast_acks, rx_fast_data;
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
 	/* ACKs not sent to a hostile (or looping) peer: challenge ACKs held by the
 	 * pcb's interval or by the process's budget for this second; ACKs for

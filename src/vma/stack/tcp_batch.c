@@ -5,9 +5,13 @@
  * chain and delivered in one recv per pcb when the batch ends, so a socket
  * layer wakes its reader and takes its lock once per poll instead of once per
  * segment. At most gro_streams_max pcbs hold pending data; the oldest is
- * flushed when another one needs a slot. Everything else (ACKs, window,
- * counters) happens per segment exactly as without a batch: the window
- * already counts pending bytes as unread. */
+ * flushed when another one needs a slot. The ACK in-order data asks for
+ * waits too: it leaves after the pcb's delivery (riding on the reader's
+ * reply if it wrote one), one per pcb per batch, as Linux ACKs a GRO
+ * aggregate once; so does the SACK for out-of-order data past the first
+ * three duplicate ACKs of a hole (Linux's SACK compression); an ACK for a
+ * filled hole or a duplicate leaves at once. The window and counters are
+ * per segment: the window already counts pending bytes as unread. */
 #include "stack/tcp_priv.h"
 
 #include <stddef.h>
@@ -59,12 +63,55 @@ void tcp_batch_flush_pcb(struct tcp_pcb *pcb)
 	struct ring_buf *chain = take(pcb);
 	if (chain)
 		hand_over(pcb, chain);
+	/* The batch's ACK, unless the reader's reply (or a window update)
+	 * already carried it. */
+	if (pcb->ack_batch && !pcb->dead) {
+		bool sack = pcb->ack_batch_sack;
+		pcb->ack_batch = pcb->ack_batch_sack = false;
+		if (pcb->last_ack_sent != pcb->rcv_nxt || sack) {
+			pcb->ack_now = true;
+			tcp_output(pcb);
+		}
+	}
 }
 
 void tcp_batch_drop_pcb(struct tcp_pcb *pcb)
 {
 	struct ring_buf *chain = take(pcb);
 	ring_buf_free(chain);
+}
+
+/* Links pcb at the end of the batch list (the oldest stream goes out
+ * when all slots are taken); false when that closed pcb. */
+static bool join(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (ctx->batch_count >= ctx->set.gro_streams_max) {
+		tcp_batch_flush_pcb(ctx->batch_first);
+		if (pcb->dead)
+			return false;
+	}
+	pcb->in_batch = true;
+	pcb->batch_next = NULL;
+	pcb->batch_head = pcb->batch_tail = NULL;
+	if (ctx->batch_last)
+		ctx->batch_last->batch_next = pcb;
+	else
+		ctx->batch_first = pcb;
+	ctx->batch_last = pcb;
+	ctx->batch_count++;
+	return true;
+}
+
+bool tcp_batch_ack_later(struct tcp_pcb *pcb)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (!ctx->batch_depth || !ctx->set.gro_streams_max || pcb->rd_shut || !pcb->cb.recv)
+		return false;
+	if (!pcb->in_batch && !join(pcb))
+		return true;   /* closed by another stream's recv: nothing to ACK */
+	pcb->ack_batch = pcb->ack_batch_sack = true;
+	return true;
 }
 
 bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain)
@@ -74,24 +121,13 @@ bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain)
 	if (!ctx->batch_depth || !ctx->set.gro_streams_max)
 		return false;
 	if (!pcb->in_batch) {
-		if (ctx->batch_count >= ctx->set.gro_streams_max) {
-			/* a slot for this pcb: the oldest stream goes out now */
-			struct tcp_pcb *oldest = ctx->batch_first;
-			tcp_batch_flush_pcb(oldest);
-			if (pcb->dead) {
-				ring_buf_free(chain);   /* its recv closed this pcb */
-				return true;
-			}
+		if (!join(pcb)) {
+			ring_buf_free(chain);   /* its recv closed this pcb */
+			return true;
 		}
-		pcb->in_batch = true;
-		pcb->batch_next = NULL;
-		if (ctx->batch_last)
-			ctx->batch_last->batch_next = pcb;
-		else
-			ctx->batch_first = pcb;
-		ctx->batch_last = pcb;
-		ctx->batch_count++;
 		pcb->batch_head = pcb->batch_tail = chain;
+	} else if (!pcb->batch_head) {
+		pcb->batch_head = pcb->batch_tail = chain;   /* joined for its ACK only */
 	} else {
 		/* Only the head's tot_len is kept current here; the whole chain
 		 * is fixed once when it is handed over. */

@@ -78,8 +78,15 @@ void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 	if (algo == TCP_CC_NONE || !acked)
 		return;
 	if (pcb->cwnd < pcb->ssthresh) {
-		pcb->cwnd += tcp_min32(acked, pcb->mss);   /* slow start, L = 1 SMSS */
-		return;
+		/* slow start counts every byte acknowledged up to ssthresh, the
+		 * rest goes to congestion avoidance (Linux's tcp_slow_start): an
+		 * ACK for many segments (a receiver that ACKs a GRO batch once)
+		 * must not slow the ramp (RFC 5681's L = 1 SMSS would) */
+		uint32_t grown = tcp_min32(pcb->cwnd + acked, pcb->ssthresh);
+		acked -= grown - pcb->cwnd;
+		pcb->cwnd = grown;
+		if (!acked)
+			return;
 	}
 	if (algo == TCP_CC_CUBIC) {
 		cubic_on_ack(pcb, acked);
@@ -105,6 +112,14 @@ static uint32_t reduced_ssthresh(struct tcp_pcb *pcb)
 		return tcp_max32((uint32_t)(pcb->cwnd * CUBIC_BETA), 2 * pcb->mss);
 	}
 	return tcp_max32((pcb->snd_max - pcb->snd_una) / 2, 2 * pcb->mss);   /* RFC 5681 (4) */
+}
+
+void tcp_cc_set_ssthresh(struct tcp_pcb *pcb)
+{
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		return;
+	pcb->ssthresh = reduced_ssthresh(pcb);
+	pcb->bytes_acked_ca = 0;
 }
 
 void tcp_cc_on_loss(struct tcp_pcb *pcb)

@@ -7,11 +7,6 @@
 #include <errno.h>
 #include <string.h>
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static bool callback_killed(struct tcp_pcb *pcb)
 {
 	return pcb->dead;
@@ -164,10 +159,12 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg);
 /* An ACK to a listener that may end a handshake we answered with a cookie.
  * True when it was one (a connection made, or dropped because the accept
  * queue is full); false to answer it with a reset. */
-static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
-		       const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+static bool cookie_ack(struct tcp_pcb *lis, struct tcp_rx *rx)
 {
 	struct tcp_ctx *ctx = lis->ctx;
+	struct tcp_seg *seg = &rx->seg;
+	const struct stack_ip4_info *ip = rx->ip;
+	uint16_t sport = rx->sport, dport = rx->dport;
 	uint32_t mss;
 	if (!tcp_syncookie_check(ctx, ip->dst, dport, ip->src, sport, seg->seq - 1, seg->ack - 1, &mss)) {
 		ctx->cnt.rx_syncookies_bad++;
@@ -177,17 +174,16 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 		ctx->cnt.rx_accept_queue_full++;
 		return true;   /* dropped: the peer's retransmission finds room later */
 	}
-	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
+	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, rx->nif);
 	if (!c)
 		return true;
 	ctx->cnt.rx_syncookies_ok++;
-	ctx->cnt.passive_opens++;
 	c->local_ip = ip->dst;
 	c->local_port = dport;
 	c->remote_ip = ip->src;
 	c->remote_port = sport;
 	c->bound = true;
-	memcpy(c->dst_mac, src_mac, 6);
+	memcpy(c->dst_mac, rx->src_mac, 6);
 	/* What the cookie SYN-ACK offered: MSS only, no scaling, SACK or
 	 * timestamps (the SYN's other options are forgotten). */
 	c->peer_mss = mss;
@@ -226,18 +222,20 @@ static bool cookie_ack(struct tcp_pcb *lis, struct tcp_seg *seg, const struct st
 }
 
 /* isn: NULL, or the ISN to use (a tuple reopened from TIME_WAIT). */
-static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct stack_netif *nif,
-			 const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
-			 uint16_t dport, const uint32_t *isn)
+static void listen_input(struct tcp_pcb *lis, struct tcp_rx *rx, const uint32_t *isn)
 {
 	struct tcp_ctx *ctx = lis->ctx;
+	struct tcp_seg *seg = &rx->seg;
+	const struct stack_netif *nif = rx->nif;
+	const struct stack_ip4_info *ip = rx->ip;
+	uint16_t sport = rx->sport, dport = rx->dport;
 
 	if (seg->flags & TCP_RST)
 		return;
 	if (seg->flags & TCP_ACK) {
-		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, seg, nif, ip, src_mac, sport, dport))
+		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, rx))
 			return;
-		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
+		tcp_send_rst_reply(ctx, rx);
 		return;
 	}
 	if (!(seg->flags & TCP_SYN))
@@ -269,8 +267,8 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 			ctx->route_fn(ctx->route_arg, ip->src, &rm);
 		uint32_t mss = tcp_min32(peer_mss, tcp_path_mss_for(ctx, nif, lis->mss_clamp, &rm));
 		uint32_t cookie = tcp_syncookie_make(ctx, ip->dst, dport, ip->src, sport, seg->seq, mss);
-		tcp_send_synack_cookie(ctx, nif, ip, src_mac, sport, dport, cookie, seg->seq + 1,
-				       tcp_mss_for(ctx, nif, lis->mss_clamp, &rm), cookie_window(lis));
+		tcp_send_synack_cookie(ctx, rx, cookie, seg->seq + 1, tcp_mss_for(ctx, nif, lis->mss_clamp, &rm),
+				       cookie_window(lis));
 		return;
 	}
 	/* The child inherits the listener's settings; it answers on the
@@ -278,14 +276,12 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	struct tcp_pcb *c = tcp_pcb_alloc(ctx, lis, nif);
 	if (!c)
 		return;
-	ctx->cnt.passive_opens++;
-	c->state = TCP_SYN_RCVD;
 	c->local_ip = ip->dst;
 	c->local_port = dport;
 	c->remote_ip = ip->src;
 	c->remote_port = sport;
 	c->bound = true;
-	memcpy(c->dst_mac, src_mac, 6);
+	memcpy(c->dst_mac, rx->src_mac, 6);
 	c->parent = lis;
 	lis->pending_children++;
 	/* Linux's tcp_synack_retries: a half-open child lives about a minute,
@@ -293,6 +289,7 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 	if (c->syn_retries > TCP_SYNACK_RETRIES)
 		c->syn_retries = TCP_SYNACK_RETRIES;
 	tcp_pcb_hash_conn(c);
+	tcp_set_state(c, TCP_SYN_RCVD);
 	if (ctx->route_fn)
 		ctx->route_fn(ctx->route_arg, c->remote_ip, &c->route);
 	negotiate(c, seg, false);
@@ -311,28 +308,27 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_seg *seg, const struct 
 
 static void established(struct tcp_pcb *pcb)
 {
-	pcb->state = TCP_ESTABLISHED;
 	pcb->syn_acked = true;
+	tcp_set_state(pcb, TCP_ESTABLISHED);
 	/* auto-tuning's first measure: what the initial window carries (Linux's
 	 * tcp_init_buffer_space: at most 10 segments) */
 	pcb->rcvq_space = tcp_min32(pcb->rcv_buf, 10 * pcb->adv_mss);
 	pcb->backoff = 0;
 	pcb->rto_at = 0;
 	pcb->recover = pcb->snd_una;
-	tcp_estab_count(pcb, true);
+	tcp_rack_init(pcb);
 	if (pcb->keepalive)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
 
-static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struct stack_netif *nif,
-			   const struct stack_ip4_info *ip, const uint8_t *src_mac, uint16_t sport,
-			   uint16_t dport)
+static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
+	struct tcp_seg *seg = &rx->seg;
 	bool ack_ok = false;
 
 	if (seg->flags & TCP_ACK) {
 		if (SEQ_LEQ(seg->ack, pcb->iss) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(pcb->ctx, nif, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(pcb->ctx, rx);
 			return;
 		}
 		ack_ok = true;
@@ -366,7 +362,7 @@ static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_seg *seg, const struc
 		return;
 	}
 	/* Simultaneous open (RFC 9293 figure 7). */
-	pcb->state = TCP_SYN_RCVD;
+	tcp_set_state(pcb, TCP_SYN_RCVD);
 	tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
 	tcp_arm_rto(pcb);
 }
@@ -392,37 +388,29 @@ static void fin_acked_transitions(struct tcp_pcb *pcb)
 		return;
 	pcb->rto_at = 0;
 	if (pcb->state == TCP_FIN_WAIT_1)
-		pcb->state = TCP_FIN_WAIT_2;
+		tcp_set_state(pcb, TCP_FIN_WAIT_2);
 	else if (pcb->state == TCP_CLOSING)
 		tcp_enter_time_wait(pcb);
 	else if (pcb->state == TCP_LAST_ACK)
 		tcp_pcb_done(pcb);
 }
 
-static void enter_recovery(struct tcp_pcb *pcb)
+/* Without SACK (NewReno, RFC 6582): the segment at snd_una is lost (three
+ * duplicate ACKs, early retransmit, or a partial ACK in recovery). */
+static void newreno_mark_lost(struct tcp_pcb *pcb)
 {
+	struct tcp_txq *q = &pcb->txq;
+	if (q->seg && q->count) {
+		tcp_txq_mark_lost(pcb, tcp_txq_at(q, 0));
+		return;
+	}
+	/* not tracked (no memory for the records): resend it here */
 	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-	pcb->ctx->cnt.tx_fast_retransmits++;
-	pcb->in_recovery = true;
-	pcb->recover = pcb->snd_max;
-	tcp_cc_on_loss(pcb);
-	if (pcb->ecn_ok)
-		pcb->ecn_queue_cwr = true;   /* the window was reduced: tell an ECN peer */
-	pcb->rtt_timing = false;
 	uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ? data_end - pcb->snd_una : 0);
-	uint32_t run_end;
-	if (pcb->nsacked && !tcp_sack_is_sacked(pcb, pcb->snd_una, &run_end))
-		len = tcp_min32(len, run_end - pcb->snd_una);
 	if (len)
 		tcp_send_segment(pcb, pcb->snd_una, len, 0);
 	else if (pcb->fin_sent)
 		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
-	pcb->rexmit_next = pcb->snd_una + len;
-	pcb->rexmit_mark = pcb->snd_max;
-	pcb->rexmit_probe_backoff = 0;
-	tcp_arm_rexmit_probe(pcb);
-	tcp_arm_rto(pcb);
-	pcb->tlp_at = 0;   /* recovery has its own probe */
 }
 
 /* ECE (RFC 3168 6.1.2): the network marked our data; react as to a loss
@@ -439,11 +427,98 @@ static void ecn_echo(struct tcp_pcb *pcb)
 	pcb->ctx->cnt.tx_ecn_cwnd_reduced++;
 }
 
+/* Loss detection and the window after an ACK (Linux's
+ * tcp_fastretrans_alert and tcp_cong_control): recovery or the loss state
+ * ends once snd_una reaches recover; RACK (with SACK) or duplicate ACKs
+ * (without) find losses; in recovery PRR sets cwnd, outside it the
+ * congestion control grows it. */
+void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
+{
+	bool ended = false;
+	if (pcb->in_recovery && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
+		tcp_recovery_exit(pcb);   /* full ACK (RFC 6582 3.2 step 3) */
+		ended = true;
+	}
+	if (pcb->in_loss && SEQ_GEQ(pcb->snd_una, pcb->recover))
+		pcb->in_loss = false;
+	uint32_t newly_lost = 0;
+	if (pcb->sack_ok) {
+		newly_lost = tcp_rack_detect_loss(pcb);
+	} else if (dupack) {
+		/* Duplicate ACK (RFC 5681 section 2). Early retransmit (RFC
+		 * 5827): with fewer than four segments out, three duplicate
+		 * ACKs can never come, and only the RTO would. */
+		pcb->dupacks++;
+		uint32_t out_segs = (pcb->snd_max - pcb->snd_una + pcb->mss - 1) / pcb->mss;
+		if (!pcb->in_recovery && !pcb->in_loss &&
+		    (pcb->dupacks >= 3 || (out_segs < 4 && pcb->dupacks + 1 >= out_segs))) {
+			newly_lost = 1;
+			if (!pcb->txq.seg)
+				tcp_recovery_enter(pcb);   /* the fallback resends at once */
+			newreno_mark_lost(pcb);
+		}
+	} else if (acked) {
+		pcb->dupacks = 0;
+		if (pcb->in_recovery)
+			newreno_mark_lost(pcb);   /* partial ACK: the next hole is lost too */
+	}
+	if (!pcb->in_recovery && !pcb->in_loss && pcb->txq.lost_segs && !ended)
+		tcp_recovery_enter(pcb);
+	if (pcb->in_recovery)
+		tcp_prr_ack(pcb, delivered, newly_lost, acked != 0);
+	else if (acked && !ended)
+		tcp_cc_on_ack(pcb, acked);
+}
+
+uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	uint32_t data_acked = 0;
+	pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
+	bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
+	if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
+		tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
+	else if (timed)
+		tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+	if (timed) {
+		tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
+		pcb->rtt_timing = false;
+	}
+	pcb->backoff = 0;
+	pcb->snd_una = seg->ack;
+	if (pcb->ecn_cwr_active && SEQ_GEQ(pcb->snd_una, pcb->ecn_high))
+		pcb->ecn_cwr_active = false;   /* a window after the reduction: ECE counts again */
+	if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
+		pcb->snd_nxt = pcb->snd_una;
+	if (pcb->nsacked)
+		tcp_sack_trim(pcb);
+	if (__builtin_expect(pcb->tx_stamps != NULL, 0))
+		tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
+	if (SEQ_GT(seg->ack, pcb->sbuf_seq))
+		data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
+	tcp_sbuf_drop(pcb, data_acked);
+	pcb->bytes_acked += data_acked;
+	return data_acked;
+}
+
+bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked)
+{
+	if (pcb->snd_una == pcb->snd_max)
+		pcb->rto_at = 0;
+	else
+		tcp_arm_rto(pcb);
+	tcp_arm_tlp(pcb);
+	if (data_acked && pcb->cb.sent) {
+		pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
+		if (callback_killed(pcb))
+			return false;
+	}
+	return true;
+}
+
 /* ACK processing (step five). false: the segment is done with. */
 static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 {
-	struct tcp_ctx *ctx = pcb->ctx;
-
 	if (SEQ_GT(seg->ack, pcb->snd_max)) {
 		challenge_ack(pcb);   /* RFC 5961 5.2: discarded, an ACK sent back */
 		return false;
@@ -462,107 +537,40 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	    SEQ_LT(pcb->last_ack_sent, seg->seq + seg_space + (seg_space ? 0 : 1)))
 		pcb->ts_recent = seg->opt.ts_val;
 	uint32_t new_wnd = seg->wnd << pcb->snd_wscale;
-	bool sack_news = false;
-	if (pcb->sack_ok && seg->opt.nsack) {
-		uint32_t before = tcp_sack_bytes(pcb);
-		tcp_sack_update(pcb, &seg->opt);
-		sack_news = tcp_sack_bytes(pcb) != before;
-		/* data sent after the last resent hole arrived and the hole is
-		 * still open (3 MSS, the DupThresh margin for reordering) */
-		if (sack_news && pcb->in_recovery && SEQ_GT(pcb->rexmit_next, seg->ack) &&
-		    tcp_sack_bytes_above(pcb, pcb->rexmit_mark) >= 3 * pcb->mss)
-			tcp_rexmit_lost_again(pcb);
-	}
+	uint32_t prior_sacked = pcb->nsacked ? tcp_sack_bytes(pcb) : 0;
+	struct tcp_range newly[TCP_SCOREBOARD_MAX + TCP_SACK_MAX_BLOCKS], dsack = { 0, 0 };
+	unsigned nnew = 0;
+	if (pcb->sack_ok && seg->opt.nsack)
+		nnew = tcp_sack_update(pcb, &seg->opt, seg->ack, newly, sizeof(newly) / sizeof(newly[0]), &dsack);
 	if (pcb->ecn_ok && (seg->ecn_flags & TCP_ECE) && !(seg->flags & TCP_SYN))
 		ecn_echo(pcb);
+	uint32_t acked = 0, data_acked = 0;
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
-		uint32_t acked = seg->ack - pcb->snd_una;
-		pcb->una_since_ms = ctx->now_ms;   /* the oldest unacknowledged byte left later */
-		bool timed = pcb->rtt_timing && SEQ_GEQ(seg->ack, pcb->rtt_seq);
-		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
-			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
-		else if (timed)
-			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
-		if (timed) {
-			tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
-			pcb->rtt_timing = false;
-		}
-		pcb->backoff = 0;
-		pcb->snd_una = seg->ack;
-		if (pcb->ecn_cwr_active && SEQ_GEQ(pcb->snd_una, pcb->ecn_high))
-			pcb->ecn_cwr_active = false;   /* a window after the reduction: ECE counts again */
-		if (SEQ_LT(pcb->snd_nxt, pcb->snd_una))
-			pcb->snd_nxt = pcb->snd_una;
-		tcp_sack_trim(pcb);
-		if (__builtin_expect(pcb->tx_stamps != NULL, 0))
-			tcp_tx_stamp_acked(pcb);   /* before their bytes leave the buffer */
-		uint32_t data_acked = 0;
-		if (SEQ_GT(seg->ack, pcb->sbuf_seq))
-			data_acked = tcp_min32(seg->ack - pcb->sbuf_seq, pcb->sbuf_len);
-		tcp_sbuf_drop(pcb, data_acked);
-		pcb->bytes_acked += data_acked;
-		if (pcb->in_recovery) {
-			if (SEQ_GEQ(seg->ack, pcb->recover)) {
-				/* full ACK (RFC 6582 3.2 step 3) */
-				pcb->in_recovery = false;
-				pcb->dupacks = 0;
-				pcb->rexmit_probe_at = 0;
-				pcb->cwnd = tcp_min32(pcb->ssthresh,
-						      tcp_max32(pcb->snd_max - pcb->snd_una, pcb->mss) + pcb->mss);
-				if (ctx->set.cc_algo == TCP_CC_NONE)
-					tcp_cc_init(pcb);
-			} else if (pcb->sack_ok && pcb->nsacked) {
-				/* progress: the probe restarts from this ACK */
-				pcb->rexmit_probe_backoff = 0;
-				if (SEQ_GT(pcb->rexmit_next, pcb->snd_una))
-					tcp_arm_rexmit_probe(pcb);
-				else
-					pcb->rexmit_probe_at = 0;
-			} else {
-				/* partial ACK: the next hole is lost too */
-				uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-				uint32_t len = tcp_min32(tcp_seg_max(pcb), SEQ_LT(pcb->snd_una, data_end) ?
-							 data_end - pcb->snd_una : 0);
-				if (len)
-					tcp_send_segment(pcb, pcb->snd_una, len, 0);
-				pcb->dupacks = 0;
-			}
-		} else {
-			pcb->dupacks = 0;
-			tcp_cc_on_ack(pcb, acked);
-		}
-		if (pcb->snd_una == pcb->snd_max)
-			pcb->rto_at = 0;
-		else
-			tcp_arm_rto(pcb);
-		pcb->tlp_sent = false;   /* a new flight may probe again */
-		tcp_arm_tlp(pcb);
-		if (data_acked && pcb->cb.sent) {
-			pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
-			if (callback_killed(pcb))
-				return false;
-		}
-	} else if (seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
-		   (pcb->sack_ok && seg->opt.nsack ? sack_news :
-		    (!seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd))) {
-		/* Duplicate ACK (RFC 5681 section 2). With SACK only one bringing
-		 * new SACK information counts (RFC 6675 DupThresh): the D-SACK a
-		 * receiver sends for a duplicated segment is not a loss signal. */
-		pcb->dupacks++;
-		/* Early retransmit (RFC 5827): with fewer than four segments out,
-		 * three duplicate ACKs can never come, and only the RTO would. */
-		uint32_t out_segs = (pcb->snd_max - pcb->snd_una + pcb->mss - 1) / pcb->mss;
-		bool lost = pcb->dupacks >= 3 ||
-			    (pcb->sack_ok && tcp_sack_bytes(pcb) >= 3 * pcb->mss) ||
-			    (out_segs < 4 && pcb->dupacks + 1 >= out_segs);
-		if (!pcb->in_recovery && lost && SEQ_GT(seg->ack, pcb->recover - 1))
-			enter_recovery(pcb);
+		acked = seg->ack - pcb->snd_una;
+		data_acked = tcp_ack_new(pcb, seg);
 	}
-	if (pcb->in_recovery && pcb->rexmit_probe_at && ctx->now_ms >= pcb->rexmit_probe_at &&
-	    SEQ_GT(pcb->rexmit_next, pcb->snd_una)) {
-		pcb->rexmit_probe_backoff++;
-		tcp_rexmit_lost_again(pcb);
+	if (acked || nnew)
+		tcp_rack_on_ack(pcb, newly, nnew);
+	tcp_rack_update_round(pcb);
+	bool dsack_tlp = false;
+	if (dsack.start != dsack.end) {
+		dsack_tlp = pcb->tlp_high && pcb->tlp_retrans && dsack.end == pcb->tlp_high;
+		tcp_rack_dsack(pcb, &dsack);
 	}
+	uint32_t sacked_now = pcb->nsacked ? tcp_sack_bytes(pcb) : 0;
+	int64_t delivered = (int64_t)acked + (int64_t)sacked_now - (int64_t)prior_sacked;
+	/* Without SACK, a duplicate ACK (RFC 5681 section 2) stands for one
+	 * segment delivered. */
+	bool dupack = !acked && !pcb->sack_ok && seg->ack == pcb->snd_una && pcb->snd_max != pcb->snd_una &&
+		      !seg->len && !(seg->flags & (TCP_SYN | TCP_FIN)) && new_wnd == pcb->snd_wnd;
+	if (dupack)
+		delivered = pcb->mss;
+	if (acked || nnew || dupack || pcb->in_recovery)
+		tcp_ack_loss_and_window(pcb, acked, delivered > 0 ? (uint32_t)delivered : 0, dupack);
+	if (pcb->tlp_high)
+		tcp_tlp_ack(pcb, seg->ack, acked != 0, dsack_tlp, acked || seg->len || new_wnd != pcb->snd_wnd || nnew);
+	if (acked && !tcp_ack_done(pcb, data_acked))
+		return false;
 	/* send window update (RFC 9293 3.10.7.4, fifth check) */
 	if (SEQ_LT(pcb->snd_wl1, seg->seq) ||
 	    (pcb->snd_wl1 == seg->seq && SEQ_LEQ(pcb->snd_wl2, seg->ack))) {
@@ -591,10 +599,6 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 static void tcp_ofo_ack(struct tcp_pcb *pcb, bool news)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
-	if (news) {
-		pcb->ack_now = true;
-		return;
-	}
 	if (pcb->ofo_ack_rcv_nxt != pcb->rcv_nxt) {
 		pcb->ofo_ack_rcv_nxt = pcb->rcv_nxt;
 		pcb->ofo_quick_acks = 0;
@@ -602,6 +606,16 @@ static void tcp_ofo_ack(struct tcp_pcb *pcb, bool news)
 	if (pcb->ofo_quick_acks < TCP_OFO_QUICK_ACKS || ++pcb->ofo_held_acks >= TCP_OFO_ACK_BATCH) {
 		pcb->ofo_quick_acks++;
 		pcb->ack_now = true;
+		return;
+	}
+	/* News for the sender's scoreboard (a segment queued, a D-SACK): one
+	 * ACK for the rx batch, as Linux sends one per GRO aggregate and
+	 * compresses the SACKs of a train past a hole (an ACK per segment
+	 * doubled the frames and the sender's work through a lossy path);
+	 * outside a batch at once. */
+	if (news) {
+		if (!tcp_batch_ack_later(pcb))
+			pcb->ack_now = true;
 		return;
 	}
 	uint64_t at = ctx->now_ms + 1;
@@ -644,6 +658,51 @@ static void rcv_rtt_measure(struct tcp_pcb *pcb, const struct tcp_seg *seg)
 	uint32_t wnd = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : pcb->rcv_buf;
 	pcb->rcv_rtt_seq = pcb->rcv_nxt + wnd;
 	pcb->rcv_rtt_time_us = ctx->now_us ? ctx->now_us : 1;
+}
+
+bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	struct ring_buf *b = seg->buf;
+	seg->buf = NULL;
+	pcb->rcv_nxt += seg->len;
+	pcb->bytes_received += seg->len;
+	ctx->cnt.rx_payload_bytes += seg->len;
+	bool filled_hole = pcb->ooo != NULL;
+	if (filled_hole) {
+		struct ring_buf *more = tcp_ooo_take_ready(pcb);
+		if (more) {
+			b->next = more;
+			stack_buf_chain_fix_tot_len(b);
+		}
+	}
+	pcb->segs_unacked++;
+	rcv_rtt_measure(pcb, seg);
+	uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
+	bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
+	/* quick-ACK mode (connection start, after idle): at once,
+	 * unless interactive, where the reply carries the ACK */
+	bool quick = pcb->quick && !pcb->pingpong;
+	if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
+		ctx->cnt.tx_quick_acks++;
+	/* Inside an rx batch the ACK waits for its end (one for the whole
+	 * batch, as Linux ACKs a GRO aggregate once), unless it tells of a
+	 * filled hole (the sender's recovery needs it now) or quick-ACK mode
+	 * wants every segment ACKed (a starting sender's cwnd grows per ACK). */
+	bool batched = ctx->batch_depth && ctx->set.gro_streams_max && !filled_hole && !quick && !pcb->rd_shut &&
+		       pcb->cb.recv;
+	if (pcb->quickack || filled_hole || two_full || quick) {
+		if (batched)
+			pcb->ack_batch = true;
+		else
+			pcb->ack_now = true;
+	} else if (!pcb->delack_at) {
+		pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
+	}
+	if (seg->flags & TCP_PSH)
+		pcb->ack_pushed = true;
+	deliver(pcb, b);
+	return !callback_killed(pcb);
 }
 
 /* Steps six to eight: payload and FIN. Takes seg->buf when it keeps it. */
@@ -706,34 +765,7 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			pcb->ack_now = true;
 			fin = false;
 		} else if (seg->seq == pcb->rcv_nxt) {
-			seg->buf = NULL;
-			pcb->rcv_nxt += seg->len;
-			pcb->bytes_received += seg->len;
-			ctx->cnt.rx_payload_bytes += seg->len;
-			bool filled_hole = pcb->ooo != NULL;
-			struct ring_buf *more = tcp_ooo_take_ready(pcb);
-			if (more) {
-				struct ring_buf *t = b;
-				t->next = more;
-				stack_buf_chain_fix_tot_len(b);
-			}
-			pcb->segs_unacked++;
-			rcv_rtt_measure(pcb, seg);
-			uint32_t ack_bytes = tcp_max32(pcb->rcv_mss, tcp_min32(TCP_ACK_MIN_BYTES, pcb->mss));
-			bool two_full = pcb->segs_unacked >= 2 && pcb->rcv_nxt - pcb->last_ack_sent > ack_bytes;
-			/* quick-ACK mode (connection start, after idle): at once,
-			 * unless interactive, where the reply carries the ACK */
-			bool quick = pcb->quick && !pcb->pingpong;
-			if (quick && !pcb->ack_now && !two_full && !filled_hole && !pcb->quickack)
-				ctx->cnt.tx_quick_acks++;
-			if (pcb->quickack || filled_hole || two_full || quick)
-				pcb->ack_now = true;
-			else if (!pcb->delack_at)
-				pcb->delack_at = tcp_deadline(ctx, ctx->now_ms + ctx->set.delack_ms);
-			if (seg->flags & TCP_PSH)
-				pcb->ack_pushed = true;
-			deliver(pcb, b);
-			if (callback_killed(pcb))
+			if (!tcp_data_in_order(pcb, seg))
 				return;
 		} else {
 			bool queued = tcp_ooo_insert(pcb, b, seg->seq);
@@ -764,9 +796,9 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		pcb->fin_rcvd = true;
 		pcb->ack_now = true;
 		if (pcb->state == TCP_ESTABLISHED || pcb->state == TCP_SYN_RCVD)
-			pcb->state = TCP_CLOSE_WAIT;
+			tcp_set_state(pcb, TCP_CLOSE_WAIT);
 		else if (pcb->state == TCP_FIN_WAIT_1)
-			pcb->state = TCP_CLOSING;
+			tcp_set_state(pcb, TCP_CLOSING);
 		else
 			tcp_enter_time_wait(pcb);
 		tcp_send_ack(pcb);
@@ -776,11 +808,10 @@ static void process_data(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	}
 }
 
-static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
-			       const struct stack_netif *nif, const struct stack_ip4_info *ip,
-			       const uint8_t *src_mac, uint16_t sport, uint16_t dport)
+static void synchronized_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
+	struct tcp_seg *seg = &rx->seg;
 	bool rst = seg->flags & TCP_RST;
 	uint32_t seg_space = tcp_seg_space(seg);
 
@@ -859,7 +890,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		return;
 	if (pcb->state == TCP_SYN_RCVD) {
 		if (!SEQ_GT(seg->ack, pcb->snd_una) || SEQ_GT(seg->ack, pcb->snd_max)) {
-			tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, seg);
+			tcp_send_rst_reply(ctx, rx);
 			return;
 		}
 		if (pcb->parent && accept_queue_full(pcb->parent)) {
@@ -883,7 +914,7 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_seg *seg,
 		bool fin_pending = pcb->fin_queued;
 		established(pcb);
 		if (fin_pending)
-			pcb->state = TCP_FIN_WAIT_1;
+			tcp_set_state(pcb, TCP_FIN_WAIT_1);
 		struct tcp_pcb *lis = pcb->parent;
 		if (lis) {
 			lis->pending_children--;
@@ -930,14 +961,33 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 
 /* A segment for a connection (or listener) in another engine: the whole
  * TCP segment [h, h + len) goes to the stray hook. */
-static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct stack_ip4_info *ip, const uint8_t *src_mac,
-		       const uint8_t *h, uint32_t len)
+static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct tcp_rx *rx)
 {
+	const struct stack_ip4_info *ip = rx->ip;
 	struct tcp_seg_origin from = { .src = ip->src, .dst = ip->dst, .ttl = ip->ttl, .tos = ip->tos,
 				       .ifindex = ip->ifindex };
-	memcpy(from.src_mac, src_mac, 6);
+	memcpy(from.src_mac, rx->src_mac, 6);
 	ctx->cnt.rx_strays_passed++;
-	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, h, len);
+	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, rx->hdr, rx->len);
+}
+
+/* Per segment of a connection past LISTEN: its counters and quick-ACK mode. */
+void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	pcb->segs_in++;
+	pcb->last_ack_rx_ms = ctx->now_ms;
+	if (seg->len) {
+		/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
+		 * data, and after a silence longer than the RTO (the sender
+		 * restarts from a small window: it needs our ACKs now) */
+		if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
+			tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
+		pcb->last_data_rx_ms = ctx->now_ms;
+		pcb->data_segs_in++;
+		if (seg->len > pcb->rcv_mss)
+			pcb->rcv_mss = seg->len;
+	}
 }
 
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
@@ -953,44 +1003,57 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 	}
 	const uint8_t *h = pkt->data;
 	uint32_t len = pkt->len;
-	uint32_t hlen = len >= TCP_HLEN ? (uint32_t)(h[12] >> 4) * 4 : 0;
+	uint32_t hlen = len >= TCP_HLEN ? stack_tcp_hlen(h) : 0;
 	if (ip->dst_is_multi || len < TCP_HLEN || hlen < TCP_HLEN || hlen > len) {
 		ctx->cnt.rx_bad_header++;
 		ring_buf_free(pkt);
 		return;
 	}
 	if (!ip->l4_csum_trusted &&
-	    stack_csum_fold(stack_csum_add(stack_csum_pseudo(ip->src, ip->dst, 6, (uint16_t)len), h, len)) != 0xffff) {
+	    stack_csum_fold(stack_csum_add(stack_csum_pseudo(ip->src, ip->dst, STACK_IP4_PROTO_TCP, (uint16_t)len), h,
+					   len)) != 0xffff) {
 		ctx->cnt.rx_bad_checksum++;
 		ring_buf_free(pkt);
 		return;
 	}
-	struct tcp_seg seg;
-	uint16_t sport, dport;
-	memcpy(&sport, h, 2);
-	memcpy(&dport, h + 2, 2);
-	seg.seq = get32(h + 4);
-	seg.ack = get32(h + 8);
-	seg.flags = h[13] & 0x3f;
-	seg.ecn_flags = h[13] & (TCP_ECE | TCP_CWR);
-	seg.ip_ecn = ip->tos & TCP_IP_ECN_MASK;
-	seg.wnd = (uint32_t)(h[14] << 8 | h[15]);
-	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg.opt);
+	/* Filled field by field: zeroing the whole (options included) per
+	 * segment cost more than the fast path saves. The options are set by
+	 * the fast path or tcp_opts_parse. */
+	struct tcp_rx rx;
+	rx.nif = nif;
+	rx.ip = ip;
+	rx.src_mac = src_mac;
+	rx.hdr = h;
+	rx.len = len;
+	struct tcp_seg *seg = &rx.seg;
+	memcpy(&rx.sport, h + STACK_TCP_SPORT, 2);
+	memcpy(&rx.dport, h + STACK_TCP_DPORT, 2);
+	seg->seq = stack_get32(h + STACK_TCP_SEQ);
+	seg->ack = stack_get32(h + STACK_TCP_ACK);
+	seg->flags = h[STACK_TCP_FLAGS] & 0x3f;
+	seg->ecn_flags = h[STACK_TCP_FLAGS] & (TCP_ECE | TCP_CWR);
+	seg->ip_ecn = ip->tos & TCP_IP_ECN_MASK;
+	seg->wnd = stack_get16(h + STACK_TCP_WND);
 	pkt->data += hlen;
 	pkt->len = pkt->tot_len = len - hlen;
-	seg.len = pkt->len;
-	seg.buf = pkt;
+	seg->len = pkt->len;
+	seg->buf = pkt;
 
-	if (!sport || !dport) {
+	if (!rx.sport || !rx.dport) {
 		ctx->cnt.rx_bad_header++;
 		ring_buf_free(pkt);
 		return;
 	}
-	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+	struct tcp_pcb *pcb = tcp_pcb_lookup(ctx, ip->dst, rx.dport, ip->src, rx.sport);
 	ctx->depth++;
+	/* The predicted segment of an established connection needs none of
+	 * what follows (Linux's header prediction). */
+	if (pcb && pcb->state == TCP_ESTABLISHED && tcp_fast_path(pcb, &rx, hlen))
+		goto done;
+	tcp_opts_parse(h + TCP_HLEN, hlen - TCP_HLEN, &seg->opt);
 	uint32_t reopen_isn;
 	const uint32_t *isn = NULL;
-	if (pcb && pcb->state == TCP_TIME_WAIT && tw_syn_reopens(pcb, &seg)) {
+	if (pcb && pcb->state == TCP_TIME_WAIT && tw_syn_reopens(pcb, seg)) {
 		/* A new connection on the tuple (RFC 6191, as Linux): TIME_WAIT
 		 * ends and the listener, if any, takes the SYN; our new sequence
 		 * space starts above the old one. */
@@ -998,53 +1061,41 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		isn = &reopen_isn;
 		bool moved_in = pcb->moved_in;
 		tcp_pcb_done(pcb);
-		pcb = tcp_pcb_lookup(ctx, ip->dst, dport, ip->src, sport);
+		pcb = tcp_pcb_lookup(ctx, ip->dst, rx.dport, ip->src, rx.sport);
 		if (moved_in && ctx->stray_fn && (!pcb || pcb->state != TCP_LISTEN)) {
 			/* The connection had moved here from the engine of its
 			 * listener: the new one starts there, and so do the
 			 * segments that follow its SYN. */
-			tcp_handed_note(ctx, ip->dst, dport, ip->src, sport, TCP_HANDED_TO_LISTENER, NULL);
-			pass_stray(ctx, NULL, ip, src_mac, h, len);
+			tcp_handed_note(ctx, ip->dst, rx.dport, ip->src, rx.sport, TCP_HANDED_TO_LISTENER, NULL);
+			pass_stray(ctx, NULL, &rx);
 			pcb = NULL;
 			goto done;
 		}
 	}
 	const struct tcp_handed *hd = NULL;
 	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
-	    !(seg.flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, dport, ip->src, sport)) != NULL) {
+	    !(seg->flags & TCP_SYN) && (hd = tcp_handed_find(ctx, ip->dst, rx.dport, ip->src, rx.sport)) != NULL) {
 		if (hd->kind != TCP_HANDED_KERNEL && ctx->stray_fn)
-			pass_stray(ctx, hd->dest_arg, ip, src_mac, h, len);
+			pass_stray(ctx, hd->dest_arg, &rx);
 		else
 			ctx->cnt.rx_handed_off++;
 	} else if (!pcb || pcb->state == TCP_CLOSED) {
 		ctx->cnt.rx_no_pcb++;
-		tcp_send_rst_reply(ctx, nif, ip, src_mac, sport, dport, &seg);
+		tcp_send_rst_reply(ctx, &rx);
 	} else if (pcb->state == TCP_LISTEN) {
-		listen_input(pcb, &seg, nif, ip, src_mac, sport, dport, isn);
+		listen_input(pcb, &rx, isn);
 	} else {
-		pcb->segs_in++;
-		pcb->last_ack_rx_ms = ctx->now_ms;
-		if (seg.len) {
-			/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
-			 * data, and after a silence longer than the RTO (the sender
-			 * restarts from a small window: it needs our ACKs now) */
-			if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
-				tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
-			pcb->last_data_rx_ms = ctx->now_ms;
-			pcb->data_segs_in++;
-			if (seg.len > pcb->rcv_mss)
-				pcb->rcv_mss = seg.len;
-		}
+		tcp_segment_arrived(pcb, seg);
 		if (pcb->state == TCP_SYN_SENT)
-			syn_sent_input(pcb, &seg, nif, ip, src_mac, sport, dport);
+			syn_sent_input(pcb, &rx);
 		else
-			synchronized_input(pcb, &seg, nif, ip, src_mac, sport, dport);
+			synchronized_input(pcb, &rx);
 	}
 done:
 	ctx->depth--;
 	if (!ctx->depth)
 		tcp_reap(ctx);
-	ring_buf_free(seg.buf);
+	ring_buf_free(seg->buf);
 }
 
 void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,

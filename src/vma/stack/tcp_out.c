@@ -3,18 +3,15 @@
  * recovery allow to leave now. */
 #include "stack/tcp_priv.h"
 #include "stack/stack_csum.h"
+#include "stack/stack_hdr.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define IP4_DF        0x4000
-#define IP4_PROTO_TCP 6
-
+/* What one segment carries besides the connection's template. */
 struct tcp_emit {
-	uint32_t src_ip, dst_ip;
-	uint16_t src_port, dst_port;
-	const uint8_t *dst_mac;
 	uint32_t seq, ack;
 	uint8_t flags;                   /* ECE and CWR included */
 	uint8_t ip_ecn;                  /* the IP header's ECN field (ECT(0) on ECN data) */
@@ -23,18 +20,62 @@ struct tcp_emit {
 	uint32_t optlen;
 };
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static void put32(uint8_t *p, uint32_t v)
+static inline uint64_t add_carry(uint64_t sum, uint64_t v)
 {
-	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+	sum += v;
+	return sum + (sum < v);
 }
 
-static void sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst, uint32_t len)
+/* The headers of a connection from src to dst on nif (template t). */
+static void tmpl_build(struct tcp_tmpl *t, struct stack *st, const struct stack_netif *nif, uint32_t src_ip,
+		       uint32_t dst_ip, uint16_t sport, uint16_t dport, const uint8_t *dst_mac)
 {
-	uint32_t idx = (pcb->sbuf_off + (seq - pcb->sbuf_seq)) % pcb->sbuf_size;
+	uint8_t *eth = t->hdr, *ip = eth + STACK_ETH_HLEN, *th = ip + STACK_IP4_HLEN;
+	memset(t->hdr, 0, sizeof(t->hdr));
+	stack_eth_fill_ip4(eth, dst_mac, nif->mac);
+	ip[STACK_IP4_VER_IHL] = STACK_IP4_VER_IHL_20;
+	stack_put16(ip + STACK_IP4_FRAG, STACK_IP4_DF);
+	ip[STACK_IP4_TTL] = st->set.default_ttl ? st->set.default_ttl : 64;
+	ip[STACK_IP4_PROTO] = STACK_IP4_PROTO_TCP;
+	memcpy(ip + STACK_IP4_SRC, &src_ip, 4);
+	memcpy(ip + STACK_IP4_DST, &dst_ip, 4);
+	/* every word but version/TOS, total length, id and the checksum */
+	t->ip_sum = stack_csum_add(0, ip + STACK_IP4_FRAG, STACK_IP4_CSUM - STACK_IP4_FRAG);
+	t->ip_sum = stack_csum_add(t->ip_sum, ip + STACK_IP4_SRC, 8);
+	memcpy(th + STACK_TCP_SPORT, &sport, 2);
+	memcpy(th + STACK_TCP_DPORT, &dport, 2);
+	/* the pseudo header but its length, and the ports */
+	t->tcp_sum = stack_csum_add(stack_csum_pseudo(src_ip, dst_ip, STACK_IP4_PROTO_TCP, 0), th, 4);
+	t->ip_id = stack_ip4_id_counter(st, src_ip, dst_ip, STACK_IP4_PROTO_TCP);
+	t->nif = nif;
+}
+
+/* The pcb's template, (re)built when it has none for its interface (the
+ * first segment, tcp_set_netif, a move to another engine). */
+static const struct tcp_tmpl *pcb_tmpl(struct tcp_pcb *pcb)
+{
+	if (__builtin_expect(pcb->tmpl.nif != pcb->nif, 0))
+		tmpl_build(&pcb->tmpl, pcb->ctx->st, pcb->nif, pcb->local_ip, pcb->remote_ip, pcb->local_port,
+			   pcb->remote_port, pcb->dst_mac);
+	return &pcb->tmpl;
+}
+
+/* An index into the circular send buffer from one under twice its size
+ * (an offset plus a count within it): no division on the data path. */
+static inline uint32_t sbuf_wrap(const struct tcp_pcb *pcb, uint32_t i)
+{
+	return i >= pcb->sbuf_size ? i - pcb->sbuf_size : i;
+}
+
+/* Copies [seq, seq + len) of the send buffer to dst; returns their sum. */
+static uint64_t sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst, uint32_t len)
+{
+	uint32_t idx = sbuf_wrap(pcb, pcb->sbuf_off + (seq - pcb->sbuf_seq));
 	uint32_t first = tcp_min32(len, pcb->sbuf_size - idx);
-	memcpy(dst, pcb->sbuf + idx, first);
-	memcpy(dst + first, pcb->sbuf, len - first);
+	uint64_t sum = stack_csum_copy(0, dst, pcb->sbuf + idx, first);
+	if (len > first)
+		sum = stack_csum_add_odd(sum, stack_csum_copy(0, dst + first, pcb->sbuf, len - first), first);
+	return sum;
 }
 
 /* The frame of a segment that carries the last byte of stamped writes
@@ -53,10 +94,12 @@ static int emit_stamped(struct tcp_pcb *pcb, const struct stack_netif *nif, stru
 	return r;
 }
 
-/* One frame: Ethernet + IPv4 (DF) + TCP + options + payload from the pcb's
- * send buffer. stamp_pcb: the segment's data ends stamped writes. */
-static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_emit *e,
-		const struct tcp_pcb *data_pcb, uint32_t data_len, struct tcp_pcb *stamp_pcb)
+/* One frame: the template's headers, this segment's fields and options,
+ * and data_len bytes of data_pcb's send buffer copied and summed in one
+ * pass. stamp_pcb: the segment's data ends stamped writes. */
+static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_tmpl *t,
+		const struct tcp_emit *e, const struct tcp_pcb *data_pcb, uint32_t data_len,
+		struct tcp_pcb *stamp_pcb)
 {
 	uint32_t thlen = TCP_HLEN + e->optlen;
 	uint32_t total = STACK_ETH_HLEN + STACK_IP4_HLEN + thlen + data_len;
@@ -72,39 +115,36 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 		return -EMSGSIZE;
 	}
 	uint8_t *eth = b->data, *ip = eth + STACK_ETH_HLEN, *th = ip + STACK_IP4_HLEN;
-	memcpy(eth, e->dst_mac, 6);
-	memcpy(eth + 6, nif->mac, 6);
-	eth[12] = 0x08;
-	eth[13] = 0x00;
-	ip[0] = 0x45;
-	ip[1] = e->ip_ecn;
-	put16(ip + 2, (uint16_t)(STACK_IP4_HLEN + thlen + data_len));
-	put16(ip + 4, stack_ip4_next_id(ctx->st, e->src_ip, e->dst_ip, IP4_PROTO_TCP));
-	put16(ip + 6, IP4_DF);
-	ip[8] = ctx->st->set.default_ttl ? ctx->st->set.default_ttl : 64;
-	ip[9] = IP4_PROTO_TCP;
-	ip[10] = ip[11] = 0;
-	memcpy(ip + 12, &e->src_ip, 4);
-	memcpy(ip + 16, &e->dst_ip, 4);
+	/* Fields in network order, each stored once and summed from the
+	 * register: reading back bytes just stored in pieces stalls the CPU
+	 * (a store-forwarding miss per field cost more than the rest). */
+	uint16_t ver_tos = htons((uint16_t)(STACK_IP4_VER_IHL_20 << 8 | e->ip_ecn));
+	uint16_t tot_len = htons((uint16_t)(STACK_IP4_HLEN + thlen + data_len));
+	uint16_t id = htons((*t->ip_id)++);
+	uint32_t seq = htonl(e->seq), ack = htonl(e->ack);
+	uint16_t doff_flags = htons((uint16_t)((thlen / 4) << 12 | e->flags)), wnd = htons(e->wnd);
+	memcpy(eth, t->hdr, TCP_TMPL_LEN);
+	memcpy(ip + STACK_IP4_VER_IHL, &ver_tos, 2);
+	memcpy(ip + STACK_IP4_TOT_LEN, &tot_len, 2);
+	memcpy(ip + STACK_IP4_ID, &id, 2);
 	if (ctx->st->set.tx_ip_checksum) {
-		uint16_t c = stack_csum_finish(stack_csum_add(0, ip, STACK_IP4_HLEN));
-		memcpy(ip + 10, &c, 2);
+		/* the template's sum plus the three words this segment wrote */
+		uint16_t c = stack_csum_finish(t->ip_sum + ver_tos + tot_len + id);
+		memcpy(ip + STACK_IP4_CSUM, &c, 2);
 	}
-	memcpy(th, &e->src_port, 2);
-	memcpy(th + 2, &e->dst_port, 2);
-	put32(th + 4, e->seq);
-	put32(th + 8, e->ack);
-	th[12] = (uint8_t)((thlen / 4) << 4);
-	th[13] = e->flags;
-	put16(th + 14, e->wnd);
-	th[16] = th[17] = th[18] = th[19] = 0;
+	memcpy(th + STACK_TCP_SEQ, &seq, 4);
+	memcpy(th + STACK_TCP_ACK, &ack, 4);
+	memcpy(th + STACK_TCP_DOFF, &doff_flags, 2);
+	memcpy(th + STACK_TCP_WND, &wnd, 2);
 	memcpy(th + TCP_HLEN, e->opts, e->optlen);
+	/* the header is a multiple of 4 bytes: the data's sum adds as it is */
+	uint64_t sum = t->tcp_sum + htons((uint16_t)(thlen + data_len)) + seq + ack + doff_flags + wnd;
+	if (e->optlen)
+		sum = stack_csum_add(sum, e->opts, e->optlen);
 	if (data_len)
-		sbuf_copy_out(data_pcb, e->seq, th + thlen, data_len);
-	uint64_t sum = stack_csum_pseudo(e->src_ip, e->dst_ip, IP4_PROTO_TCP,
-					 (uint16_t)(thlen + data_len));
-	uint16_t c = stack_csum_finish(stack_csum_add(sum, th, thlen + data_len));
-	memcpy(th + 16, &c, 2);
+		sum = add_carry(sum, sbuf_copy_out(data_pcb, e->seq, th + thlen, data_len));
+	uint16_t c = stack_csum_finish(sum);
+	memcpy(th + STACK_TCP_CSUM, &c, 2);
 	b->len = b->tot_len = total;
 	ctx->cnt.tx_segments++;
 	ctx->st->cnt.tx_frames++;
@@ -136,7 +176,7 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 		bool synack = flags & TCP_ACK;
 		const struct tcp_settings *s = &pcb->ctx->set;
 		o[n++] = 2; o[n++] = 4;
-		put16(o + n, (uint16_t)pcb->adv_mss);
+		stack_put16(o + n, (uint16_t)pcb->adv_mss);
 		n += 2;
 		if (synack ? pcb->ws_ok : s->window_scaling) {
 			o[n++] = 1; o[n++] = 3; o[n++] = 3; o[n++] = pcb->rcv_wscale;
@@ -153,16 +193,16 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 				o[n++] = 1; o[n++] = 1;
 			}
 			o[n++] = 8; o[n++] = 10;
-			put32(o + n, (uint32_t)pcb->ctx->now_ms);
-			put32(o + n + 4, synack ? pcb->ts_recent : 0);
+			stack_put32(o + n, (uint32_t)pcb->ctx->now_ms);
+			stack_put32(o + n + 4, synack ? pcb->ts_recent : 0);
 			n += 8;
 		}
 		return n;
 	}
 	if (pcb->ts_ok) {
 		o[n++] = 1; o[n++] = 1; o[n++] = 8; o[n++] = 10;
-		put32(o + n, (uint32_t)pcb->ctx->now_ms);
-		put32(o + n + 4, pcb->ts_recent);
+		stack_put32(o + n, (uint32_t)pcb->ctx->now_ms);
+		stack_put32(o + n + 4, pcb->ts_recent);
 		n += 8;
 	}
 	bool dsack = pcb->dsack_pending && !len && (flags & TCP_ACK);
@@ -177,8 +217,8 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 		if (nb) {
 			o[n++] = 1; o[n++] = 1; o[n++] = 5; o[n++] = (uint8_t)(2 + 8 * nb);
 			for (unsigned i = 0; i < nb; i++) {
-				put32(o + n, r[i].start);
-				put32(o + n + 4, r[i].end);
+				stack_put32(o + n, r[i].start);
+				stack_put32(o + n + 4, r[i].end);
 				n += 8;
 			}
 		}
@@ -186,21 +226,11 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 	return n;
 }
 
-static void emit_init(struct tcp_emit *e, const struct tcp_pcb *pcb)
-{
-	e->src_ip = pcb->local_ip;
-	e->dst_ip = pcb->remote_ip;
-	e->src_port = pcb->local_port;
-	e->dst_port = pcb->remote_port;
-	e->dst_mac = pcb->dst_mac;
-	e->ip_ecn = 0;
-}
-
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags)
 {
 	struct tcp_emit e;
 
-	emit_init(&e, pcb);
+	e.ip_ecn = 0;
 	if (pcb->state != TCP_SYN_SENT || !(flags & TCP_SYN))
 		flags |= TCP_ACK;
 	e.seq = seq;
@@ -241,7 +271,7 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		if (len && pcb->last_data_rx_ms &&
 		    pcb->ctx->now_ms - pcb->last_data_rx_ms < pcb->ctx->set.delack_ms)
 			pcb->pingpong = true;
-		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = false;
+		pcb->ack_now = pcb->ack_delayed = pcb->ack_pushed = pcb->ack_batch = pcb->ack_batch_sack = false;
 		pcb->delack_at = 0;
 		pcb->segs_unacked = 0;
 		pcb->ofo_held_acks = 0;
@@ -268,7 +298,13 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	if (__builtin_expect(pcb->tx_stamps != NULL, 0) && len && SEQ_GT(seq + len, pcb->snd_max) &&
 	    pcb->tx_stamps->sent < pcb->tx_stamps->count)
 		stamp = pcb;
-	return emit(pcb->ctx, pcb->nif, &e, pcb, len, stamp);
+	int rc = emit(pcb->ctx, pcb->nif, pcb_tmpl(pcb), &e, pcb, len, stamp);
+	if (rc == 0 && (len || (flags & TCP_FIN)) && !(flags & TCP_SYN)) {
+		tcp_txq_sent(pcb, seq, seq + len + !!(flags & TCP_FIN), flags & TCP_FIN);
+		if (pcb->in_recovery)
+			pcb->prr_out += len ? len : 1;
+	}
+	return rc;
 }
 
 void tcp_send_ack(struct tcp_pcb *pcb)
@@ -278,81 +314,61 @@ void tcp_send_ack(struct tcp_pcb *pcb)
 
 void tcp_send_rst(struct tcp_pcb *pcb)
 {
-	struct tcp_emit e;
-
-	emit_init(&e, pcb);
-	e.seq = pcb->snd_nxt;
-	e.ack = pcb->rcv_nxt;
-	e.flags = TCP_RST | TCP_ACK;
-	e.wnd = 0;
-	e.optlen = 0;
+	struct tcp_emit e = { .seq = pcb->snd_nxt, .ack = pcb->rcv_nxt, .flags = TCP_RST | TCP_ACK };
 	pcb->ctx->cnt.tx_rsts++;
-	emit(pcb->ctx, pcb->nif, &e, NULL, 0, NULL);
+	emit(pcb->ctx, pcb->nif, pcb_tmpl(pcb), &e, NULL, 0, NULL);
+}
+
+/* A segment to the sender of rx that no connection sends (a reset, a SYN
+ * cookie's SYN-ACK): its headers built for it alone. */
+static void reply(struct tcp_ctx *ctx, const struct tcp_rx *rx, const struct tcp_emit *e)
+{
+	struct tcp_tmpl t;
+	const struct stack_netif *nif = rx->nif ? rx->nif : ctx->nif;
+	tmpl_build(&t, ctx->st, nif, rx->ip->dst, rx->ip->src, rx->dport, rx->sport, rx->src_mac);
+	emit(ctx, nif, &t, e, NULL, 0, NULL);
 }
 
 /* RFC 9293 3.5.2: the reset for a segment that belongs to no connection. */
-void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
-			const struct stack_ip4_info *ip,
-			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
-			const struct tcp_seg *seg)
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct tcp_rx *rx)
 {
-	struct tcp_emit e;
+	const struct tcp_seg *seg = &rx->seg;
+	struct tcp_emit e = { .flags = TCP_RST };
 
-	if (!src_mac || (seg->flags & TCP_RST))
+	if (!rx->src_mac || (seg->flags & TCP_RST))
 		return;
-	e.src_ip = ip->dst;
-	e.dst_ip = ip->src;
-	e.src_port = dport;
-	e.dst_port = sport;
-	e.dst_mac = src_mac;
 	if (seg->flags & TCP_ACK) {
 		e.seq = seg->ack;
-		e.ack = 0;
-		e.flags = TCP_RST;
 	} else {
-		e.seq = 0;
-		e.ack = seg->seq + seg->len + !!(seg->flags & TCP_SYN) + !!(seg->flags & TCP_FIN);
+		e.ack = seg->seq + tcp_seg_space(seg);
 		e.flags = TCP_RST | TCP_ACK;
 	}
-	e.wnd = 0;
-	e.optlen = 0;
 	ctx->cnt.tx_rsts++;
-	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0, NULL);
+	reply(ctx, rx, &e);
 }
 
-void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
-			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
-			    uint32_t mss, uint16_t wnd)
+void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct tcp_rx *rx, uint32_t iss, uint32_t ack, uint32_t mss,
+			    uint16_t wnd)
 {
-	struct tcp_emit e;
-
-	if (!src_mac)
-		return;
-	e.src_ip = ip->dst;
-	e.dst_ip = ip->src;
-	e.src_port = dport;
-	e.dst_port = sport;
-	e.dst_mac = src_mac;
-	e.seq = iss;
-	e.ack = ack;
-	e.flags = TCP_SYN | TCP_ACK;
 	/* No window scale, SACK or timestamps: nothing would remember that
 	 * we offered them. */
-	e.wnd = wnd;
-	e.opts[0] = 2;
-	e.opts[1] = 4;
-	put16(e.opts + 2, (uint16_t)mss);
-	e.optlen = 4;
+	struct tcp_emit e = { .seq = iss, .ack = ack, .flags = TCP_SYN | TCP_ACK, .wnd = wnd,
+			      .opts = { 2, 4 }, .optlen = 4 };
+
+	if (!rx->src_mac)
+		return;
+	stack_put16(e.opts + 2, (uint16_t)mss);
 	ctx->cnt.tx_syncookies++;
-	emit(ctx, nif ? nif : ctx->nif, &e, NULL, 0, NULL);
+	reply(ctx, rx, &e);
 }
 
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
 {
 	if (!n)
 		return;   /* also: a TIME_WAIT pcb has no buffer left */
+	VMA_ASSERT(n <= pcb->sbuf_len && pcb->sbuf_len <= pcb->sbuf_size);
 	pcb->sbuf_len -= n;
-	pcb->sbuf_off = (pcb->sbuf_off + n) % pcb->sbuf_size;
+	pcb->sbuf_off = sbuf_wrap(pcb, pcb->sbuf_off + n);
 	pcb->sbuf_seq += n;
 }
 
@@ -402,6 +418,7 @@ void tcp_tx_stamp_transmit(struct tcp_pcb *pcb, uint32_t end, unsigned kind, con
 void tcp_tx_stamp_acked(struct tcp_pcb *pcb)
 {
 	struct tcp_tx_stamps *t = pcb->tx_stamps;
+	VMA_ASSERT(t->count <= TCP_TX_STAMPS_MAX && t->sent <= t->count && t->head < TCP_TX_STAMPS_MAX);
 	while (t->count && SEQ_LEQ(t->rec[t->head].end, pcb->snd_una)) {
 		tx_stamp_due(pcb, &t->rec[t->head], TCP_TX_STAMP_ACK, NULL, 0);
 		t->head = (t->head + 1) % TCP_TX_STAMPS_MAX;
@@ -506,11 +523,12 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	if (!room)
 		return -EAGAIN;
 	uint32_t n = tcp_min32(room, len);
-	uint32_t idx = (pcb->sbuf_off + pcb->sbuf_len) % pcb->sbuf_size;
+	uint32_t idx = sbuf_wrap(pcb, pcb->sbuf_off + pcb->sbuf_len);
 	uint32_t first = tcp_min32(n, pcb->sbuf_size - idx);
 	memcpy(pcb->sbuf + idx, data, first);
 	memcpy(pcb->sbuf, (const uint8_t *)data + first, n - first);
 	pcb->sbuf_len += n;
+	VMA_ASSERT(pcb->sbuf_len <= pcb->sbuf_size);
 	if (flags & TCP_WRITE_MORE)
 		return (int)n;
 	if (flags & TCP_WRITE_PUSH) {
@@ -524,107 +542,53 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	return (int)n;
 }
 
-/* RFC 6675 "pipe", simplified: sent and not yet acknowledged, minus what the
- * peer SACKed, minus holes below the highest SACK not yet resent (lost). */
-static uint32_t recovery_pipe(const struct tcp_pcb *pcb)
+/* Resends the records deemed lost, lowest first, while the window allows
+ * (in the loss state after an RTO only those below snd_nxt: the rest is
+ * resent from snd_nxt anyway). SACKed parts of a record are skipped; a
+ * record once started goes whole. */
+static void resend_lost(struct tcp_pcb *pcb, uint32_t *pipe)
 {
-	uint32_t flight = pcb->snd_max - pcb->snd_una;
-	uint32_t out = tcp_sack_bytes(pcb);
-	if (pcb->sack_ok && pcb->nsacked) {
-		uint32_t high = tcp_sack_highest(pcb);
-		uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
-		while (SEQ_LT(seq, high)) {
+	struct tcp_txq *q = &pcb->txq;
+	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
+	uint32_t seg_max = tcp_seg_max(pcb);
+	uint32_t off = q->lost_hint;
+
+	for (; off < q->count && q->lost_segs; off++) {
+		struct tcp_txseg *r = tcp_txq_at(q, off);
+		if (!(r->flags & TCP_TXSEG_LOST))
+			continue;
+		if (*pipe >= pcb->cwnd || (pcb->in_loss && SEQ_GEQ(r->start, pcb->snd_nxt)))
+			break;
+		pcb->rtt_timing = false;   /* Karn */
+		if (r->flags & TCP_TXSEG_FIN) {
+			if (tcp_send_segment(pcb, data_end, 0, TCP_FIN) != 0)
+				break;
+			*pipe += 1;
+			continue;
+		}
+		uint32_t seq = r->start, end = r->end;
+		bool failed = false;
+		while (SEQ_LT(seq, end)) {
 			uint32_t run_end;
-			if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
+			if (pcb->nsacked && tcp_sack_is_sacked(pcb, seq, &run_end)) {
 				seq = run_end;
 				continue;
 			}
-			uint32_t hole_end = run_end;   /* next sacked start, or high */
-			out += hole_end - seq;
-			seq = hole_end;
+			uint32_t stop = pcb->nsacked && SEQ_LT(run_end, end) ? run_end : end;
+			uint32_t len = tcp_min32(stop - seq, seg_max);
+			if (SEQ_GT(seq + len, data_end))
+				len = SEQ_GT(data_end, seq) ? data_end - seq : 0;
+			if (!len || tcp_send_segment(pcb, seq, len, 0) != 0) {
+				failed = true;
+				break;
+			}
+			*pipe += len;
+			seq += len;
 		}
-	} else {
-		out = tcp_min32(flight, pcb->dupacks * pcb->mss);
-	}
-	return flight > out ? flight - out : 0;
-}
-
-/* Resends holes (not SACKed, below the highest SACK) while the pipe allows. */
-static void resend_holes(struct tcp_pcb *pcb, uint32_t *pipe)
-{
-	uint32_t high = tcp_sack_highest(pcb);
-	uint32_t seq = SEQ_GT(pcb->rexmit_next, pcb->snd_una) ? pcb->rexmit_next : pcb->snd_una;
-	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-
-	while (SEQ_LT(seq, high) && *pipe < pcb->cwnd) {
-		uint32_t run_end;
-		if (tcp_sack_is_sacked(pcb, seq, &run_end)) {
-			seq = run_end;
-			continue;
-		}
-		uint32_t len = tcp_min32(tcp_min32(run_end - seq, tcp_seg_max(pcb)), data_end - seq);
-		if (!len || SEQ_GEQ(seq, data_end))
+		if (failed)
 			break;
-		if (tcp_send_segment(pcb, seq, len, 0) != 0)
-			break;
-		pcb->rtt_timing = false;
-		*pipe += len;
-		seq += len;
-		pcb->rexmit_next = seq;
-		pcb->rexmit_mark = pcb->snd_max;
-		if (!pcb->rexmit_probe_at)
-			tcp_arm_rexmit_probe(pcb);
 	}
-}
-
-/* About two round trips: an ACK for a resent hole is overdue by then. The
- * clock is in ms, so on a sub-ms path srtt is 0-1 and the floor decides. */
-void tcp_arm_rexmit_probe(struct tcp_pcb *pcb)
-{
-	uint64_t wait = 2ull * pcb->srtt_ms + 4ull * pcb->rttvar_ms + 2;
-	wait <<= tcp_min32(pcb->rexmit_probe_backoff, 6);
-	if (wait > pcb->rto_ms)
-		wait = pcb->rto_ms;
-	pcb->rexmit_probe_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + wait);
-}
-
-/* PTO (RFC 8985 section 7.2): two round trips, at least TCP_TLP_MIN_MS (the
- * ms clock and a peer's scheduling make shorter ones spurious); with one
- * segment out the peer may hold its ACK for the delayed-ACK timer, so that
- * allowance is added (Linux's minimum delayed ACK). A PTO at or after the
- * RTO is pointless: the RTO acts first. */
-#define TCP_TLP_MIN_MS 10u
-#define TCP_TLP_DELACK_ALLOWANCE_MS 40u
-void tcp_arm_tlp(struct tcp_pcb *pcb)
-{
-	pcb->tlp_at = 0;
-	switch (pcb->state) {
-	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING:
-	case TCP_LAST_ACK:
-		break;
-	default:
-		return;
-	}
-	/* not in any recovery: fast recovery has its own probe, and after an
-	 * RTO (backoff until a new ACK) the whole flight is being resent */
-	if (pcb->tlp_sent || pcb->in_recovery || pcb->backoff || pcb->snd_una == pcb->snd_max ||
-	    !pcb->rto_at ||
-	    (!pcb->srtt_ms && !pcb->rttvar_ms))
-		return;
-	uint64_t pto = tcp_max32(2 * pcb->srtt_ms, TCP_TLP_MIN_MS);
-	if (pcb->snd_max - pcb->snd_una <= pcb->mss)
-		pto += TCP_TLP_DELACK_ALLOWANCE_MS;
-	uint64_t at = pcb->ctx->now_ms + pto;
-	if (at < pcb->rto_at)
-		pcb->tlp_at = tcp_deadline(pcb->ctx, at);
-}
-
-void tcp_rexmit_lost_again(struct tcp_pcb *pcb)
-{
-	pcb->rexmit_next = pcb->snd_una;
-	pcb->rexmit_mark = pcb->snd_max;
-	pcb->rexmit_probe_at = 0;
-	pcb->ctx->cnt.tx_lost_rexmits++;
+	q->lost_hint = off;
 }
 
 int tcp_output(struct tcp_pcb *pcb)
@@ -641,12 +605,15 @@ int tcp_output(struct tcp_pcb *pcb)
 		return 0;
 	}
 	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-	uint32_t pipe = pcb->in_recovery ? recovery_pipe(pcb) : tcp_flight(pcb);
+	uint32_t pipe = pcb->in_recovery ? tcp_recovery_pipe(pcb) : tcp_flight(pcb);
 	bool sent_any = false;
 	bool above_lowat = pcb->notsent_lowat != UINT32_MAX && tcp_sndbuf_notsent(pcb) >= pcb->notsent_lowat;
 
-	if (pcb->in_recovery && pcb->sack_ok && pcb->nsacked)
-		resend_holes(pcb, &pipe);
+	if ((pcb->in_recovery || pcb->in_loss) && pcb->txq.lost_segs) {
+		uint64_t before = pcb->segs_out;
+		resend_lost(pcb, &pipe);
+		sent_any = pcb->segs_out != before;
+	}
 	for (;;) {
 		uint32_t seq = pcb->snd_nxt;
 		uint32_t run_end;
@@ -657,7 +624,8 @@ int tcp_output(struct tcp_pcb *pcb)
 		uint32_t avail = data_end - seq;
 		uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
 		uint32_t by_wnd = SEQ_GT(wnd_edge, seq) ? wnd_edge - seq : 0;
-		uint32_t by_cwnd = pcb->cwnd > pipe ? pcb->cwnd - pipe : 0;
+		/* in recovery PRR's cwnd admits whole segments */
+		uint32_t by_cwnd = pcb->cwnd > pipe ? (pcb->in_recovery ? UINT32_MAX : pcb->cwnd - pipe) : 0;
 		uint32_t seg_max = tcp_seg_max(pcb);
 		uint32_t len = tcp_min32(tcp_min32(avail, seg_max), tcp_min32(by_wnd, by_cwnd));
 		if (pcb->nsacked && SEQ_LT(seq, tcp_sack_highest(pcb)))
@@ -674,7 +642,18 @@ int tcp_output(struct tcp_pcb *pcb)
 			break;
 		if (len < seg_max && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
-		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) != 0)
+		if (SEQ_GT(seq + len, pcb->snd_max) && !tcp_txq_room(&pcb->txq))
+			break;   /* as many segments in flight as records: wait for ACKs */
+		/* PSH on the last segment of the data (Linux's push at the end of
+		 * a write) and on the last one cwnd or the window let out while
+		 * more waits: we now wait for an ACK, and a Linux receiver
+		 * delays its ACK of an unpushed lone segment up to 40 ms but
+		 * ACKs a pushed one as soon as its reader takes it (a flight
+		 * whose ACK was lost otherwise waits for that timer). */
+		bool limited = len < avail &&
+			       ((pcb->in_recovery ? pipe + len >= pcb->cwnd : by_cwnd - len < seg_max) ||
+				by_wnd - len < seg_max);
+		if (tcp_send_segment(pcb, seq, len, seq + len == data_end || limited ? TCP_PSH : 0) != 0)
 			break;
 		if (!pcb->rtt_timing && SEQ_GEQ(seq, pcb->snd_max)) {
 			pcb->rtt_timing = true;
@@ -693,6 +672,7 @@ int tcp_output(struct tcp_pcb *pcb)
 			tcp_arm_rto(pcb);
 	}
 	if (pcb->fin_queued && pcb->snd_nxt == data_end &&
+	    (SEQ_LT(data_end, pcb->snd_max) || tcp_txq_room(&pcb->txq)) &&
 	    tcp_send_segment(pcb, data_end, 0, TCP_FIN) == 0) {
 		pcb->fin_sent = true;
 		pcb->snd_nxt = data_end + 1;

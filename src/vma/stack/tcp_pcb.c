@@ -34,16 +34,6 @@ void tcp_settings_default(struct tcp_settings *out)
 	out->gro_streams_max = 32;
 }
 
-static const char *const state_names[] = {
-	"CLOSED", "LISTEN", "SYN_SENT", "SYN_RCVD", "ESTABLISHED", "FIN_WAIT_1",
-	"FIN_WAIT_2", "CLOSE_WAIT", "CLOSING", "LAST_ACK", "TIME_WAIT"
-};
-
-const char *tcp_state_name(enum tcp_state s)
-{
-	return (unsigned)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
-}
-
 /* announce: the MSS our SYN carries (the route's advmss wins); else the
  * bound on what we send (the path MTU). */
 static uint32_t mss_limit(const struct tcp_ctx *ctx, const struct stack_netif *nif, uint32_t mss_clamp,
@@ -192,17 +182,6 @@ void tcp_quickack_grant(struct tcp_pcb *pcb, uint32_t max)
 		pcb->quick = (uint8_t)n;
 }
 
-void tcp_estab_count(struct tcp_pcb *pcb, bool on)
-{
-	if (pcb->counted_estab == on)
-		return;
-	pcb->counted_estab = on;
-	if (on)
-		pcb->ctx->cnt.curr_estab++;
-	else
-		pcb->ctx->cnt.curr_estab--;
-}
-
 struct tcp_ctx *tcp_ctx_create(struct stack *st, const struct stack_netif *nif,
 			       const struct tcp_settings *set)
 {
@@ -313,13 +292,18 @@ static void pcb_unhash(struct tcp_pcb *pcb)
 	if (pcb->hashed == TCP_HASH_NONE)
 		return;
 	struct tcp_hash *h = table_of(pcb->ctx, pcb->hashed);
+	bool found = false;
 	for (struct tcp_pcb **pp = &h->bucket[pcb_hash(pcb, pcb->hashed) & h->mask]; *pp;
 	     pp = &(*pp)->hnext) {
 		if (*pp == pcb) {
 			*pp = pcb->hnext;
+			found = true;
 			break;
 		}
 	}
+	/* pcb tables: a hashed pcb is in the chain of its key */
+	VMA_ASSERT(found && h->count > 0);
+	(void)found;
 	pcb->hnext = NULL;
 	pcb->hashed = TCP_HASH_NONE;
 	h->count--;
@@ -352,6 +336,7 @@ static void pcb_free_now(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
 
+	VMA_ASSERT(ctx->npcbs > 0 && (pcb->prev || ctx->pcbs == pcb));
 	pcb_unhash(pcb);
 	if (pcb->prev)
 		pcb->prev->next = pcb->next;
@@ -364,6 +349,7 @@ static void pcb_free_now(struct tcp_pcb *pcb)
 	tcp_batch_drop_pcb(pcb);
 	tcp_ooo_free(pcb);
 	free(pcb->sbuf);
+	tcp_txq_free(&pcb->txq);
 	free(pcb->tx_stamps);
 	free(pcb);
 }
@@ -404,6 +390,8 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		free(pcb);
 		return NULL;
 	}
+	/* without records (no memory) the pcb works, with no RACK */
+	tcp_txq_init(&pcb->txq, snd_buf);
 	pcb->ctx = ctx;
 	pcb->nif = nif ? nif : (tmpl ? tmpl->nif : ctx->nif);
 	pcb->sbuf_size = snd_buf;
@@ -468,6 +456,7 @@ struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport
 		struct tcp_pcb *p = ctx->conns.bucket[conn_hash(ctx, lip, lport, rip, rport) & ctx->conns.mask];
 		for (; p; p = p->hnext) {
 			steps++;
+			VMA_ASSERT(p->hashed == TCP_HASH_CONN && p->ctx == ctx);
 			if (p->remote_port == rport && p->local_port == lport && p->remote_ip == rip &&
 			    p->local_ip == lip && !p->dead && p->state != TCP_CLOSED) {
 				ctx->cnt.lookup_steps += steps;
@@ -514,7 +503,7 @@ int tcp_listen(struct tcp_pcb *pcb, unsigned backlog)
 {
 	if (!pcb->bound || (pcb->state != TCP_CLOSED && pcb->state != TCP_LISTEN))
 		return -EINVAL;
-	pcb->state = TCP_LISTEN;
+	tcp_set_state(pcb, TCP_LISTEN);
 	/* 0 as Linux: every SYN is answered with a cookie, one connection
 	 * may wait to be accepted. */
 	pcb->backlog = backlog;
@@ -556,13 +545,12 @@ int tcp_connect(struct tcp_pcb *pcb, uint32_t ip, uint16_t port, uint32_t local_
 	pcb->iss = reuse ? reuse_isn : tcp_isn(pcb->ctx, pcb->local_ip, pcb->local_port, ip, port);
 	pcb->snd_una = pcb->snd_nxt = pcb->snd_max = pcb->snd_sml = pcb->iss;
 	pcb->sbuf_seq = pcb->iss + 1;
-	pcb->state = TCP_SYN_SENT;
+	tcp_set_state(pcb, TCP_SYN_SENT);
 	pcb->rcv_wscale = pcb->ctx->set.window_scaling ? tcp_pcb_wscale(pcb) : 0;
 	tcp_mss_reset(pcb);
 	pcb->una_since_ms = pcb->ctx->now_ms;
 	pcb->rtt_start_ms = pcb->ctx->now_ms;
 	pcb->rtt_start_us = pcb->ctx->now_us;
-	pcb->ctx->cnt.active_opens++;
 	tcp_cc_init(pcb);
 	int rc = tcp_send_segment(pcb, pcb->iss, 0, TCP_SYN);
 	pcb->snd_nxt = pcb->snd_max = pcb->iss + 1;
@@ -576,12 +564,10 @@ static void queue_fin(struct tcp_pcb *pcb)
 		return;
 	pcb->fin_queued = true;
 	pcb->wr_shut = true;
-	if (pcb->state != TCP_CLOSE_WAIT)
-		tcp_estab_count(pcb, false);
 	if (pcb->state == TCP_ESTABLISHED || pcb->state == TCP_SYN_RCVD)
-		pcb->state = TCP_FIN_WAIT_1;
+		tcp_set_state(pcb, TCP_FIN_WAIT_1);
 	else if (pcb->state == TCP_CLOSE_WAIT)
-		pcb->state = TCP_LAST_ACK;
+		tcp_set_state(pcb, TCP_LAST_ACK);
 	tcp_output(pcb);
 }
 
@@ -651,10 +637,7 @@ void tcp_pcb_release(struct tcp_pcb *pcb)
 		pcb->parent->pending_children--;
 		pcb->parent = NULL;
 	}
-	if (pcb->state == TCP_SYN_SENT || pcb->state == TCP_SYN_RCVD)
-		pcb->ctx->cnt.attempt_fails++;
-	tcp_estab_count(pcb, false);
-	pcb->state = TCP_CLOSED;
+	tcp_set_state(pcb, TCP_CLOSED);
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
 	tcp_batch_drop_pcb(pcb);
 	pcb_unhash(pcb);
@@ -673,10 +656,9 @@ void tcp_pcb_done(struct tcp_pcb *pcb)
 		return;
 	}
 	pcb_unhash(pcb);
-	tcp_estab_count(pcb, false);
-	pcb->state = TCP_CLOSED;
+	tcp_set_state(pcb, TCP_CLOSED);
 	pcb->rto_at = pcb->delack_at = pcb->persist_at = pcb->keepalive_at = pcb->timewait_at = 0;
-	pcb->tlp_at = 0;
+	pcb->tlp_at = pcb->rack_at = 0;
 	pcb->keepalive = false;
 	tcp_ooo_free(pcb);
 }
@@ -712,7 +694,7 @@ void tcp_reap(struct tcp_ctx *ctx)
 
 void tcp_enter_time_wait(struct tcp_pcb *pcb)
 {
-	pcb->state = TCP_TIME_WAIT;
+	tcp_set_state(pcb, TCP_TIME_WAIT);
 	/* Nothing will be sent from it again (our FIN is acknowledged): a
 	 * connection-rate workload keeps thousands of pcbs here for 2 MSL, so
 	 * they should not each hold a send buffer (one mmap each at 256 KiB). */
@@ -721,9 +703,10 @@ void tcp_enter_time_wait(struct tcp_pcb *pcb)
 		pcb->sbuf = NULL;
 		pcb->sbuf_size = 0;
 		pcb->sbuf_off = 0;
+		tcp_txq_free(&pcb->txq);
 	}
 	pcb->rto_at = pcb->persist_at = pcb->keepalive_at = pcb->delack_at = 0;
-	pcb->tlp_at = 0;
+	pcb->tlp_at = pcb->rack_at = 0;
 	pcb->timewait_at = pcb->ctx->now_ms + pcb->ctx->set.time_wait_ms;
 	if (!pcb->timewait_at)
 		pcb->timewait_at = 1;
@@ -783,8 +766,8 @@ void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf)
 	}
 	if (snd_buf && pcb->sbuf) {
 		uint32_t size = tcp_max32(snd_buf, pcb->sbuf_len);
-		if (size && size != pcb->sbuf_size)
-			sbuf_resize(pcb, size);   /* on failure the old buffer stays */
+		if (size && size != pcb->sbuf_size && sbuf_resize(pcb, size))   /* on failure the old buffer stays */
+			tcp_txq_resize(&pcb->txq, size);   /* and so may the records */
 	}
 }
 
@@ -993,7 +976,7 @@ int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_net
 	to->cnt.moved_in++;
 	/* Its timers are absolute times on the same clock: the new engine
 	 * learns of the earliest one. */
-	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rexmit_probe_at };
+	const uint64_t fine[] = { pcb->rto_at, pcb->delack_at, pcb->persist_at, pcb->tlp_at, pcb->rack_at };
 	for (unsigned i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
 		if (fine[i])
 			tcp_deadline(to, fine[i]);
@@ -1030,16 +1013,16 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->adv_mss = pcb->adv_mss;
 	uint32_t mss = pcb->mss ? pcb->mss : 536;
 	uint32_t out = pcb->snd_max - pcb->snd_una;
-	o->unacked = (out + mss - 1) / mss;
-	uint32_t sacked = tcp_sack_bytes(pcb);
-	o->sacked = (sacked + mss - 1) / mss;
-	if (pcb->backoff || (pcb->in_recovery && pcb->nsacked)) {
-		/* not SACKed and below the highest SACK, or everything after an RTO */
-		uint32_t span = pcb->backoff ? out : tcp_sack_highest(pcb) - pcb->snd_una;
-		uint32_t holes = span > sacked ? span - sacked : 0;
-		o->lost = (holes + mss - 1) / mss;
-	} else if (pcb->in_recovery) {
-		o->lost = 1;   /* NewReno: the segment at SND.UNA */
+	const struct tcp_txq *q = &pcb->txq;
+	if (q->seg) {
+		/* the transmission records: segments as Linux counts packets */
+		o->unacked = q->count;
+		o->sacked = q->sacked_segs;
+		o->lost = pcb->in_loss ? q->count - q->sacked_segs : q->lost_segs;
+	} else {
+		o->unacked = (out + mss - 1) / mss;
+		o->sacked = (tcp_sack_bytes(pcb) + mss - 1) / mss;
+		o->lost = pcb->in_recovery || pcb->backoff;
 	}
 	o->rcv_space = pcb->rcv_buf;
 	o->snd_buf_used = pcb->sbuf_len;
@@ -1062,8 +1045,7 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->notsent = tcp_sndbuf_notsent(pcb);
 	o->pmtu = pcb->nif ? pcb->nif->mtu : 0;
 	o->delack_ms = pcb->ctx->set.delack_ms;
-	/* No per-segment records: whole segments of what was acknowledged. */
-	o->delivered = (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
+	o->delivered = q->seg ? (uint32_t)pcb->delivered_segs : (uint32_t)((pcb->bytes_acked + mss - 1) / mss);
 	o->rcv_wnd_max = tcp_min32(pcb->rcv_buf, 65535u << pcb->rcv_wscale);
 	o->min_rtt_ms = pcb->min_rtt_ms;
 	o->srtt_us = pcb->srtt_us;

@@ -4,6 +4,8 @@
 
 #include "stack/stack_internal.h"
 #include "stack/tcp.h"
+#include "log/vlog.h"   /* VMA_ASSERT */
+#include "stack/stack_hdr.h"
 
 #define TCP_HLEN          20u
 #define TCP_MAX_OPT_LEN   40u
@@ -13,6 +15,9 @@
 /* SYN-ACK retransmissions of a half-open child (Linux tcp_synack_retries). */
 #define TCP_SYNACK_RETRIES 5u
 #define TCP_OFO_QUICK_ACKS 3u    /* immediate duplicate ACKs per rcv_nxt */
+/* An out-of-order segment this long is held within the window whatever
+ * ooo_max_bytes says (a sender's window, not a spray of tiny segments). */
+#define TCP_OOO_FULL_SEG 512u
 #define TCP_OFO_ACK_BATCH 44u    /* Linux's tcp_comp_sack_nr */
 /* Delayed ACKs of in-order data wait for more than this many bytes
  * unacknowledged (or the payload of the largest segment seen, if bigger),
@@ -62,6 +67,19 @@ struct tcp_seg {
 	struct ring_buf *buf;            /* data at payload, len = payload (or NULL) */
 };
 
+/* One received segment and where it came from (tcp_in.c): the parsed
+ * header, the IPv4 facts, the interface it arrived on and the sender's MAC
+ * and ports, what an answer to a segment without a connection needs. */
+struct tcp_rx {
+	struct tcp_seg seg;
+	const struct stack_netif *nif;
+	const struct stack_ip4_info *ip;
+	const uint8_t *src_mac;
+	uint16_t sport, dport;           /* network order: the sender's port, ours */
+	const uint8_t *hdr;              /* the TCP header */
+	uint32_t len;                    /* the whole segment (header included) */
+};
+
 /* Sequence space a segment takes: its payload, plus one each for SYN and FIN. */
 static inline uint32_t tcp_seg_space(const struct tcp_seg *seg)
 {
@@ -69,6 +87,64 @@ static inline uint32_t tcp_seg_space(const struct tcp_seg *seg)
 }
 
 struct tcp_range { uint32_t start, end; };
+
+/* One transmission of the sequence space [start, end) (payload, plus 1
+ * for a FIN), kept until cumulatively acknowledged (tcp_txq.c). */
+#define TCP_TXSEG_SACKED  0x01   /* wholly SACKed: delivered */
+#define TCP_TXSEG_LOST    0x02   /* deemed lost, waiting to be resent */
+#define TCP_TXSEG_RETRANS 0x04   /* sent more than once */
+#define TCP_TXSEG_FIN     0x08
+#define TCP_TXSEG_PROBE   0x10   /* latest transmission was a tail loss probe */
+#define TCP_TXQ_NONE      0xffffu
+#define TCP_TXQ_MAX       32768u
+
+struct tcp_txseg {
+	uint32_t start, end;
+	uint32_t xmit_us;            /* the us clock (low 32 bits) at its latest transmission */
+	/* the pcb's count of transmissions then: which of two segments left
+	 * later, also within one microsecond (a burst of ACKs processed at
+	 * one clock reading sends new data and retransmissions in any order) */
+	uint32_t order;
+	uint16_t tprev, tnext;       /* time-ordered list of records in flight */
+	uint8_t flags;
+};
+
+/* Records in sequence order, a ring of mask + 1: [head, head + count)
+ * cover [snd_una, snd_max) without gaps. The ones in flight (neither
+ * SACKed nor lost) are also on a list in order of transmission, oldest
+ * first, as RACK walks them (a resent record moves to its end). */
+struct tcp_txq {
+	struct tcp_txseg *seg;       /* NULL: not tracked (no memory) */
+	uint32_t mask, head, count;
+	uint16_t thead, ttail;
+	uint32_t lost_bytes, lost_segs, sacked_segs;
+	uint32_t lost_hint;          /* no record below this offset (from head) is lost */
+	uint32_t order;              /* transmissions so far (tcp_txseg.order) */
+};
+
+/* RACK (RFC 8985): the most recently sent segment known delivered. */
+struct tcp_rack {
+	uint32_t xmit_us, order;     /* valid when have */
+	uint32_t rtt_us;             /* its round trip */
+	uint32_t fack;               /* highest end delivered (RACK.fack) */
+	uint32_t dsack_round;        /* snd_nxt when the window last grew for a D-SACK */
+	uint8_t reo_wnd_mult, reo_wnd_persist;
+	bool have, reordering_seen, dsack_round_on;
+};
+
+/* The Ethernet, IPv4 and TCP headers of one connection, built once for
+ * its interface (tcp_out.c): a segment copies them and writes only its
+ * sequence and acknowledgment numbers, flags, window, options, lengths and
+ * IPv4 id, the IPv4 checksum completed from ip_sum (the words no segment
+ * changes) and the TCP one from tcp_sum (the pseudo header but its length,
+ * and the ports). */
+#define TCP_TMPL_LEN (STACK_ETH_HLEN + STACK_IP4_HLEN + TCP_HLEN)
+struct tcp_tmpl {
+	uint8_t hdr[TCP_TMPL_LEN];
+	const struct stack_netif *nif;   /* built for this interface; NULL: not built */
+	uint16_t *ip_id;                 /* the IPv4 id counter of the tuple */
+	uint64_t ip_sum, tcp_sum;
+};
 
 struct tcp_cc_state {
 	/* Cubic (RFC 9438) */
@@ -84,6 +160,7 @@ struct tcp_pcb {
 	uint16_t local_port, remote_port;
 	uint8_t dst_mac[6];
 	bool bound, detached, dead, rd_shut, wr_shut, fin_rcvd, nodelay, quickack, keepalive;
+	struct tcp_tmpl tmpl;            /* headers of its segments (tcp_out.c) */
 	struct tcp_callbacks cb;
 	void *cb_arg;
 	struct tcp_pcb *next, *prev;     /* ctx->pcbs (every pcb, dead ones until reaped) */
@@ -109,19 +186,22 @@ struct tcp_pcb {
 	uint8_t snd_wscale, rcv_wscale;
 	bool ws_ok, ts_ok, sack_ok;
 	uint32_t ts_recent, last_ack_sent;
-	/* congestion control and recovery */
+	/* congestion control and recovery: fast recovery (in_recovery, until
+	 * snd_una reaches recover) or the loss state after an RTO (in_loss,
+	 * the same bound); dupacks only count without SACK */
 	uint32_t cwnd, ssthresh, dupacks, recover, bytes_acked_ca;
-	bool in_recovery;
-	uint32_t rexmit_next;            /* SACK recovery: holes below this were resent */
-	/* Lost retransmissions (a RACK-like shortcut past the RTO): snd_max
-	 * when the last hole was resent; SACKs for 3 MSS above it, or the
-	 * recovery probe timer expiring without snd_una moving, mean the
-	 * resent holes are lost again and are resent once more. */
-	uint32_t rexmit_mark;
-	uint64_t rexmit_probe_at;        /* absolute ms, 0 = off */
-	uint32_t rexmit_probe_backoff;
+	bool in_recovery, in_loss;
+	/* PRR (RFC 6937, as Linux's tcp_cwnd_reduction): cwnd when recovery
+	 * began, bytes delivered and sent since */
+	uint32_t prior_cwnd, prr_delivered, prr_out;
 	struct tcp_range sacked[TCP_SCOREBOARD_MAX];
 	unsigned nsacked;
+	/* Every transmission still unacknowledged, one record per segment
+	 * (tcp_txq.c), and RACK's view of them (tcp_rack.c). */
+	struct tcp_txq txq;
+	struct tcp_rack rack;
+	uint64_t delivered_segs;         /* segments cumulatively or selectively acknowledged */
+	uint64_t dsack_bytes;            /* reported duplicate (D-SACK), ever */
 	struct tcp_cc_state cc;
 	/* RTT (RFC 6298) */
 	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;
@@ -188,6 +268,11 @@ struct tcp_pcb {
 	struct tcp_range dsack;
 	bool dsack_pending;
 	bool ack_now, ack_delayed;
+	/* The ACK in-order data asked for waits for the end of the rx batch
+	 * (tcp_batch.c): one per connection per batch, as Linux ACKs a GRO
+	 * aggregate once; ack_batch_sack: it also reports out-of-order data
+	 * the batch queued (sent even if rcv_nxt was ACKed already). */
+	bool ack_batch, ack_batch_sack;
 	/* when the last challenge ACK or ACK for an invalid segment left
 	 * (invalid_ack_interval_ms); valid when invalid_acked */
 	uint64_t invalid_ack_ms;
@@ -198,10 +283,12 @@ struct tcp_pcb {
 	bool pingpong, ack_pushed;
 	uint32_t segs_unacked;
 	uint32_t rcv_mss;
-	/* ACKs for out-of-order segments we did not queue (tcp_ofo_ack): the
-	 * first TCP_OFO_QUICK_ACKS for one rcv_nxt leave at once; later ones
-	 * ride on one ACK per millisecond or per TCP_OFO_ACK_BATCH segments, so
-	 * a peer spraying segments past a hole gets a trickle of ACKs. */
+	/* ACKs for out-of-order segments (tcp_ofo_ack): the first
+	 * TCP_OFO_QUICK_ACKS for one rcv_nxt leave at once; later ones for
+	 * segments we queued wait for the rx batch's end (one SACK per batch,
+	 * as Linux's SACK compression), for ones we did not queue ride on one
+	 * ACK per millisecond, either at most TCP_OFO_ACK_BATCH segments, so a
+	 * peer spraying segments past a hole gets a trickle of ACKs. */
 	uint32_t ofo_ack_rcv_nxt, ofo_quick_acks, ofo_held_acks;
 	uint64_t bytes_received, segs_in, last_data_rx_ms, last_ack_rx_ms;
 	uint32_t data_segs_in, rcv_ooopack;   /* segments with data; queued out of order */
@@ -215,9 +302,14 @@ struct tcp_pcb {
 	uint32_t persist_backoff, keepalive_sent;
 	/* Tail loss probe (RFC 8985 section 7): when no ACK comes for PTO with
 	 * data out, one segment goes to draw an ACK (or SACK) instead of waiting
-	 * for the RTO. One per flight: tlp_sent is cleared by an ACK advancing. */
+	 * for the RTO. One per episode: tlp_high (snd_nxt after the probe) is
+	 * set until an ACK tells whether the probe repaired a loss. */
 	uint64_t tlp_at;
-	bool tlp_sent;
+	bool tlp_retrans;
+	uint32_t tlp_high;
+	/* RACK's reordering timer: a segment sent before the last delivered
+	 * one is lost once its reordering window passes (absolute ms, 0 = off) */
+	uint64_t rack_at;
 
 	/* Moved here from another engine (tcp_pcb_move): a SYN reopening its
 	 * TIME_WAIT goes to the engine of the port's listener when this one
@@ -317,6 +409,23 @@ const struct tcp_handed *tcp_handed_find(const struct tcp_ctx *ctx, uint32_t lip
 void tcp_handed_note(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint8_t kind,
 		     void *dest_arg);
 
+/* tcp_in.c, shared with the fast path (tcp_fast.c), so both run the same
+ * steps: an ACK of new data (SND.UNA < ack <= SND.MAX: RTT, snd_una, the
+ * send buffer; returns the data bytes acknowledged); loss detection and the
+ * window after an ACK; its timers and the sent callback (false: the pcb
+ * died in it); in-order payload at rcv_nxt (taken from seg->buf, ACK
+ * scheduled, delivered; false: the pcb died in the recv callback). */
+uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg);
+void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack);
+bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked);
+bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg);
+/* A segment reached a connection past LISTEN: counters, quick-ACK mode. */
+void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg);
+/* tcp_fast.c: the predicted segment of an established connection (in
+ * order, an ACK, the window unchanged, timestamps only): true when it was
+ * handled, false for the full path (nothing changed then). */
+bool tcp_fast_path(struct tcp_pcb *pcb, struct tcp_rx *rx, uint32_t hlen);
+
 /* stack_ip4.c hands every unfragmented protocol-6 packet here. */
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,
 	       const struct stack_ip4_info *ip, const uint8_t *src_mac);
@@ -354,11 +463,18 @@ uint8_t tcp_wscale_for(uint32_t rcv_buf);
  * auto-tune, the largest window it may grow to. */
 uint8_t tcp_pcb_wscale(const struct tcp_pcb *pcb);
 void tcp_estab_count(struct tcp_pcb *pcb, bool on);   /* cnt.curr_estab bookkeeping */
+/* tcp_state.c: every state change (allowed transitions, invariants, the
+ * counters that are transitions, a FINE log line) */
+void tcp_set_state(struct tcp_pcb *pcb, enum tcp_state to);
+bool tcp_state_change_allowed(enum tcp_state from, enum tcp_state to);
 /* rx batch: hands pcb's pending chain to recv now (before FIN/err); frees it if dead. */
 void tcp_batch_flush_pcb(struct tcp_pcb *pcb);
 void tcp_batch_drop_pcb(struct tcp_pcb *pcb);
 /* Inside a batch: keeps chain for pcb (true); outside one: false, deliver now. */
 bool tcp_batch_add(struct tcp_pcb *pcb, struct ring_buf *chain);
+/* Inside a batch: pcb's ACK (with its SACK blocks) leaves at the batch's
+ * end (true); outside one: false. */
+bool tcp_batch_ack_later(struct tcp_pcb *pcb);
 
 /* tcp_opt.c */
 bool tcp_opts_parse(const uint8_t *p, uint32_t len, struct tcp_opts *o);
@@ -371,35 +487,89 @@ uint32_t tcp_syncookie_make(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, u
 bool tcp_syncookie_check(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
 			 uint32_t peer_isn, uint32_t cookie, uint32_t *mss);
 /* A SYN-ACK that keeps no state: MSS option only, an unscaled window. */
-void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct stack_ip4_info *ip,
-			    const uint8_t *src_mac, uint16_t sport, uint16_t dport, uint32_t iss, uint32_t ack,
-			    uint32_t mss, uint16_t wnd);
+void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct tcp_rx *rx, uint32_t iss, uint32_t ack, uint32_t mss,
+			    uint16_t wnd);
 /* SipHash-2-4 of 16 bytes under key: for values a peer must not predict. */
 uint64_t tcp_keyed_hash(const uint64_t key[2], uint64_t m0, uint64_t m1);
 
 /* tcp_out.c */
 int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t flags);
 void tcp_send_ack(struct tcp_pcb *pcb);
-void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct stack_netif *nif,
-			const struct stack_ip4_info *ip,
-			const uint8_t *src_mac, uint16_t sport, uint16_t dport,
-			const struct tcp_seg *seg);
+void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct tcp_rx *rx);
 void tcp_send_rst(struct tcp_pcb *pcb);
 uint32_t tcp_rcv_window(struct tcp_pcb *pcb);
 uint32_t tcp_flight(const struct tcp_pcb *pcb);
 void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n);
 void tcp_arm_rto(struct tcp_pcb *pcb);
-/* Recovery: the resent holes are taken as lost again (resent by tcp_output). */
-void tcp_rexmit_lost_again(struct tcp_pcb *pcb);
-void tcp_arm_rexmit_probe(struct tcp_pcb *pcb);
+/* Bytes in flight during recovery (RFC 6675 pipe, Linux's
+ * tcp_packets_in_flight in bytes): sent, not acknowledged, not SACKed,
+ * not deemed lost (a resent segment counts again). */
+uint32_t tcp_recovery_pipe(const struct tcp_pcb *pcb);
+
+/* tcp_txq.c: the records of transmissions (see struct tcp_txq) */
+bool tcp_txq_init(struct tcp_txq *q, uint32_t sbuf_size);
+void tcp_txq_free(struct tcp_txq *q);
+/* Capacity for sbuf_size (keeps the records; false: unchanged). */
+bool tcp_txq_resize(struct tcp_txq *q, uint32_t sbuf_size);
+/* Room for a record of new data (always, when not tracked). */
+static inline bool tcp_txq_room(const struct tcp_txq *q)
+{
+	return !q->seg || q->count <= q->mask;
+}
+static inline struct tcp_txseg *tcp_txq_at(const struct tcp_txq *q, uint32_t off)
+{
+	return &q->seg[(q->head + off) & q->mask];
+}
+/* [start, end) left: new data (start at snd_max) or a retransmission. */
+void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin);
+/* Offset of the first record ending after seq (count when none). */
+uint32_t tcp_txq_find(const struct tcp_txq *q, uint32_t seq);
+void tcp_txq_unlink(struct tcp_txq *q, struct tcp_txseg *r);
+/* The oldest record left (cumulatively acknowledged); the oldest starts at una. */
+void tcp_txq_pop(struct tcp_txq *q);
+void tcp_txq_trim(struct tcp_txq *q, uint32_t una);
+void tcp_txq_mark_lost(struct tcp_pcb *pcb, struct tcp_txseg *r);
+void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r);
+/* After an RTO: nothing lost (the whole flight is resent from snd_una),
+ * SACK marks kept only if the scoreboard kept them; every record not SACKed
+ * on the list in sequence order. */
+void tcp_txq_rto_reset(struct tcp_pcb *pcb);
+
+/* tcp_rack.c: RACK-TLP loss detection (RFC 8985) and PRR (RFC 6937) */
+void tcp_rack_init(struct tcp_pcb *pcb);
+/* Per ACK, after snd_una moved: records below it leave, records the
+ * scoreboard now covers (newly: what it did not cover before) are SACKed;
+ * the latest-sent of them becomes RACK's segment. */
+void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigned nnew);
+/* A D-SACK came: the reordering window may widen (once per round). */
+void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d);
+/* Per ACK: a D-SACK round ends when snd_una passes it. */
+void tcp_rack_update_round(struct tcp_pcb *pcb);
+uint32_t tcp_rack_reo_wnd_us(const struct tcp_pcb *pcb);
+/* Marks records lost per RACK and arms its timer; returns the newly lost. */
+uint32_t tcp_rack_detect_loss(struct tcp_pcb *pcb);
+/* Recovery begins / ends (PRR, the reordering window's persistence). */
+void tcp_recovery_enter(struct tcp_pcb *pcb);
+void tcp_recovery_exit(struct tcp_pcb *pcb);
+/* PRR per ACK in recovery: cwnd lets out what the reduction allows. */
+void tcp_prr_ack(struct tcp_pcb *pcb, uint32_t delivered, uint32_t newly_lost, bool una_advanced);
 void tcp_arm_tlp(struct tcp_pcb *pcb);                 /* (re)arms or stops the tail loss probe */
+void tcp_tlp_fire(struct tcp_pcb *pcb);                /* the probe timer expired */
+/* An ACK after a probe: did the probe repair a loss (cwnd reduced)? */
+void tcp_tlp_ack(struct tcp_pcb *pcb, uint32_t ack, bool una_advanced, bool dsack_tlp, bool not_dup);
+/* RACK's timer expired. */
+void tcp_rack_timeout(struct tcp_pcb *pcb);
 
 /* tcp_sack.c */
-void tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o);
+/* Adds the SACK blocks of an ACK (ack: its cumulative ACK) to the
+ * scoreboard; the ranges it did not cover before go to newly (at most max,
+ * in sequence order; returns how many), a D-SACK block to *dsack (empty:
+ * none). */
+unsigned tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o, uint32_t ack, struct tcp_range *newly,
+			 unsigned max, struct tcp_range *dsack);
 void tcp_sack_trim(struct tcp_pcb *pcb);               /* drop blocks below snd_una */
 uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb);
 uint32_t tcp_sack_highest(const struct tcp_pcb *pcb);
-uint32_t tcp_sack_bytes_above(const struct tcp_pcb *pcb, uint32_t seq);
 bool tcp_sack_is_sacked(const struct tcp_pcb *pcb, uint32_t seq, uint32_t *run_end);
 bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq);
 struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb); /* advances rcv_nxt */
@@ -417,7 +587,8 @@ unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, const struct tcp_range *dsack,
 /* tcp_cc.c */
 void tcp_cc_init(struct tcp_pcb *pcb);
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
-void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* fast retransmit: sets ssthresh, cwnd */
+void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* ECE: sets ssthresh, cwnd */
+void tcp_cc_set_ssthresh(struct tcp_pcb *pcb);         /* recovery: ssthresh only (PRR moves cwnd) */
 void tcp_cc_on_rto(struct tcp_pcb *pcb);
 
 /* tcp_pcb.c: receive auto-tuning after the app consumed bytes; a

@@ -8,13 +8,27 @@
 
 /* ---- sender scoreboard: sorted, disjoint ranges above snd_una ---- */
 
-static void scoreboard_add(struct tcp_pcb *pcb, uint32_t start, uint32_t end)
+/* Adds [start, end); the parts not covered before go to newly (while
+ * *nnew < max), lowest first. */
+static void scoreboard_add(struct tcp_pcb *pcb, uint32_t start, uint32_t end, struct tcp_range *newly,
+			   unsigned *nnew, unsigned max)
 {
 	struct tcp_range *r = pcb->sacked;
 	unsigned n = pcb->nsacked, i = 0;
 
 	while (i < n && SEQ_LT(r[i].end, start))
 		i++;
+	/* what this block adds: the gaps between the ranges it touches */
+	unsigned nnew_before = *nnew;
+	uint32_t at = start;
+	for (unsigned k = i; k < n && SEQ_LT(r[k].start, end) && SEQ_LT(at, end); k++) {
+		if (SEQ_LT(at, r[k].start) && *nnew < max)
+			newly[(*nnew)++] = (struct tcp_range){ at, r[k].start };
+		if (SEQ_GT(r[k].end, at))
+			at = r[k].end;
+	}
+	if (SEQ_LT(at, end) && *nnew < max)
+		newly[(*nnew)++] = (struct tcp_range){ at, end };
 	/* merge every range touching [start, end) into slot i */
 	unsigned j = i;
 	while (j < n && SEQ_LEQ(r[j].start, end)) {
@@ -25,8 +39,10 @@ static void scoreboard_add(struct tcp_pcb *pcb, uint32_t start, uint32_t end)
 		j++;
 	}
 	if (j == i) {
-		if (n == TCP_SCOREBOARD_MAX)
+		if (n == TCP_SCOREBOARD_MAX) {
+			*nnew = nnew_before;   /* not kept after all */
 			return;   /* full: the sender just retransmits a bit more */
+		}
 		memmove(r + i + 1, r + i, (n - i) * sizeof(*r));
 		n++;
 	} else if (j > i + 1) {
@@ -52,18 +68,43 @@ void tcp_sack_trim(struct tcp_pcb *pcb)
 	pcb->nsacked = k;
 }
 
-void tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o)
+unsigned tcp_sack_update(struct tcp_pcb *pcb, const struct tcp_opts *o, uint32_t ack, struct tcp_range *newly,
+			 unsigned max, struct tcp_range *dsack)
 {
-	for (unsigned i = 0; i < o->nsack; i++) {
+	uint32_t blk[TCP_SACK_MAX_BLOCKS][2];
+	unsigned nb = 0, nnew = 0;
+
+	dsack->start = dsack->end = 0;
+	for (unsigned i = 0; i < o->nsack && i < TCP_SACK_MAX_BLOCKS; i++) {
 		uint32_t s = o->sack[i][0], e = o->sack[i][1];
-		/* Only blocks inside what we sent and above snd_una are believable;
-		 * a D-SACK (RFC 2883) below snd_una is ignored. */
-		if (!SEQ_LT(s, e) || SEQ_LEQ(e, pcb->snd_una) || SEQ_GT(e, pcb->snd_max))
+		if (!SEQ_LT(s, e))
+			continue;
+		/* RFC 2883: a first block below the cumulative ACK, or inside
+		 * the second one, reports a duplicate (D-SACK) */
+		if (i == 0 && (SEQ_LEQ(e, ack) ||
+			       (o->nsack > 1 && SEQ_GEQ(s, o->sack[1][0]) && SEQ_LEQ(e, o->sack[1][1])))) {
+			dsack->start = s;
+			dsack->end = e;
+			continue;
+		}
+		/* Only blocks inside what we sent and above snd_una are believable. */
+		if (SEQ_LEQ(e, pcb->snd_una) || SEQ_GT(e, pcb->snd_max))
 			continue;
 		if (SEQ_LT(s, pcb->snd_una))
 			s = pcb->snd_una;
-		scoreboard_add(pcb, s, e);
+		/* lowest first, so what each adds comes out in sequence order */
+		unsigned k = nb++;
+		while (k && SEQ_GT(blk[k - 1][0], s)) {
+			blk[k][0] = blk[k - 1][0];
+			blk[k][1] = blk[k - 1][1];
+			k--;
+		}
+		blk[k][0] = s;
+		blk[k][1] = e;
 	}
+	for (unsigned i = 0; i < nb; i++)
+		scoreboard_add(pcb, blk[i][0], blk[i][1], newly, &nnew, max);
+	return nnew;
 }
 
 uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb)
@@ -71,18 +112,6 @@ uint32_t tcp_sack_bytes(const struct tcp_pcb *pcb)
 	uint32_t n = 0;
 	for (unsigned i = 0; i < pcb->nsacked; i++)
 		n += pcb->sacked[i].end - pcb->sacked[i].start;
-	return n;
-}
-
-uint32_t tcp_sack_bytes_above(const struct tcp_pcb *pcb, uint32_t seq)
-{
-	uint32_t n = 0;
-	for (unsigned i = 0; i < pcb->nsacked; i++) {
-		uint32_t s = pcb->sacked[i].start, e = pcb->sacked[i].end;
-		if (SEQ_LEQ(e, seq))
-			continue;
-		n += e - (SEQ_GT(s, seq) ? s : seq);
-	}
 	return n;
 }
 
@@ -165,7 +194,13 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		tcp_rcv_dsack_note(pcb, seq, end);
 		return false;
 	}
-	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes) {
+	/* Buffer memory bounds what small segments may pin (a peer spraying
+	 * 1-byte segments past a hole); a segment of at least TCP_OOO_FULL_SEG
+	 * bytes inside the window we offered is kept as Linux keeps it (its
+	 * receive buffer bounds the out-of-order queue): dropping it made a
+	 * Linux sender resend most of its window after each loss. The ring's
+	 * frame pressure still refuses it (below). */
+	if (pcb->ooo_mem + buf->size > pcb->ctx->set.ooo_max_bytes && buf->len < TCP_OOO_FULL_SEG) {
 		pcb->ctx->cnt.rx_ooo_dropped++;
 		return false;
 	}
@@ -189,6 +224,8 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		pcb->ooo_progress_ms = pcb->ctx->now_ms;
 		pcb->ooo_starved = false;
 	}
+	/* buffer ownership: a queued buffer is ours alone, on no other list */
+	VMA_ASSERT(buf->refcount == 1 && !buf->link && !buf->next);
 	OOO_SEQ(buf) = seq;
 	buf->link = *pp;
 	*pp = buf;
@@ -213,6 +250,7 @@ struct ring_buf *tcp_ooo_take_ready(struct tcp_pcb *pcb)
 
 	while (pcb->ooo && SEQ_LEQ(OOO_SEQ(pcb->ooo), pcb->rcv_nxt)) {
 		struct ring_buf *b = pcb->ooo;
+		VMA_ASSERT(pcb->ooo_count > 0 && pcb->ooo_mem >= b->size && b->refcount == 1);
 		pcb->ooo = b->link;
 		b->link = NULL;
 		pcb->ooo_mem -= b->size;

@@ -77,7 +77,8 @@ static void on_rto(struct tcp_pcb *pcb)
 		return;
 	}
 	pcb->tlp_at = 0;
-	pcb->tlp_sent = false;
+	pcb->tlp_high = 0;
+	pcb->rack_at = 0;
 	if (pcb->snd_una == pcb->snd_max)
 		return;
 	tcp_cc_on_rto(pcb);
@@ -86,68 +87,19 @@ static void on_rto(struct tcp_pcb *pcb)
 	/* The scoreboard stays (as Linux without reneging evidence): resending
 	 * what the peer already SACKed would only draw D-SACKs. */
 	pcb->in_recovery = false;
-	pcb->rexmit_probe_at = 0;
 	/* ...unless it looks reneged: the ACK stops at SACKed data, or this
 	 * is a repeated expiry (RFC 2018 section 8) */
 	if (pcb->backoff > 1 || (pcb->nsacked && pcb->sacked[0].start == pcb->snd_una))
 		pcb->nsacked = 0;
+	/* The loss state (Linux's TCP_CA_Loss) until snd_una passes what was
+	 * sent: everything from snd_una goes again, RACK starts no recovery. */
+	pcb->in_loss = true;
+	tcp_txq_rto_reset(pcb);
 	pcb->dupacks = 0;
 	pcb->rtt_timing = false;   /* Karn */
 	pcb->recover = pcb->snd_max;
 	tcp_output(pcb);
 	tcp_arm_rto(pcb);
-}
-
-/* No ACK for a resent hole in about two round trips while in recovery: it
- * was lost too. Resending it now costs one segment; the RTO would cost
- * at least rto_min and the whole window. */
-static void on_rexmit_probe(struct tcp_pcb *pcb)
-{
-	pcb->rexmit_probe_at = 0;
-	if (!pcb->in_recovery || !SEQ_GT(pcb->rexmit_next, pcb->snd_una))
-		return;
-	pcb->rexmit_probe_backoff++;
-	tcp_rexmit_lost_again(pcb);
-	tcp_output(pcb);
-}
-
-/* Tail loss probe (RFC 8985 section 7.3): no ACK for PTO with data out, so
- * either the tail of the flight or its ACK was lost. One segment draws an
- * ACK (with SACK or D-SACK) that starts fast recovery, or simply acknowledges
- * everything when only the ACK was lost; cwnd is untouched and the RTO stays
- * armed behind it. New data first (it tells more), else the last segment. */
-static void on_tlp(struct tcp_pcb *pcb)
-{
-	struct tcp_ctx *ctx = pcb->ctx;
-	uint32_t data_end = pcb->sbuf_seq + pcb->sbuf_len;
-	uint32_t seg_max = tcp_seg_max(pcb);
-
-	pcb->tlp_at = 0;
-	if (pcb->tlp_sent || pcb->in_recovery || pcb->snd_una == pcb->snd_max || !pcb->rto_at)
-		return;
-	pcb->tlp_sent = true;
-	ctx->cnt.tx_tail_probes++;
-	uint32_t wnd_edge = pcb->snd_una + pcb->snd_wnd;
-	if (pcb->snd_nxt == pcb->snd_max && SEQ_LT(pcb->snd_nxt, data_end) && !pcb->fin_sent &&
-	    SEQ_GT(wnd_edge, pcb->snd_nxt)) {
-		uint32_t seq = pcb->snd_nxt;
-		uint32_t len = tcp_min32(tcp_min32(data_end - seq, seg_max), wnd_edge - seq);
-		if (tcp_send_segment(pcb, seq, len, seq + len == data_end ? TCP_PSH : 0) == 0) {
-			pcb->snd_nxt = pcb->snd_max = seq + len;
-			if (len < seg_max)
-				pcb->snd_sml = pcb->snd_nxt;
-		}
-		return;
-	}
-	pcb->rtt_timing = false;   /* Karn */
-	uint32_t sent_end = pcb->fin_sent ? data_end : pcb->snd_max;
-	if (SEQ_GT(sent_end, pcb->snd_una)) {
-		uint32_t len = tcp_min32(sent_end - pcb->snd_una, seg_max);
-		uint32_t seq = sent_end - len;
-		tcp_send_segment(pcb, seq, len, TCP_PSH);
-	} else if (pcb->fin_sent) {
-		tcp_send_segment(pcb, data_end, 0, TCP_FIN);
-	}
 }
 
 static void on_persist(struct tcp_pcb *pcb)
@@ -234,12 +186,13 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			pcb->pingpong = false;   /* no reply came in time */
 			tcp_send_ack(pcb);
 		}
-		if (pcb->rexmit_probe_at && now_ms >= pcb->rexmit_probe_at)
-			on_rexmit_probe(pcb);
+		if (pcb->rack_at && now_ms >= pcb->rack_at)
+			tcp_rack_timeout(pcb);
+		/* a probe due with the RTO goes first: it took the RTO's place */
+		if (!pcb->dead && pcb->tlp_at && now_ms >= pcb->tlp_at)
+			tcp_tlp_fire(pcb);
 		if (!pcb->dead && pcb->rto_at && now_ms >= pcb->rto_at)
 			on_rto(pcb);
-		if (!pcb->dead && pcb->tlp_at && now_ms >= pcb->tlp_at)
-			on_tlp(pcb);
 		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)
 			on_persist(pcb);
 		if (!pcb->dead && routine && pcb->keepalive && pcb->keepalive_at &&
@@ -252,7 +205,7 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 		if (!pcb->dead) {
 			fold_deadline(&next, pcb->rto_at);
 			fold_deadline(&next, pcb->tlp_at);
-			fold_deadline(&next, pcb->rexmit_probe_at);
+			fold_deadline(&next, pcb->rack_at);
 			fold_deadline(&next, pcb->delack_at);
 			fold_deadline(&next, pcb->persist_at);
 		}
