@@ -151,7 +151,7 @@ static void vma_atfork_parent(void)
 static void vma_init(void)
 {
 	vma_in_init = true;
-	redirect_resolve_originals();
+	os_libc_resolve();
 	/* secure_getenv: a set-user-ID, set-group-ID or file-capability program
 	 * ignores VMA_* (cfg_env.h); cfg_env_warn_ignored says so below. */
 	cfg_params_load(&g_cfg, cfg_env_get);
@@ -168,7 +168,7 @@ static void vma_init(void)
 	vlog_warn_if_high_level();
 
 	char missing[512];
-	redirect_orig_missing(missing, sizeof(missing));
+	os_libc_missing(missing, sizeof(missing));
 	if (missing[0])
 		vlog_debug("not in this libc (calls return ENOSYS): %s", missing);
 
@@ -222,7 +222,7 @@ void vma_after_fork_child(void)
 	/* First: the rings, flows and XDP program are the parent's. */
 	sock_offload_after_fork_child();
 	ring_spin_after_fork_child();
-	redirect_signal_after_fork_child();
+	os_signal_after_fork_child();
 	engine_after_fork_child();
 	__atomic_store_n(&vma_engine_started, 0, __ATOMIC_RELEASE);
 	stats_after_fork_child();

@@ -15,9 +15,10 @@
 bool vma_init_once(void);
 
 /* Runs in the child after fork(), vfork() (served by fork) and daemon(),
- * once per child process whichever path forked it. Later parts mark
- * inherited rings and offloaded sockets as the parent's here: a child
- * never tears down what the parent owns. */
+ * once per child process whichever path forked it. Marks inherited rings
+ * and offloaded sockets as the parent's (sock_offload_after_fork_child),
+ * resets the internal thread, spin slots, signal state and statistics: a
+ * child never tears down what the parent owns. */
 void vma_after_fork_child(void);
 /* In the parent after fork() (and vfork()): the child's statistics file
  * is removed once the child is gone, however it ended (stats_note_child). */

@@ -42,17 +42,18 @@ else
 fi
 
 # Project sources each harness needs besides its own file and fuzz_log.c.
+# vlog.c reaches libc through the os/ module, so every list ends with it.
 # The whole stack module, by glob: a list written by hand went stale when the
 # engine gained files (tcp_rack.c, tcp_state.c, ...) and the build broke.
-STACK_SRC="$(cd "$top" && echo src/vma/stack/*.c) src/vma/ring/ring_buf.c src/vma/log/vlog.c"
+STACK_SRC="$(cd "$top" && echo src/vma/stack/*.c) src/vma/ring/ring_buf.c src/vma/log/vlog.c src/vma/os/os_libc.c"
 sources_of() {
 	case $1 in
 	fuzz_stack_rx | fuzz_tcp_opts | fuzz_ip4_reass) echo "$STACK_SRC" ;;
-	fuzz_cfg_rules) echo "src/vma/config/cfg_rules.c src/vma/log/vlog.c" ;;
-	fuzz_cfg_params) echo "src/vma/config/cfg_params.c src/vma/config/cfg_spec.c src/vma/log/vlog.c" ;;
+	fuzz_cfg_rules) echo "src/vma/config/cfg_rules.c src/vma/log/vlog.c src/vma/os/os_libc.c" ;;
+	fuzz_cfg_params) echo "src/vma/config/cfg_params.c src/vma/config/cfg_spec.c src/vma/log/vlog.c src/vma/os/os_libc.c" ;;
 	fuzz_stats_reader)
 		echo "tools/vma_stats/stats_reader.c tools/vma_stats/stats_view.c
-			src/vma/stats/stats_format.c src/vma/log/vlog.c" ;;
+			src/vma/stats/stats_format.c src/vma/log/vlog.c src/vma/os/os_libc.c" ;;
 	*) return 1 ;;
 	esac
 }

@@ -894,6 +894,38 @@ static void test_accept_server(void)
 	close(lfd);
 }
 
+/* recvmmsg on a stream, as Linux's do_recvmmsg: one recvmsg per entry, the
+ * timeout checked after each (what is left written back), {0, 0} stops
+ * after the first, an invalid one is EINVAL. 300 bytes queued. */
+static void test_recvmmsg_timeout(int fd, int key)
+{
+	unsigned char bufs[4][100];
+	struct iovec iov[4];
+	struct mmsghdr v[4];
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < 4; i++) {
+		iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	struct timespec bad = { 0, 1000000000L };
+	EXPECT_ERR("recvmmsg with tv_nsec 1e9", recvmmsg(fd, v, 4, MSG_DONTWAIT, &bad), EINVAL);
+	ASK("SEND %d 300", key);
+	wait_bytes(fd, 300, 3);
+	usleep(20000);
+	struct timespec zero = { 0, 0 };
+	int n = recvmmsg(fd, v, 4, MSG_DONTWAIT, &zero);
+	result(n == 1 && v[0].msg_len == 100 && is_pattern(bufs[0], 100, 0),
+	       "recvmmsg with a {0, 0} timeout stops after the first entry", "got %d (first %u bytes)", n,
+	       v[0].msg_len);
+	struct timespec left = { 5, 0 };
+	n = recvmmsg(fd, v, 4, MSG_DONTWAIT, &left);
+	result(n == 2 && v[0].msg_len == 100 && v[1].msg_len == 100 && is_pattern(bufs[0], 100, 100) &&
+		       is_pattern(bufs[1], 100, 200) && left.tv_sec >= 4 && left.tv_sec <= 5,
+	       "recvmmsg takes the rest, entry by entry, and writes back what is left of its timeout",
+	       "got %d, timeout left %ld.%09ld", n, (long)left.tv_sec, left.tv_nsec);
+}
+
 static void test_data(void)
 {
 	int key, fd = open_conn(&key);
@@ -950,6 +982,7 @@ static void test_data(void)
 	int outq = -1;
 	ioctl(fd, SIOCOUTQ, &outq);
 	expect_int("SIOCOUTQ when idle", outq, 0);
+	test_recvmmsg_timeout(fd, key);
 
 	/* MSG_WAITALL assembles 5 sends 40 ms apart. */
 	ASK("SENDS %d 5 100 40", key);
@@ -1274,6 +1307,22 @@ static void test_shutdown(void)
 	result(r == 30 && is_pattern(b, 30, 0), "data before the peer's FIN", "expected 30, got %zd", r);
 	expect_int("recv at EOF", recv(fd, b, sizeof(b), 0), 0);
 	expect_int("recv at EOF again", recv(fd, b, sizeof(b), MSG_DONTWAIT), 0);
+	{
+		/* Linux's recvmmsg counts an empty read as a message: every
+		 * entry gets the EOF. */
+		struct iovec iv[3] = { { b, 10 }, { b + 10, 10 }, { b + 20, 10 } };
+		struct mmsghdr mv[3];
+		memset(mv, 0, sizeof(mv));
+		for (int i = 0; i < 3; i++) {
+			mv[i].msg_hdr.msg_iov = &iv[i];
+			mv[i].msg_hdr.msg_iovlen = 1;
+			mv[i].msg_len = 77;
+		}
+		int n = recvmmsg(fd, mv, 3, 0, NULL);
+		result(n == 3 && mv[0].msg_len == 0 && mv[1].msg_len == 0 && mv[2].msg_len == 0,
+		       "recvmmsg at EOF fills every entry with an empty read", "got %d (%u %u %u)", n, mv[0].msg_len,
+		       mv[1].msg_len, mv[2].msg_len);
+	}
 	ask_send("RECV %d 50 3000", key);
 	ssize_t s = send_pattern(fd, 50, 0);
 	struct peer_recv pr = parse_recv(ask_wait());

@@ -219,6 +219,17 @@ static void test_peek_trunc_fionread(void)
 	close(fd);
 }
 
+/* n receive entries, entry i one iovec over bufs + i * size. */
+static void mmsg_vec(struct mmsghdr *v, struct iovec *iov, unsigned char *bufs, int n, size_t size)
+{
+	memset(v, 0, (size_t)n * sizeof(*v));
+	for (int i = 0; i < n; i++) {
+		iov[i] = (struct iovec){ bufs + (size_t)i * size, size };
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+}
+
 static void test_mmsg_scatter(void)
 {
 	int fd = udp_bound("0.0.0.0", 9201, 0);
@@ -228,12 +239,7 @@ static void test_mmsg_scatter(void)
 	struct mmsghdr v[8];
 	unsigned char bufs[8][128];
 	struct iovec iov[8];
-	memset(v, 0, sizeof(v));
-	for (int i = 0; i < 8; i++) {
-		iov[i] = (struct iovec){ bufs[i], sizeof(bufs[i]) };
-		v[i].msg_hdr.msg_iov = &iov[i];
-		v[i].msg_hdr.msg_iovlen = 1;
-	}
+	mmsg_vec(v, iov, bufs[0], 8, sizeof(bufs[0]));
 	int n = recvmmsg(fd, v, 8, MSG_DONTWAIT, NULL);
 	int ok = n == 5;
 	for (int i = 0; ok && i < 5; i++)
@@ -343,6 +349,71 @@ static void test_cmsgs(const char *ifname)
 	m = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = 4 };
 	r = recvmsg(fd, &m, 0);
 	CHECK(r == 32 && (m.msg_flags & MSG_CTRUNC), "control buffer too small: MSG_CTRUNC (flags %#x)", m.msg_flags);
+	close(fd);
+}
+
+/* The call family as Linux serves it: read() of nothing returns 0 and
+ * leaves the datagram queued, recvfrom copies the address length back,
+ * recvmmsg's timeout is checked after each datagram (what is left written
+ * back, {0, 0} stops after the first, an invalid one is EINVAL), and
+ * SO_TIMESTAMP(NS) is one setting: the last set wins, off clears both. */
+static void test_call_family(void)
+{
+	int fd = udp_bound("0.0.0.0", 9208, 0);
+	unsigned char b[128];
+	request(1, 20, 9208, 0, 64, 0, 0, NULL);
+	CHECK(wait_data(fd, 3), "datagram arrives");
+	CHECK(read(fd, b, 0) == 0, "read(fd, buf, 0) returns 0");
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from) + 8;
+	ssize_t r = recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+	CHECK(r == 20 && is_pattern(b, 20, 0) && fl == sizeof(from) && from.sin_port == htons(PEER_PORT),
+	      "the datagram read(0) left queued, with the sender's address (%zd, addrlen %u)", r, fl);
+
+	struct mmsghdr v[4];
+	unsigned char bufs[4][64];
+	struct iovec iov[4];
+	mmsg_vec(v, iov, bufs[0], 4, sizeof(bufs[0]));
+	struct timespec bad = { 0, 1000000000L };
+	errno = 0;
+	CHECK(recvmmsg(fd, v, 4, MSG_DONTWAIT, &bad) == -1 && errno == EINVAL, "recvmmsg: tv_nsec 1e9 is EINVAL");
+	request(3, 30, 9208, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	usleep(100000);
+	struct timespec zero = { 0, 0 };
+	int n = recvmmsg(fd, v, 4, MSG_DONTWAIT, &zero);
+	CHECK(n == 1 && v[0].msg_len == 30, "recvmmsg with a {0, 0} timeout stops after the first datagram (%d)", n);
+	struct timespec left = { 5, 0 };
+	n = recvmmsg(fd, v, 4, MSG_WAITFORONE, &left);
+	CHECK(n == 2 && is_pattern(bufs[0], 30, 1) && is_pattern(bufs[1], 30, 2) && left.tv_sec >= 4 &&
+		      left.tv_sec <= 5,
+	      "recvmmsg returns the other 2 and writes back what is left of its timeout (%d, %ld.%09ld)", n,
+	      (long)left.tv_sec, left.tv_nsec);
+
+	int one = 1, zero_i = 0;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	char ctl[256];
+	int stamps = 0, ns = 0;
+	request(1, 10, 9208, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	struct iovec io = { b, sizeof(b) };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	r = recvmsg(fd, &m, 0);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SCM_TIMESTAMP || c->cmsg_type == SCM_TIMESTAMPNS)) {
+			stamps++;
+			ns += c->cmsg_type == SCM_TIMESTAMPNS;
+		}
+	CHECK(r == 10 && stamps == 1 && ns == 1, "SO_TIMESTAMP then SO_TIMESTAMPNS: one stamp, in ns (%d, %d)", stamps,
+	      ns);
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &zero_i, sizeof(zero_i));
+	request(1, 10, 9208, 0, 64, 0, 0, NULL);
+	wait_data(fd, 3);
+	m = (struct msghdr){ .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	r = recvmsg(fd, &m, 0);
+	CHECK(r == 10 && m.msg_controllen == 0, "SO_TIMESTAMP off clears SO_TIMESTAMPNS too (controllen %zu)",
+	      (size_t)m.msg_controllen);
 	close(fd);
 }
 
@@ -920,6 +991,7 @@ int main(int argc, char **argv)
 	test_peek_trunc_fionread();
 	test_mmsg_scatter();
 	test_cmsgs(argv[4]);
+	test_call_family();
 	test_rcvbuf_flood();
 	test_fd_reuse();
 	test_connect();

@@ -4,13 +4,13 @@
 # another preloaded library) could bind to by accident, a missing one a call
 # that silently goes to libc. Fails when
 # - the dynamic symbols of the built library (nm -D --defined-only) differ
-#   from the expected list: the names of src/vma/redirect/redirect_orig.def
+#   from the expected list: the names of src/vma/os/os_libc.def
 #   this glibc has (its #if guards, through the C preprocessor), plus the
 #   Extra API names of src/vma/libvma.map;
 # - the REDIRECT_EXPORT definitions in src/vma/redirect/*.c, or the
 #   interposed part of src/vma/libvma.map (the version script), name other
-#   functions than redirect_orig.def.
-# Fix: a new interposed function goes into redirect_orig.def, its
+#   functions than os_libc.def.
+# Fix: a new interposed function goes into os_libc.def, its
 # REDIRECT_EXPORT definition and libvma.map together; a new Extra API
 # function into libvma.map under "EXTRA API EXPORTS".
 srcdir=${srcdir:-.}
@@ -18,6 +18,7 @@ lib=${LIBVMA_SO:-src/vma/.libs/libvma.so}
 cc=${CC:-cc}
 map=$srcdir/src/vma/libvma.map
 redirect=$srcdir/src/vma/redirect
+libc_def=$srcdir/src/vma/os/os_libc.def
 
 if ! [ -f "$lib" ]; then
 	echo "$lib: not built"
@@ -26,15 +27,15 @@ fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# Every name of redirect_orig.def, guarded or not.
-sed -n 's/^REDIRECT_ORIG(\([A-Za-z0-9_]*\)).*/\1/p' "$redirect/redirect_orig.def" | sort >"$tmp/def_all"
+# Every name of os_libc.def, guarded or not.
+sed -n 's/^OS_LIBC(\([A-Za-z0-9_]*\)).*/\1/p' "$libc_def" | sort >"$tmp/def_all"
 # The names this glibc has: the .def through the preprocessor, with the
-# guards of redirect_orig.h.
-printf '%s\n' '#include "redirect/redirect_orig.h"' \
-	'#define REDIRECT_ORIG(name) vma_interposed name' \
-	'#include "redirect/redirect_orig.def"' >"$tmp/def.c"
+# guards of os/os.h.
+printf '%s\n' '#include "os/os.h"' \
+	'#define OS_LIBC(name) vma_interposed name' \
+	'#include "os/os_libc.def"' >"$tmp/def.c"
 if ! $cc -E -D_GNU_SOURCE -I"$srcdir/src/vma" -I"$srcdir/include" "$tmp/def.c" >"$tmp/def.i"; then
-	echo "cannot preprocess redirect_orig.def with $cc -E"
+	echo "cannot preprocess os_libc.def with $cc -E"
 	exit 1
 fi
 sed -n 's/^ *vma_interposed \([A-Za-z0-9_]*\) *$/\1/p' "$tmp/def.i" | sort >"$tmp/def_here"
@@ -73,11 +74,11 @@ compare() {
 	fi
 }
 compare "redirect/*.c" "$tmp/def_all" "$tmp/defined" \
-	"in redirect_orig.def, no REDIRECT_EXPORT definition" \
-	"defined with REDIRECT_EXPORT, not in redirect_orig.def"
+	"in os_libc.def, no REDIRECT_EXPORT definition" \
+	"defined with REDIRECT_EXPORT, not in os_libc.def"
 compare "libvma.map" "$tmp/def_all" "$tmp/map_interposed" \
-	"in redirect_orig.def, not in the version script" \
-	"in the version script's interposed part, not in redirect_orig.def"
+	"in os_libc.def, not in the version script" \
+	"in the version script's interposed part, not in os_libc.def"
 compare "$lib" "$tmp/expected" "$tmp/exported" \
 	"not exported" "exported, neither interposed nor Extra API"
 

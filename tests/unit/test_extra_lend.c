@@ -122,9 +122,9 @@ START_TEST(a_closed_sockets_packet_ids_go_back_socketxtremes_stay)
 	sock_offload_lock(&lane);
 	struct extra_xt_buf *x = extra_lend_tcp_locked(table, s, by_id, true);
 	struct extra_xt_buf *y = extra_lend_tcp_locked(table, s, by_poll, false);
-	ck_assert_uint_eq(s->xt.lent, 2);
+	ck_assert_uint_eq(s->base.xt.lent, 2);
 	ck_assert_uint_eq(sock_tcp_frames_held(s), 2);
-	extra_lend_forget_locked(&lane, &s->xt);
+	extra_lend_forget_locked(&lane, &s->base.xt);
 	sock_offload_unlock(&lane);
 	/* The packet id's frame went back; the completion's stays readable. */
 	ck_assert_uint_eq(in_use(), 1);

@@ -6,32 +6,32 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "config/cfg_params.h"
 #include "log/vlog.h"
+#include "os/os.h"
 
 #define CFG_BANNER_RULE "---------------------------------------------------------------------------"
 
-/* The command line with arguments joined by spaces. Raw syscalls, because
- * open/read/close may be interposed by us and the banner runs while the
- * interposition layer is still starting. */
+/* The command line with arguments joined by spaces. libc's own read and
+ * close (os/os.h): the banner runs while the interposition layer is still
+ * starting. */
 static void cfg_read_cmdline(char *buf, size_t size)
 {
 	buf[0] = '\0';
-	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	long fd = openat(AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	size_t len = 0;
 	while (len + 1 < size) {
-		long n = syscall(SYS_read, (int)fd, buf + len, size - 1 - len);
+		long n = OS_CALL(read, (int)fd, buf + len, size - 1 - len);
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 	}
-	syscall(SYS_close, (int)fd);
+	OS_CALL(close, (int)fd);
 	while (len && buf[len - 1] == '\0')
 		len--;
 	/* Arguments are joined by spaces; control characters inside them

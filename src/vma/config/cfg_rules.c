@@ -19,6 +19,7 @@
 
 #include "config/cfg_rules.h"
 #include "log/vlog.h"
+#include "os/os.h"
 
 #define CFG_PORT_MAX 65535u
 /* How much of an add_conf_rule() line a warning quotes (that line is the
@@ -590,7 +591,7 @@ static FILE *cfg_rules_open(const char *path, int *error, const char **why)
 	if (!file) {
 		if (!*error && !*why)
 			*error = errno;
-		close(fd);
+		OS_CALL(close, fd);
 	}
 	return file;
 }

@@ -5,7 +5,8 @@
  * Everything here is callable from any thread. Callbacks run without any
  * engine lock held, so they may add, cancel or re-arm timers (themselves
  * included), register pollers and fds. The engine does all its kernel work
- * through raw syscalls, so it never enters libvma's own interposed symbols. */
+ * through libc's own functions (os/os.h), so it never enters libvma's own
+ * interposed symbols. */
 #ifndef VMA_ENGINE_ENGINE_H
 #define VMA_ENGINE_ENGINE_H
 

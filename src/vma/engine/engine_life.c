@@ -4,8 +4,8 @@
  * What runs where:
  *  - engine_shutdown (normal context): stops and joins the thread, closes
  *    the engine's fds, runs the remaining hooks on the calling thread.
- *  - engine_shutdown_from_signal (signal handler): only atomics and raw
- *    syscalls. It asks the internal thread to run the hooks (a normal
+ *  - engine_shutdown_from_signal (signal handler): only atomics and
+ *    async-signal-safe calls. It asks the internal thread to run the hooks (a normal
  *    thread context, where hooks may lock and allocate) and waits a bounded
  *    time; hooks marked SIGNAL_SAFE that are still pending run inline.
  * Each hook is claimed with a compare-and-swap, so whichever path comes
@@ -13,11 +13,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "engine/engine_internal.h"
 #include "log/vlog.h"
+#include "os/os.h"
 
 struct engine_exit_hook {
 	engine_exit_fn fn;
@@ -120,7 +120,7 @@ static void engine_wait_done_from_signal(void)
 			break;
 		struct pollfd pfd = { .fd = engine.done_fd, .events = POLLIN };
 		struct timespec timeout = { left / 1000, (left % 1000) * 1000000L };
-		long n = syscall(SYS_ppoll, &pfd, 1, &timeout, NULL, (size_t)(_NSIG / 8));
+		long n = OS_CALL(ppoll, &pfd, 1, &timeout, NULL);
 		if (n > 0)
 			return;
 		if (n == 0 || errno != EINTR)
@@ -144,7 +144,7 @@ void engine_shutdown_from_signal(void)
 
 void engine_after_fork_child(void)
 {
-	pid_t self = (pid_t)syscall(SYS_getpid);
+	pid_t self = (pid_t)getpid();
 	if (engine.forked_pid == self)
 		return;
 	engine.forked_pid = self;

@@ -1,7 +1,8 @@
 /* The internal thread: sleeps in epoll_wait on the registered fds until the
  * next timer deadline, quantised to VMA_TIMER_RESOLUTION_MSEC so idle
- * wake-ups are coalesced. Every syscall is raw: inside libvma.so the libc
- * names (epoll_wait, write, close...) are our own interposed wrappers. */
+ * wake-ups are coalesced. Every call libvma interposes is libc's own
+ * (os/os.h): inside libvma.so the plain names (epoll_wait, write, close...)
+ * are our wrappers. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,11 +13,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "config/cfg_params.h"
 #include "engine/engine_internal.h"
 #include "log/vlog.h"
+#include "os/os.h"
 
 struct engine_state engine = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -35,12 +36,12 @@ struct engine_state engine = {
 void engine_close_raw(int fd)
 {
 	if (fd >= 0)
-		syscall(SYS_close, fd);
+		OS_CALL(close, fd);
 }
 
 static int engine_eventfd_raw(void)
 {
-	long fd = syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+	long fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return fd < 0 ? -errno : (int)fd;
 }
 
@@ -50,11 +51,11 @@ int engine_fds_open_locked(void)
 		return 0;
 	int wake = engine_eventfd_raw();
 	int done = wake >= 0 ? engine_eventfd_raw() : wake;
-	long epfd = done >= 0 ? syscall(SYS_epoll_create1, EPOLL_CLOEXEC) : -1;
+	long epfd = done >= 0 ? OS_CALL(epoll_create1, EPOLL_CLOEXEC) : -1;
 	int err = done < 0 ? -done : errno;
 	if (epfd >= 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ENGINE_WAKE_DATA };
-		if (syscall(SYS_epoll_ctl, (int)epfd, EPOLL_CTL_ADD, wake, &ev) == 0) {
+		if (OS_CALL(epoll_ctl, (int)epfd, EPOLL_CTL_ADD, wake, &ev) == 0) {
 			engine.wake_fd = wake;
 			engine.done_fd = done;
 			engine.epoll_fd = (int)epfd;
@@ -75,7 +76,7 @@ void engine_wake(void)
 		return;
 	int saved = errno;
 	uint64_t one = 1;
-	(void)!syscall(SYS_write, fd, &one, sizeof(one));
+	(void)!OS_CALL(write, fd, &one, sizeof(one));
 	errno = saved;
 }
 
@@ -122,7 +123,7 @@ int engine_fd_add(int fd, uint32_t events, engine_fd_fn fn, void *arg)
 		if (engine.next_fd_id == ENGINE_WAKE_DATA)
 			engine.next_fd_id = 1;
 		struct epoll_event ev = { .events = events, .data.u64 = ((uint64_t)id << 32) | (uint32_t)fd };
-		if (syscall(SYS_epoll_ctl, engine.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0)
+		if (OS_CALL(epoll_ctl, engine.epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0)
 			ret = -errno;
 		else
 			engine.fds[engine.fd_len++] = (struct engine_fd_entry){ fd, id, events, fn, arg };
@@ -141,7 +142,7 @@ int engine_fd_del(int fd)
 	}
 	uint32_t id = entry->id;
 	/* EBADF/ENOENT: the owner closed the fd first; nothing to undo. */
-	syscall(SYS_epoll_ctl, engine.epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+	OS_CALL(epoll_ctl, engine.epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 	*entry = engine.fds[--engine.fd_len];
 	while (engine.running_fd_id == id && !pthread_equal(engine.running_fd_thread, pthread_self()))
 		pthread_cond_wait(&engine.callback_done, &engine.lock);
@@ -157,7 +158,7 @@ int engine_fd_rearm(int fd)
 	if (entry) {
 		struct epoll_event ev = { .events = entry->events,
 					  .data.u64 = ((uint64_t)entry->id << 32) | (uint32_t)fd };
-		ret = syscall(SYS_epoll_ctl, engine.epoll_fd, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
+		ret = OS_CALL(epoll_ctl, engine.epoll_fd, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
 	}
 	pthread_mutex_unlock(&engine.lock);
 	return ret;
@@ -167,7 +168,7 @@ static void engine_dispatch(const struct epoll_event *ev)
 {
 	if (ev->data.u64 == ENGINE_WAKE_DATA) {
 		uint64_t count;
-		while (syscall(SYS_read, engine.wake_fd, &count, sizeof(count)) > 0)
+		while (OS_CALL(read, engine.wake_fd, &count, sizeof(count)) > 0)
 			;
 		return;
 	}
@@ -285,7 +286,7 @@ static void engine_join_cpuset(const char *dir)
 			err = ENAMETOOLONG;
 			break;
 		}
-		long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+		long fd = openat(AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
 		if (fd < 0) {
 			err = errno;
 			if (err == ENOENT)
@@ -293,8 +294,8 @@ static void engine_join_cpuset(const char *dir)
 			break;
 		}
 		char tid[24];
-		int len = snprintf(tid, sizeof(tid), "%ld\n", (long)syscall(SYS_gettid));
-		long written = syscall(SYS_write, (int)fd, tid, (size_t)len);
+		int len = snprintf(tid, sizeof(tid), "%ld\n", (long)gettid());
+		long written = OS_CALL(write, (int)fd, tid, (size_t)len);
 		err = written == len ? 0 : (written < 0 ? errno : EIO);
 		engine_close_raw((int)fd);
 		break;
@@ -333,8 +334,7 @@ static void *engine_thread_main(void *unused)
 	while (!__atomic_load_n(&engine.stop, __ATOMIC_ACQUIRE) &&
 	       !__atomic_load_n(&engine.signal_request, __ATOMIC_ACQUIRE)) {
 		int timeout = engine_sleep_ms(engine_tick());
-		long n = syscall(SYS_epoll_pwait, engine.epoll_fd, events, ENGINE_EVENTS_MAX, timeout, NULL,
-				 (size_t)(_NSIG / 8));
+		long n = OS_CALL(epoll_wait, engine.epoll_fd, events, ENGINE_EVENTS_MAX, timeout);
 		if (n < 0) {
 			if (errno != EINTR && !warned) {
 				warned = true;
@@ -354,7 +354,7 @@ static void *engine_thread_main(void *unused)
 		 * thread context, while the handler waits on done_fd. */
 		engine_run_exit_hooks(false);
 		uint64_t one = 1;
-		(void)!syscall(SYS_write, engine.done_fd, &one, sizeof(one));
+		(void)!OS_CALL(write, engine.done_fd, &one, sizeof(one));
 	}
 	return NULL;
 }

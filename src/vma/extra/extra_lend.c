@@ -75,7 +75,7 @@ static void extra_lend_put_locked(struct extra_xt_table *t, struct extra_xt_buf 
 
 struct sock_tcp *extra_lend_tcp_of(struct extra_xt_node *n)
 {
-	return (struct sock_tcp *)((char *)n - offsetof(struct sock_tcp, xt));
+	return (struct sock_tcp *)((char *)n - offsetof(struct sock_tcp, base.xt));
 }
 
 /* TCP: bytes the application consumed reopen the window (lock held). */
@@ -192,12 +192,12 @@ struct extra_xt_buf *extra_lend_tcp_locked(struct extra_xt_table *t, struct sock
 	x->refs = 1;
 	x->lead = x;
 	x->unit = b;
-	x->owner = &s->xt;
+	x->owner = &s->base.xt;
 	x->live = 1;
 	x->owed = b->len;
 	x->tcp = true;
 	x->by_fd = by_fd;
-	s->xt.lent++;
+	s->base.xt.lent++;
 	return x;
 }
 

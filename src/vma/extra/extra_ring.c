@@ -12,7 +12,7 @@
 
 #include "extra/extra.h"
 #include "net/net.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
@@ -61,7 +61,7 @@ static int extra_socket_slots(int fd, struct sock_offload **lane, uint32_t *slot
 		struct sockaddr_in local = { .sin_family = AF_INET };
 		socklen_t ll = sizeof(local);
 		if (sock_offload_usable(ctx) &&
-		    REDIRECT_ORIG_FN(getsockname)(fd, (struct sockaddr *)&local, &ll) == 0) {
+		    OS_CALL(getsockname, fd, (struct sockaddr *)&local, &ll) == 0) {
 			int slot = local.sin_addr.s_addr == INADDR_ANY ? -1
 								       : sock_offload_if_slot_by_ip(ctx, local.sin_addr.s_addr);
 			if (local.sin_addr.s_addr == INADDR_ANY || slot >= 0) {

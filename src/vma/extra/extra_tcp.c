@@ -171,8 +171,8 @@ int extra_tcp_run_callbacks(struct sock_tcp *s)
 		}
 		if (verdict == VMA_PACKET_HOLD && x && !s->released) {
 			/* The application's until free_packets(fd). */
-			x->owner = &s->xt;
-			s->xt.lent++;
+			x->owner = &s->base.xt;
+			s->base.xt.lent++;
 		} else {
 			if (x) {
 				x->unit = NULL;
@@ -257,10 +257,10 @@ int extra_tcp_recvfrom_zcopy(struct sock_tcp *s, void *buf, size_t len, int *fla
 			errno = refuse;
 			return -1;
 		}
-		ssize_t r = sock_tcp_op_recvfrom(&s->obj, buf, len, base, from, fromlen);
+		ssize_t r = sock_tcp_recvfrom(s, buf, len, base, from, fromlen);
 		return r > INT32_MAX ? INT32_MAX : (int)r;
 	}
-	bool nonblock = s->nonblocking || (base & MSG_DONTWAIT);
+	bool nonblock = s->base.nonblocking || (base & MSG_DONTWAIT);
 	for (;;) {
 		if (__builtin_expect(s->xcb != NULL, 0))
 			extra_tcp_run_callbacks(s);
@@ -312,13 +312,13 @@ int extra_tcp_recvfrom_zcopy(struct sock_tcp *s, void *buf, size_t len, int *fla
 		bool end = !s->rxq_bytes && (s->shut_rcv || s->reset || !s->pcb || s->err > 0);
 		sock_offload_unlock(ctx);
 		if (end)   /* EOF or the pending error, as recv reports them */
-			return (int)sock_tcp_op_recvfrom(&s->obj, buf, len, base, from, fromlen);
+			return (int)sock_tcp_recvfrom(s, buf, len, base, from, fromlen);
 		if (full) {
 			if (force) {
 				errno = ENOBUFS;   /* every descriptor of the lane lent */
 				return -1;
 			}
-			ssize_t r = sock_tcp_op_recvfrom(&s->obj, buf, len, base, from, fromlen);
+			ssize_t r = sock_tcp_recvfrom(s, buf, len, base, from, fromlen);
 			return r > INT32_MAX ? INT32_MAX : (int)r;
 		}
 		if (nonblock) {
@@ -328,7 +328,7 @@ int extra_tcp_recvfrom_zcopy(struct sock_tcp *s, void *buf, size_t len, int *fla
 		/* Wait as recv does (polling, then sleeping) for a byte, without
 		 * taking it. */
 		char c;
-		ssize_t r = sock_tcp_op_recv(&s->obj, &c, 1, base | MSG_PEEK);
+		ssize_t r = sock_tcp_recvfrom(s, &c, 1, base | MSG_PEEK, NULL, NULL);
 		if (r <= 0)
 			return (int)r;
 	}
@@ -354,7 +354,7 @@ int extra_tcp_free_packets(struct sock_tcp *s, struct vma_packet_t *pkts, size_t
 		memcpy(&id, pkt + offsetof(struct vma_packet_t, packet_id), sizeof(id));
 		struct extra_xt_table *t = NULL;
 		struct extra_xt_buf *x = id ? extra_lend_lookup(id, &t) : NULL;
-		if (!x || t->ctx != ctx || !x->refs || !x->by_fd || x->owner != &s->xt) {
+		if (!x || t->ctx != ctx || !x->refs || !x->by_fd || x->owner != &s->base.xt) {
 			rc = -1;   /* not a packet of this socket, or freed already */
 			continue;
 		}

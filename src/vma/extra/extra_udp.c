@@ -14,9 +14,10 @@
 #include "engine/engine.h"
 #include "extra/extra.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "ring/ring_spin.h"
+#include "sock/sock_call.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_udp_internal.h"
@@ -146,8 +147,8 @@ static void extra_udp_holds_drain_locked(struct sock_udp *s, struct extra_udp_ho
 		int next = h->slot[i].next_returned;
 		ring_buf_free(h->slot[i].buf);
 		h->used--;
-		if (s->xt.lent)
-			s->xt.lent--;
+		if (s->base.xt.lent)
+			s->base.xt.lent--;
 		__atomic_sub_fetch(&h->returned, 1, __ATOMIC_RELAXED);
 		extra_udp_hold_unreserve_locked(h, i);
 		i = next;
@@ -184,7 +185,7 @@ static int extra_udp_hold_index(const struct extra_udp_holds *h, const void *id)
 /* Wakes epoll sets and sleeping readers after the unlock (lock held). */
 static void extra_udp_notify_locked(struct sock_udp *s, struct sock_offload *ctx)
 {
-	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	bool notify = sock_base_watched(&s->base);
 	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(ctx, &s->wake_node);
@@ -221,7 +222,7 @@ static bool extra_udp_queue_locked(struct sock_udp *s, struct sock_offload *ctx,
 void extra_udp_stage_locked(struct sock_udp *s, const struct sock_udp_entry *e)
 {
 	struct sock_udp_queue *stage = s->cb_stage;
-	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count + s->xt.lent);
+	bool over_share = ring_buf_pool_holder_full(e->buf->pool, s->queue.count + stage->count + s->base.xt.lent);
 	if (s->released || over_share || !sock_udp_queue_push(stage, e, UINT64_MAX)) {
 		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
@@ -306,7 +307,7 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 		}
 		if (verdict == VMA_PACKET_HOLD && hold >= 0 && !s->released) {
 			extra_udp_hold_fill_locked(h, hold, e.buf);
-			s->xt.lent++;   /* counts against the socket's share of frames */
+			s->base.xt.lent++;   /* counts against the socket's share of frames */
 			s->stats->c.rx_packets++;
 			s->stats->c.rx_bytes += e.len;
 		} else {
@@ -407,7 +408,7 @@ void extra_udp_release_locked(struct sock_udp *s)
 			extra_udp_hold_unreserve_locked(h, i);
 		}
 	}
-	s->xt.lent = s->xt.lent > h->used ? s->xt.lent - h->used : 0;
+	s->base.xt.lent = s->base.xt.lent > h->used ? s->base.xt.lent - h->used : 0;
 	h->used = 0;
 }
 
@@ -428,13 +429,8 @@ void extra_udp_destroy(struct sock_udp *s)
 static ssize_t extra_udp_copy_recv(struct sock_udp *s, void *buf, size_t len, int flags, struct sockaddr *from,
 				   socklen_t *fromlen)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr msg = { .msg_name = from, .msg_namelen = (from && fromlen) ? *fromlen : 0,
-			      .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t r = sock_udp_recvmsg_common(s, &msg, flags);
-	if (r >= 0 && from && fromlen)
-		*fromlen = msg.msg_namelen;
-	return r;
+	return SOCK_CALL_OR_KERNEL(sock_call_recvfrom(&s->obj, buf, len, flags, from, fromlen),
+				   OS_CALL(recvfrom, s->obj.fd, buf, len, flags, from, fromlen));
 }
 
 /* Lock held, queue not empty, slot reserved: hands the front datagram to
@@ -445,7 +441,7 @@ static size_t extra_udp_zcopy_fill_locked(struct sock_udp *s, struct extra_udp_h
 	struct sock_udp_entry e;
 	sock_udp_queue_take(&s->queue, &e);
 	extra_udp_hold_fill_locked(h, hold, e.buf);
-	s->xt.lent++;
+	s->base.xt.lent++;
 	stats_socket_ready_remove(s->stats, e.len);
 	s->stats->c.rx_packets++;
 	s->stats->c.rx_bytes += e.len;
@@ -496,8 +492,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 		if (force || fd < 0)
 			return -1;
 		/* Not ours: the kernel's datagram, copied. */
-		__typeof__(REDIRECT_ORIG_FN(recvfrom)) orig = REDIRECT_ORIG_FN(recvfrom);
-		return orig ? (int)orig(fd, buf, len, base, from, fromlen) : -1;
+		return (int)OS_CALL(recvfrom, fd, buf, len, base, from, fromlen);
 	}
 	ssize_t ret;
 	const size_t need = sizeof(struct vma_packets_t) + sizeof(struct vma_packet_t) + sizeof(struct iovec);
@@ -515,10 +510,10 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 		}
 		goto out;
 	}
-	bool nonblock = s->nonblocking || (base & MSG_DONTWAIT);
+	bool nonblock = s->base.nonblocking || (base & MSG_DONTWAIT);
 	int rx_poll = sock_udp_rx_poll_budget(s), os_ratio = g_cfg.rx_udp_poll_os_ratio;
 	long spins = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	for (;;) {
 		struct sock_offload *ctx = sock_udp_lock(s);
 		if (!ctx)
@@ -554,7 +549,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			break;
 		/* A handler interrupts the wait as it does recv's (EINTR, or a
 		 * restart under SA_RESTART unless SO_RCVTIMEO). */
-		if (redirect_signal_interrupts(&sigmark, !s->rcvtimeo_ms)) {
+		if (os_signal_interrupts(&sigmark, !s->base.rcvtimeo_ms)) {
 			ret = -1;
 			goto out;
 		}
@@ -565,7 +560,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 			spins++;
 			if (os_ratio > 0 && spins % os_ratio == 0) {
 				char c;
-				if (REDIRECT_ORIG_FN(recvfrom)(s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
+				if (OS_CALL(recvfrom, s->obj.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) >= 0)
 					break;
 			}
 			if (g_cfg.rx_poll_yield)

@@ -27,7 +27,7 @@
 #include "extra/extra.h"
 #include "extra/extra_lend.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "ring/ring_spin.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
@@ -92,7 +92,7 @@ static void extra_xt_unlist_locked(struct sock_offload *ctx, struct extra_xt_nod
 void extra_xt_udp_ready_locked(struct sock_udp *s)
 {
 	if (s->ctx && !s->released)
-		extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
+		extra_xt_list_locked(s->ctx, &s->base.xt, &s->obj);
 }
 
 void extra_xt_tcp_event_locked(struct sock_tcp *s, uint32_t ev)
@@ -104,8 +104,8 @@ void extra_xt_tcp_event_locked(struct sock_tcp *s, uint32_t ev)
 	/* Data is a packet completion, and a listener's EPOLLIN an auto-accept:
 	 * neither is an epoll bit of its own. */
 	if (s->mode != SOCK_TCP_LISTENER && ev != EPOLLIN)
-		s->xt.events |= ev;
-	extra_xt_list_locked(s->ctx, &s->xt, &s->obj);
+		s->base.xt.events |= ev;
+	extra_xt_list_locked(s->ctx, &s->base.xt, &s->obj);
 }
 
 void extra_xt_forget_locked(struct sock_offload *ctx, struct extra_xt_node *n)
@@ -140,8 +140,8 @@ static bool extra_xt_udp_packet_locked(struct extra_xt_table *t, struct sock_udp
 		return false;
 	struct sock_udp_entry e;
 	sock_udp_queue_take(&s->queue, &e);
-	extra_xt_completion_init(c, &s->xt, s->obj.fd);
-	struct extra_xt_buf *lead = extra_lend_chain_locked(t, &s->xt, e.buf, e.len, nbufs);
+	extra_xt_completion_init(c, &s->base.xt, s->obj.fd);
+	struct extra_xt_buf *lead = extra_lend_chain_locked(t, &s->base.xt, e.buf, e.len, nbufs);
 	c->packet.buff_lst = &lead->vb;
 	c->packet.num_bufs = nbufs;
 	c->packet.total_len = (uint16_t)e.len;
@@ -162,7 +162,7 @@ static bool extra_xt_tcp_packet_locked(struct extra_xt_table *t, struct sock_tcp
 	unsigned nbufs = 0;
 	uint32_t total = 0;
 	struct extra_xt_buf *prev = NULL;
-	extra_xt_completion_init(c, &s->xt, s->obj.fd);
+	extra_xt_completion_init(c, &s->base.xt, s->obj.fd);
 	while (s->rxq_head && t->nfree && total + s->rxq_head->len <= EXTRA_XT_PACKET_MAX) {
 		struct ring_buf *b = s->rxq_head;
 		s->rxq_head = b->link;
@@ -185,7 +185,7 @@ static bool extra_xt_tcp_packet_locked(struct extra_xt_table *t, struct sock_tcp
 	/* Lent frames still count against the connection's share; the bytes
 	 * reopen the window when the application frees them. */
 	if (s->pcb)
-		tcp_rcv_held_set(s->pcb, s->rxq_frames + s->xt.lent);
+		tcp_rcv_held_set(s->pcb, s->rxq_frames + s->base.xt.lent);
 	c->packet.num_bufs = nbufs;
 	c->packet.total_len = (uint16_t)total;
 	c->events = VMA_SOCKETXTREME_PACKET;
@@ -315,18 +315,18 @@ static void extra_xt_auto_accept(struct sock_obj *lobj, struct extra_xt_poll *p)
 			struct sock_tcp *cs = sock_tcp_of(cobj);
 			struct sock_offload *ctx = sock_tcp_lock(cs, __atomic_load_n(&cs->ctx, __ATOMIC_ACQUIRE));
 			if (cs->peer_fin)
-				cs->xt.events |= EPOLLIN | EPOLLRDHUP;
+				cs->base.xt.events |= EPOLLIN | EPOLLRDHUP;
 			if (cs->reset)
-				cs->xt.events |= EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP;
-			if (cs->rxq_bytes || cs->xt.events)
-				extra_xt_list_locked(ctx, &cs->xt, cobj);
+				cs->base.xt.events |= EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP;
+			if (cs->rxq_bytes || cs->base.xt.events)
+				extra_xt_list_locked(ctx, &cs->base.xt, cobj);
 			sock_offload_unlock(ctx);
 		}
 	}
 	if (__atomic_load_n(&l->acceptq_len, __ATOMIC_ACQUIRE) && sock_tcp_ctx(l)) {
 		sock_offload_lock(l->ctx);
 		if (!l->released)
-			extra_xt_list_locked(l->ctx, &l->xt, lobj);
+			extra_xt_list_locked(l->ctx, &l->base.xt, lobj);
 		sock_offload_unlock(l->ctx);
 	}
 }
@@ -375,7 +375,7 @@ static void extra_xt_wait(struct sock_offload *ctx)
 	for (int i = 0; i < n; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	int saved = errno;
-	REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)n, EXTRA_XT_WAIT_MS);
+	OS_CALL(poll, pfd, (nfds_t)n, EXTRA_XT_WAIT_MS);
 	errno = saved;
 }
 

@@ -11,25 +11,16 @@
 #include <sys/eventfd.h>
 #include "iomux/iomux_internal.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 
 static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.epoll_ctl) fn = REDIRECT_ORIG_FN(epoll_ctl);
-	if (!fn) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return fn(epfd, op, fd, ev);
+	return OS_CALL(epoll_ctl, epfd, op, fd, ev);
 }
 
 static void kernel_close(int fd)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.close) fn = REDIRECT_ORIG_FN(close);
-	if (fn)
-		fn(fd);
+	OS_CALL(close, fd);
 }
 
 /* ---- ready list (ep lock held) ---- */
@@ -72,9 +63,7 @@ void iomux_wake(struct iomux_epoll *ep)
 	if (ep->wake_signalled || ep->wake_fd < 0 || (!ep->sleepers && !ep->exposed))
 		return;
 	uint64_t one = 1;
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.write) fn = REDIRECT_ORIG_FN(write);
-	if (fn && fn(ep->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+	if (OS_CALL(write, ep->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		ep->wake_signalled = true;
 }
 
@@ -83,10 +72,7 @@ void iomux_wake_drain(struct iomux_epoll *ep)
 	if (!ep->wake_signalled)
 		return;
 	uint64_t value;
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.read) fn = REDIRECT_ORIG_FN(read);
-	if (fn)
-		(void)fn(ep->wake_fd, &value, sizeof(value));
+	(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
 	ep->wake_signalled = false;
 }
 
@@ -169,13 +155,7 @@ static int grow(void **arr, int *cap, int need, size_t elem)
 static int epoll_obj_close(struct sock_obj *obj)
 {
 	struct iomux_epoll *ep = (struct iomux_epoll *)obj;
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.close) fn = REDIRECT_ORIG_FN(close);
-	if (!fn) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return fn(ep->base.fd);
+	return OS_CALL(close, ep->base.fd);
 }
 
 /* Unlinks every watch now (sockets must stop touching this set); the
@@ -244,16 +224,13 @@ static int wake_fd_ensure(struct iomux_epoll *ep)
 {
 	if (ep->wake_fd >= 0)
 		return 0;
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.close) close_fn = REDIRECT_ORIG_FN(close);
 	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fd) };
 	if (kernel_ctl(ep->base.fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		int saved = errno;
-		if (close_fn)
-			close_fn(fd);
+		kernel_close(fd);
 		errno = saved;
 		return -1;
 	}

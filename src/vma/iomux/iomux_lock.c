@@ -5,7 +5,7 @@
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
 #include "ring/ring_spin.h"
-#include "redirect/redirect_signal.h"
+#include "os/os_signal.h"
 
 #define IOMUX_LOCK_SPINS_LONG 4096
 
@@ -25,10 +25,10 @@ void iomux_lock_init(struct iomux_lock *l)
 }
 
 /* Like a lane lock, an epoll set's lock holds back the application's
- * signal handlers in this thread until the unlock (redirect_signal.h). */
+ * signal handlers in this thread until the unlock (os/os_signal.h). */
 void iomux_lock(struct iomux_lock *l)
 {
-	redirect_signal_defer_begin();
+	os_signal_defer_begin();
 	switch (g_cfg.thread_mode) {
 	case 0:
 		return;
@@ -61,7 +61,7 @@ void iomux_unlock(struct iomux_lock *l)
 	default:
 		__atomic_store_n(&l->spin, 0, __ATOMIC_RELEASE);
 	}
-	redirect_signal_defer_end();
+	os_signal_defer_end();
 }
 
 #define IOMUX_WATCH_STRIPES 64

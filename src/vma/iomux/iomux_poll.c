@@ -11,8 +11,8 @@
 #include <string.h>
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "ring/ring_spin.h"
 
 #define IOMUX_POLL_STACK_FDS 64
@@ -45,7 +45,7 @@ static pthread_once_t iomux_poll_wake_once = PTHREAD_ONCE_INIT;
 
 static void iomux_poll_wake_close(void *p)
 {
-	REDIRECT_ORIG_FN(close)((int)(intptr_t)p - 1);
+	OS_CALL(close, (int)(intptr_t)p - 1);
 }
 
 static void iomux_poll_wake_key_make(void)
@@ -186,7 +186,7 @@ static int poll_pass(struct pollfd *fds, nfds_t nfds, bool os, bool progress, in
 {
 	*offl = 0;
 	if (os) {
-		if (REDIRECT_ORIG_FN(poll)(fds, nfds, 0) < 0)
+		if (OS_CALL(poll, fds, nfds, 0) < 0)
 			return -1;
 	} else {
 		for (nfds_t i = 0; i < nfds; i++)
@@ -245,7 +245,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 	static unsigned int skip_os_count, os_ratio_count; /* approximate across threads */
 	struct pollfd stack[IOMUX_POLL_STACK_FDS];
 	int n, offl;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	for (unsigned int pass = 0;; pass++) {
 		n = poll_pass(fds, nfds, false, true, &offl);
 		int skip = g_cfg.select_skip_os, ratio = g_cfg.select_poll_os_ratio;
@@ -272,7 +272,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			goto out;
 		/* A handler ran while we polled in user space: poll and select
 		 * are never restarted (signal(7)). */
-		if (redirect_signal_interrupts(&sigmark, false)) {
+		if (os_signal_interrupts(&sigmark, false)) {
 			n = -1;
 			goto out;
 		}
@@ -303,7 +303,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		}
 		/* A handler held back while sleep_set had a lane locked ran at
 		 * its unlock, after the check above: ppoll would not see it. */
-		if (redirect_signal_interrupts(&sigmark, false)) {
+		if (os_signal_interrupts(&sigmark, false)) {
 			n = -1;
 			goto out;
 		}
@@ -319,7 +319,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		}
 		ring_spin_release();
 		int64_t t0 = iomux_now_ns();
-		int r = REDIRECT_ORIG_FN(ppoll)(buf, (nfds_t)total, leftp, mask);
+		int r = OS_CALL(ppoll, buf, (nfds_t)total, leftp, mask);
 		int saved = errno;
 		slept += iomux_now_ns() - t0 + 1;
 		if (wake >= 0) {
@@ -371,7 +371,7 @@ int iomux_poll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, 
 		errno = EINVAL;
 		return -1;
 	}
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	return poll_core(fds, nfds, timeout, mask, stats_for(false));
 }
 
@@ -388,7 +388,7 @@ int iomux_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespe
 		errno = EINVAL;
 		return -1;
 	}
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	int64_t deadline = iomux_deadline(timeout ? (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec : -1);
 	struct pollfd pfd[FD_SETSIZE];
 	nfds_t count = 0;

@@ -6,8 +6,8 @@
 #include <limits.h>
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "ring/ring_mgr.h"
 #include "ring/ring_spin.h"
 
@@ -57,9 +57,7 @@ static void item_disarm(struct iomux_epoll *ep, struct iomux_item *it, bool kern
 	if (!kernel_side_fired) {
 		struct epoll_event ev = { .events = EPOLLONESHOT,
 					  .data.u64 = IOMUX_DATA(IOMUX_TAG_APP, it->fd) };
-		__typeof__(redirect_orig.epoll_ctl) fn = REDIRECT_ORIG_FN(epoll_ctl);
-		if (fn)
-			fn(ep->base.fd, EPOLL_CTL_MOD, it->fd, &ev);
+		OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_MOD, it->fd, &ev);
 	}
 }
 
@@ -119,13 +117,7 @@ static int collect_ready(struct iomux_epoll *ep, struct epoll_event *events, int
 static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, int count, int maxevents,
 			  int timeout_ms, const sigset_t *mask, bool *woke)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.epoll_pwait) fn = REDIRECT_ORIG_FN(epoll_pwait);
-	if (!fn) {
-		errno = ENOSYS;
-		return -1;
-	}
-	int raw = fn(ep->base.fd, events + count, maxevents - count, timeout_ms, mask);
+	int raw = OS_CALL(epoll_pwait, ep->base.fd, events + count, maxevents - count, timeout_ms, mask);
 	if (raw < 0)
 		return -1;
 	if (woke)
@@ -222,12 +214,12 @@ static bool rings_arm(struct iomux_epoll *ep)
 			 * common case and harmless. */
 			struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
 						  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
-			int rc = REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+			int rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
 			if (rc != 0 && errno == EINVAL) {
 				/* A multi-queue ring's wait fd is an epoll set,
 				 * which cannot be exclusive. */
 				ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
-				rc = REDIRECT_ORIG_FN(epoll_ctl)(ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+				rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
 			}
 			if (rc == 0 || errno == EEXIST)
 				armed_note(ep, gen, fds[k]);
@@ -280,7 +272,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_lock(&ep->lock);
 	ep->gen++;
 	iomux_unlock(&ep->lock);
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 
 	for (unsigned int pass = 0;; pass++) {
 		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;
@@ -313,7 +305,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			int64_t now = iomux_now_ns();
 			if (now >= deadline)
 				return wait_done(ep, 0, start, slept);
-			if (redirect_signal_interrupts(&sigmark, false))
+			if (os_signal_interrupts(&sigmark, false))
 				return wait_done(ep, -1, start, slept);
 			if (iomux_spinning(start, now))
 				continue;
@@ -322,7 +314,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			/* Kernel fds only: nothing to spin on, sleep at once. But
 			 * not through a handler that already ran in this call
 			 * (held back while a lock of ours was taken). */
-			if (redirect_signal_interrupts(&sigmark, false))
+			if (os_signal_interrupts(&sigmark, false))
 				return wait_done(ep, -1, start, slept);
 			bool woke = false;
 			ring_spin_release();
@@ -351,7 +343,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			return wait_done(ep, 0, start, slept);
 		/* A handler ran while we polled in user space: Linux never
 		 * restarts epoll_wait, SA_RESTART or not. */
-		if (redirect_signal_interrupts(&sigmark, false))
+		if (os_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
 		if (spin)
 			continue;
@@ -360,7 +352,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		/* A handler held back while rings_arm had a lane locked ran at
 		 * its unlock, after the check above: the kernel sleep would not
 		 * see it. */
-		if (redirect_signal_interrupts(&sigmark, false))
+		if (os_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
 		st->c.poll_miss += slept == 0;
 		bool woke = false;

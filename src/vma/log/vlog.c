@@ -1,9 +1,9 @@
 /* The logger. It runs inside the application's own calls (an interposed
  * send() may log), in any thread, before our constructor and in forked
  * children. So the print path takes no lock, allocates nothing and keeps
- * errno, and every write/open/close/ioctl goes through syscall(): the libc
- * wrappers of those are what libvma interposes, and re-entering them from
- * the logger could recurse or deadlock. */
+ * errno, and every write/close/ioctl is libc's own (os/os.h): the plain
+ * names are libvma's interposed wrappers, and re-entering them from the
+ * logger could recurse or deadlock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,8 +19,8 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include "log/vlog.h"
+#include "os/os.h"
 
 #define VLOG_STDERR_FD 2
 #define VLOG_COLOR_RED "\033[31m"
@@ -154,7 +154,7 @@ static int64_t vlog_start_time(void)
 static bool vlog_fd_is_tty(int fd)
 {
 	struct termios t;
-	return syscall(SYS_ioctl, fd, TCGETS, &t) == 0;
+	return OS_CALL(ioctl, fd, TCGETS, &t) == 0;
 }
 
 /* ---- formatting ---- */
@@ -206,7 +206,7 @@ static void vlog_put_details(struct vlog_line *line, int details)
 {
 	if (details <= 0)
 		return;
-	long tid = syscall(SYS_gettid);
+	long tid = gettid();
 	if (details == 1) {
 		vlog_line_printf(line, "Tid: %ld ", tid);
 		return;
@@ -274,7 +274,7 @@ size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
 static void vlog_write_all(int fd, const char *data, size_t len)
 {
 	while (len) {
-		long n = syscall(SYS_write, fd, data, len);
+		long n = OS_CALL(write, fd, data, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -354,7 +354,7 @@ static void vlog_use_stderr_locked(void)
 {
 	__atomic_store_n(&vlog_sink_fd, VLOG_STDERR_FD, __ATOMIC_RELAXED);
 	if (vlog_file_fd >= 0) {
-		syscall(SYS_close, vlog_file_fd);
+		OS_CALL(close, vlog_file_fd);
 		vlog_file_fd = -1;
 	}
 	vlog_file_path[0] = '\0';
@@ -368,7 +368,7 @@ int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
 	*refused = 0;
 	/* O_NONBLOCK so that a FIFO nobody reads fails instead of blocking the
 	 * application's start; it is cleared again below. */
-	long fd = syscall(SYS_openat, AT_FDCWD, path,
+	long fd = openat(AT_FDCWD, path,
 			  O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
 			  0600);
 	struct stat st;
@@ -387,7 +387,7 @@ int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
 	if (fstat((int)fd, &st) != 0) {
 		char reason[128];
 		snprintf(why, why_size, "%s", strerror_r(errno, reason, sizeof(reason)));
-		syscall(SYS_close, (int)fd);
+		OS_CALL(close, (int)fd);
 		errno = saved;
 		return -1;
 	}
@@ -397,13 +397,13 @@ int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
 		*refused = 1;
 		snprintf(why, why_size, "it belongs to another user (uid %u)", (unsigned)st.st_uid);
-		syscall(SYS_close, (int)fd);
+		OS_CALL(close, (int)fd);
 		errno = saved;
 		return -1;
 	}
-	long flags = syscall(SYS_fcntl, (int)fd, F_GETFL);
+	long flags = OS_CALL(fcntl, (int)fd, F_GETFL);
 	if (flags >= 0)
-		syscall(SYS_fcntl, (int)fd, F_SETFL, flags & ~(long)O_NONBLOCK);
+		OS_CALL(fcntl, (int)fd, F_SETFL, flags & ~(long)O_NONBLOCK);
 	errno = saved;
 	return (int)fd;
 }
@@ -426,13 +426,13 @@ static int vlog_use_file_locked(const char *pattern)
 		goto fail;
 	__atomic_store_n(&vlog_colors_active, 0, __ATOMIC_RELAXED);
 	if (vlog_file_fd >= 0 &&
-	    syscall(SYS_dup3, (int)fd, vlog_file_fd, O_CLOEXEC) == vlog_file_fd) {
+	    OS_CALL(dup3, (int)fd, vlog_file_fd, O_CLOEXEC) == vlog_file_fd) {
 		/* Swapped in place: a printer holding the old fd number writes to
 		 * the new file instead of a closed (or reused) descriptor. */
-		syscall(SYS_close, (int)fd);
+		OS_CALL(close, (int)fd);
 	} else {
 		if (vlog_file_fd >= 0)
-			syscall(SYS_close, vlog_file_fd);
+			OS_CALL(close, vlog_file_fd);
 		vlog_file_fd = (int)fd;
 	}
 	__atomic_store_n(&vlog_sink_fd, vlog_file_fd, __ATOMIC_RELAXED);

@@ -7,17 +7,15 @@
 #include <string.h>
 
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 
 #define VLOG_SEGV_FRAMES 64
 
 /* Past our own interposed sigaction: the application's view of its signal
- * dispositions is not ours to change. Unit tests, which are not
- * interposed and may not have resolved the originals, get libc's. */
+ * dispositions is not ours to change. */
 static int vlog_segv_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
-	return orig ? orig(sig, act, old) : sigaction(sig, act, old);
+	return OS_CALL(sigaction, sig, act, old);
 }
 
 static void vlog_segv_handler(int sig, siginfo_t *info, void *context)

@@ -7,6 +7,7 @@
  * one is reading events sleeps on `changed` instead. */
 #include "net/net.h"
 #include "log/vlog.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,7 +16,6 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <linux/if.h>
 #include <linux/neighbour.h>
 #include <netlink/cache.h>
@@ -400,21 +400,22 @@ static int trigger_by_netlink(struct net_ctx *ctx, int ifindex, in_addr_t ip)
 
 /* Without CAP_NET_ADMIN: a zero-length datagram, TTL 1, to the discard port
  * of the next hop, forced out of ifindex. The kernel resolves the neighbour
- * to send it. Raw syscalls: this socket must never be one we offload. */
+ * to send it. libc's own calls (os/os.h): this socket must never be one we
+ * offload. */
 static int trigger_by_datagram(int ifindex, in_addr_t ip)
 {
-	int fd = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = (int)OS_CALL(socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	int rc = 0;
 	int oif = (int)htonl((uint32_t)ifindex);
 	int ttl = 1;
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip };
-	if (syscall(SYS_setsockopt, fd, IPPROTO_IP, IP_UNICAST_IF, &oif, sizeof(oif)) < 0 ||
-	    syscall(SYS_setsockopt, fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) < 0 ||
-	    syscall(SYS_sendto, fd, "", 0, MSG_DONTWAIT, &to, sizeof(to)) < 0)
+	if (OS_CALL(setsockopt, fd, IPPROTO_IP, IP_UNICAST_IF, &oif, sizeof(oif)) < 0 ||
+	    OS_CALL(setsockopt, fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) < 0 ||
+	    OS_CALL(sendto, fd, "", 0, MSG_DONTWAIT, &to, sizeof(to)) < 0)
 		rc = -errno;
-	syscall(SYS_close, fd);
+	OS_CALL(close, fd);
 	/* A neighbour that just failed makes the send fail too, after the kernel
 	 * has started over: that still counts as triggered. */
 	return rc == -EHOSTUNREACH ? 0 : rc;

@@ -7,37 +7,54 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
+#include "sock/sock_call.h"
 #include "sock/sock_fd_table.h"
 
 /* The only symbols libvma.so exports (with the Extra API's later). */
 #define REDIRECT_EXPORT __attribute__((visibility("default")))
 
 /* The hot-path shape of every fd call: resolve-if-needed (one predictable
- * branch), one table load, then the object's op (pinned for the call:
- * close() in another thread cannot free it under us) or the original. No
- * lock, no allocation. A missing original yields -1/ENOSYS. */
-#define REDIRECT_FD_CALL(name, fd, ...) \
+ * branch), one table load; when the fd's object has `op`: `fortify` (a
+ * fortified call's check, __chk_fail when false), then `call` with the
+ * object as obj_, pinned for the call (close() in another thread cannot
+ * free it under us), whose result is returned, unless `declinable` and the
+ * kind declined (SOCK_OP_KERNEL); otherwise libc's `name` with the
+ * application's arguments. No lock, no allocation. A missing original
+ * yields -1/ENOSYS. */
+#define REDIRECT_OBJ_CALL(op, name, fd, declinable, fortify, call, ...) \
 	do { \
-		REDIRECT_ENSURE_ORIGINALS(); \
+		os_libc_ensure(); \
 		struct sock_obj *obj_ = sock_fd_get(fd); \
-		if (obj_ && obj_->ops->name) { \
+		if (obj_ && obj_->ops->op) { \
+			if (__builtin_expect(!(fortify), 0)) \
+				__chk_fail(); \
 			sock_obj_pin(obj_); \
-			__auto_type ret_ = obj_->ops->name(obj_, __VA_ARGS__); \
+			__auto_type ret_ = (call); \
 			sock_obj_unpin(obj_); \
-			return ret_; \
+			if (!(declinable) || __builtin_expect(ret_ != SOCK_OP_KERNEL, 1)) \
+				return ret_; \
 		} \
-		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \
 		return orig_(fd, __VA_ARGS__); \
 	} while (0)
 
+/* A control call (bind, setsockopt, ioctl...): the op of the same name with
+ * the application's arguments (it answers the call, kernel part included). */
+#define REDIRECT_FD_CALL(name, fd, ...) \
+	REDIRECT_OBJ_CALL(name, name, fd, 0, 1, obj_->ops->name(obj_, __VA_ARGS__), __VA_ARGS__)
+
+/* A data call: its one conversion (sock/sock_call.h) to the kind's recvmsg
+ * or sendmsg op, which may decline it. */
+#define REDIRECT_SOCK_CALL(op, name, fd, call, ...) REDIRECT_OBJ_CALL(op, name, fd, 1, 1, call, __VA_ARGS__)
+
 /* A call with no object involvement: straight to the original. */
 #define REDIRECT_PASS(name, ...) \
 	do { \
-		REDIRECT_ENSURE_ORIGINALS(); \
-		__typeof__(redirect_orig.name) orig_ = REDIRECT_ORIG_FN(name); \
+		os_libc_ensure(); \
+		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \
 		return orig_(__VA_ARGS__); \
@@ -45,8 +62,7 @@
 
 static inline int redirect_enosys(void)
 {
-	errno = ENOSYS;
-	return -1;
+	return os_enosys();
 }
 
 /* The kernel just handed out `fd` (pipe, dup, epoll_create...): any entry

@@ -19,7 +19,7 @@
 
 REDIRECT_EXPORT int close(int fd)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	/* Taken even when the close then fails: on Linux close() releases the
 	 * number whatever it returns (EINTR, EIO), and EBADF means the entry
 	 * was stale already. */
@@ -28,7 +28,7 @@ REDIRECT_EXPORT int close(int fd)
 	if (obj && obj->ops->close) {
 		ret = obj->ops->close(obj);
 	} else {
-		__typeof__(redirect_orig.close) orig = REDIRECT_ORIG_FN(close);
+		__typeof__(os_libc.close) orig = OS_FN_RESOLVED(close);
 		ret = orig ? orig(fd) : redirect_enosys();
 	}
 	if (obj) {
@@ -39,11 +39,11 @@ REDIRECT_EXPORT int close(int fd)
 	return ret;
 }
 
-#if REDIRECT_HAVE_CLOSE_RANGE
+#if OS_HAVE_CLOSE_RANGE
 REDIRECT_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.close_range) orig = REDIRECT_ORIG_FN(close_range);
+	os_libc_ensure();
+	__typeof__(os_libc.close_range) orig = OS_FN_RESOLVED(close_range);
 	if (!orig)
 		return redirect_enosys();
 	/* Arguments the kernel will refuse close nothing: keep our entries.
@@ -57,8 +57,8 @@ REDIRECT_EXPORT int close_range(unsigned int first, unsigned int last, int flags
 
 REDIRECT_EXPORT int dup(int oldfd)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.dup) orig = REDIRECT_ORIG_FN(dup);
+	os_libc_ensure();
+	__typeof__(os_libc.dup) orig = OS_FN_RESOLVED(dup);
 	if (!orig)
 		return redirect_enosys();
 	/* The duplicate is left to the kernel (untracked): it shares the open
@@ -75,16 +75,16 @@ REDIRECT_EXPORT int dup(int oldfd)
  * newfd (a failed dup2 leaves the socket as it was). */
 static int redirect_dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	bool replaces = oldfd != newfd;
 	if (replaces && g_cfg.close_on_dup2)
 		sock_fd_drop(newfd);
 	int ret;
 	if (is_dup3) {
-		__typeof__(redirect_orig.dup3) orig = REDIRECT_ORIG_FN(dup3);
+		__typeof__(os_libc.dup3) orig = OS_FN_RESOLVED(dup3);
 		ret = orig ? orig(oldfd, newfd, flags) : redirect_enosys();
 	} else {
-		__typeof__(redirect_orig.dup2) orig = REDIRECT_ORIG_FN(dup2);
+		__typeof__(os_libc.dup2) orig = OS_FN_RESOLVED(dup2);
 		ret = orig ? orig(oldfd, newfd) : redirect_enosys();
 	}
 	if (ret >= 0 && replaces) {
@@ -110,7 +110,7 @@ REDIRECT_EXPORT int dup3(int oldfd, int newfd, int flags)
  * through unchanged. F_DUPFD* make a fresh untracked fd, like dup(). */
 static int redirect_fcntl_common(int fd, int cmd, void *arg, bool is_64)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd);
 	int ret;
 	if (obj && obj->ops->fcntl && cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) {
@@ -118,10 +118,10 @@ static int redirect_fcntl_common(int fd, int cmd, void *arg, bool is_64)
 		ret = obj->ops->fcntl(obj, cmd, arg);
 		sock_obj_unpin(obj);
 	} else if (is_64) {
-		__typeof__(redirect_orig.fcntl64) orig = REDIRECT_ORIG_FN(fcntl64);
+		__typeof__(os_libc.fcntl64) orig = OS_FN_RESOLVED(fcntl64);
 		ret = orig ? orig(fd, cmd, arg) : redirect_enosys();
 	} else {
-		__typeof__(redirect_orig.fcntl) orig = REDIRECT_ORIG_FN(fcntl);
+		__typeof__(os_libc.fcntl) orig = OS_FN_RESOLVED(fcntl);
 		ret = orig ? orig(fd, cmd, arg) : redirect_enosys();
 	}
 	if (ret >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
@@ -149,8 +149,8 @@ REDIRECT_EXPORT int fcntl64(int fd, int cmd, ...)
 
 REDIRECT_EXPORT int pipe(int fds[2])
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.pipe) orig = REDIRECT_ORIG_FN(pipe);
+	os_libc_ensure();
+	__typeof__(os_libc.pipe) orig = OS_FN_RESOLVED(pipe);
 	if (!orig)
 		return redirect_enosys();
 	int ret = orig(fds);
@@ -163,8 +163,8 @@ REDIRECT_EXPORT int pipe(int fds[2])
 
 REDIRECT_EXPORT int pipe2(int fds[2], int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.pipe2) orig = REDIRECT_ORIG_FN(pipe2);
+	os_libc_ensure();
+	__typeof__(os_libc.pipe2) orig = OS_FN_RESOLVED(pipe2);
 	if (!orig)
 		return redirect_enosys();
 	int ret = orig(fds, flags);

@@ -1,6 +1,8 @@
-/* Data calls: the hot path. Each is REDIRECT_FD_CALL and nothing else, but
- * splice, which has two descriptors, and the sends' test of the Extra
- * API's dummy flag. */
+/* Data calls: the hot path. A socket object gets each as its recvmsg or
+ * sendmsg op through the one conversion of sock/sock_call.h (flag, table
+ * load, conversion, op); anything else, or a call the kind declines, is the
+ * application's own call to libc. splice has two descriptors; the sends
+ * test the Extra API's dummy flag. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
 #include "extra/extra.h"
@@ -18,68 +20,71 @@
 
 REDIRECT_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	REDIRECT_FD_CALL(read, fd, buf, len);
+	REDIRECT_SOCK_CALL(recvmsg, read, fd, sock_call_read(obj_, buf, len), buf, len);
 }
 
 REDIRECT_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	REDIRECT_FD_CALL(readv, fd, iov, iovcnt);
+	REDIRECT_SOCK_CALL(recvmsg, readv, fd, sock_call_readv(obj_, iov, iovcnt), iov, iovcnt);
 }
 
 REDIRECT_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	REDIRECT_FD_CALL(recv, fd, buf, len, flags);
+	REDIRECT_SOCK_CALL(recvmsg, recv, fd, sock_call_recvfrom(obj_, buf, len, flags, NULL, NULL), buf, len, flags);
 }
 
 REDIRECT_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t len, int flags, __SOCKADDR_ARG from,
 				 socklen_t *__restrict fromlen)
 {
-	REDIRECT_FD_CALL(recvfrom, fd, buf, len, flags, from.__sockaddr__, fromlen);
+	REDIRECT_SOCK_CALL(recvmsg, recvfrom, fd, sock_call_recvfrom(obj_, buf, len, flags, from.__sockaddr__, fromlen),
+			   buf, len, flags, from, fromlen);
 }
 
 REDIRECT_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	REDIRECT_FD_CALL(recvmsg, fd, msg, flags);
+	REDIRECT_SOCK_CALL(recvmsg, recvmsg, fd, obj_->ops->recvmsg(obj_, msg, flags), msg, flags);
 }
 
 REDIRECT_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
 {
-	REDIRECT_FD_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
+	REDIRECT_SOCK_CALL(recvmsg, recvmmsg, fd, sock_call_recvmmsg(obj_, vec, vlen, flags, timeout), vec, vlen,
+			   flags, timeout);
 }
 
 REDIRECT_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
-	REDIRECT_FD_CALL(write, fd, buf, len);
+	REDIRECT_SOCK_CALL(sendmsg, write, fd, sock_call_sendto(obj_, buf, len, 0, NULL, 0), buf, len);
 }
 
 REDIRECT_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	REDIRECT_FD_CALL(writev, fd, iov, iovcnt);
+	REDIRECT_SOCK_CALL(sendmsg, writev, fd, sock_call_writev(obj_, iov, iovcnt), iov, iovcnt);
 }
 
 REDIRECT_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	REDIRECT_DUMMY_CHECK(fd, flags);
-	REDIRECT_FD_CALL(send, fd, buf, len, flags);
+	REDIRECT_SOCK_CALL(sendmsg, send, fd, sock_call_sendto(obj_, buf, len, flags, NULL, 0), buf, len, flags);
 }
 
 REDIRECT_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONST_SOCKADDR_ARG to,
 			       socklen_t tolen)
 {
 	REDIRECT_DUMMY_CHECK(fd, flags);
-	REDIRECT_FD_CALL(sendto, fd, buf, len, flags, to.__sockaddr__, tolen);
+	REDIRECT_SOCK_CALL(sendmsg, sendto, fd, sock_call_sendto(obj_, buf, len, flags, to.__sockaddr__, tolen), buf,
+			   len, flags, to, tolen);
 }
 
 REDIRECT_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	REDIRECT_DUMMY_CHECK(fd, flags);
-	REDIRECT_FD_CALL(sendmsg, fd, msg, flags);
+	REDIRECT_SOCK_CALL(sendmsg, sendmsg, fd, obj_->ops->sendmsg(obj_, msg, flags), msg, flags);
 }
 
 REDIRECT_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	REDIRECT_DUMMY_CHECK(fd, flags);
-	REDIRECT_FD_CALL(sendmmsg, fd, vec, vlen, flags);
+	REDIRECT_SOCK_CALL(sendmsg, sendmmsg, fd, sock_call_sendmmsg(obj_, vec, vlen, flags), vec, vlen, flags);
 }
 
 REDIRECT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -98,7 +103,7 @@ REDIRECT_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_
  * as without libvma. */
 REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *obj = sock_fd_get(fd_in);
 	if (!obj || !obj->ops->splice)
 		obj = sock_fd_get(fd_out);
@@ -118,46 +123,20 @@ REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *of
 
 REDIRECT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	struct sock_obj *obj = sock_fd_get(fd);
-	if (obj && obj->ops->read) {
-		if (nbytes > buflen)
-			__chk_fail();
-		sock_obj_pin(obj);
-		ssize_t ret = obj->ops->read(obj, buf, nbytes);
-		sock_obj_unpin(obj);
-		return ret;
-	}
-	REDIRECT_PASS(__read_chk, fd, buf, nbytes, buflen);
+	REDIRECT_OBJ_CALL(recvmsg, __read_chk, fd, 1, nbytes <= buflen, sock_call_read(obj_, buf, nbytes), buf,
+			  nbytes, buflen);
 }
 
 REDIRECT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	struct sock_obj *obj = sock_fd_get(fd);
-	if (obj && obj->ops->recv) {
-		if (n > buflen)
-			__chk_fail();
-		sock_obj_pin(obj);
-		ssize_t ret = obj->ops->recv(obj, buf, n, flags);
-		sock_obj_unpin(obj);
-		return ret;
-	}
-	REDIRECT_PASS(__recv_chk, fd, buf, n, buflen, flags);
+	REDIRECT_OBJ_CALL(recvmsg, __recv_chk, fd, 1, n <= buflen, sock_call_recvfrom(obj_, buf, n, flags, NULL, NULL),
+			  buf, n, buflen, flags);
 }
 
 REDIRECT_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen, int flags,
 				       __SOCKADDR_ARG addr, socklen_t *__restrict addr_len)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	struct sock_obj *obj = sock_fd_get(fd);
-	if (obj && obj->ops->recvfrom) {
-		if (n > buflen)
-			__chk_fail();
-		sock_obj_pin(obj);
-		ssize_t ret = obj->ops->recvfrom(obj, buf, n, flags, addr.__sockaddr__, addr_len);
-		sock_obj_unpin(obj);
-		return ret;
-	}
-	REDIRECT_PASS(__recvfrom_chk, fd, buf, n, buflen, flags, addr, addr_len);
+	REDIRECT_OBJ_CALL(recvmsg, __recvfrom_chk, fd, 1, n <= buflen,
+			  sock_call_recvfrom(obj_, buf, n, flags, addr.__sockaddr__, addr_len), buf, n, buflen, flags,
+			  addr, addr_len);
 }

@@ -18,7 +18,7 @@ static bool redirect_tv_to_ts(const struct timeval *tv, struct timespec *ts)
 REDIRECT_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w, fd_set *__restrict e,
 			   struct timeval *__restrict timeout)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct timespec ts;
 	if (iomux_select_wanted(nfds, r, w, e) && (!timeout || redirect_tv_to_ts(timeout, &ts))) {
 		struct timespec left;
@@ -35,7 +35,7 @@ REDIRECT_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 REDIRECT_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w, fd_set *__restrict e,
 			    const struct timespec *__restrict timeout, const __sigset_t *__restrict mask)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	if (iomux_select_wanted(nfds, r, w, e))
 		return iomux_select(nfds, r, w, e, timeout, mask, NULL);
 	REDIRECT_PASS(pselect, nfds, r, w, e, timeout, mask);
@@ -43,7 +43,7 @@ REDIRECT_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w
 
 REDIRECT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	if (iomux_poll_wanted(fds, nfds)) {
 		struct timespec ts = { .tv_sec = timeout / 1000, .tv_nsec = (long)(timeout % 1000) * 1000000 };
 		return iomux_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
@@ -53,7 +53,7 @@ REDIRECT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 
 REDIRECT_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout, const __sigset_t *mask)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	if (iomux_poll_wanted(fds, nfds))
 		return iomux_poll(fds, nfds, timeout, mask);
 	REDIRECT_PASS(ppoll, fds, nfds, timeout, mask);
@@ -87,21 +87,21 @@ static int redirect_new_epoll_fd(int epfd)
 
 REDIRECT_EXPORT int epoll_create(int size)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.epoll_create) orig = REDIRECT_ORIG_FN(epoll_create);
+	os_libc_ensure();
+	__typeof__(os_libc.epoll_create) orig = OS_FN_RESOLVED(epoll_create);
 	return orig ? redirect_new_epoll_fd(orig(size)) : redirect_enosys();
 }
 
 REDIRECT_EXPORT int epoll_create1(int flags)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.epoll_create1) orig = REDIRECT_ORIG_FN(epoll_create1);
+	os_libc_ensure();
+	__typeof__(os_libc.epoll_create1) orig = OS_FN_RESOLVED(epoll_create1);
 	return orig ? redirect_new_epoll_fd(orig(flags)) : redirect_enosys();
 }
 
 REDIRECT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep)
 		return iomux_epoll_ctl(ep, op, fd, event);
@@ -110,7 +110,7 @@ REDIRECT_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *even
 
 REDIRECT_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep)
 		return iomux_epoll_wait(ep, events, maxevents, timeout, NULL);
@@ -120,18 +120,18 @@ REDIRECT_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxeven
 REDIRECT_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 				const __sigset_t *mask)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep)
 		return iomux_epoll_wait(ep, events, maxevents, timeout, mask);
 	REDIRECT_PASS(epoll_pwait, epfd, events, maxevents, timeout, mask);
 }
 
-#if REDIRECT_HAVE_EPOLL_PWAIT2
+#if OS_HAVE_EPOLL_PWAIT2
 REDIRECT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 				 const struct timespec *timeout, const __sigset_t *mask)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep) {
 		if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {

@@ -1,6 +1,7 @@
 /* fork, vfork, daemon: the child keeps every inherited socket usable (the
  * table and the objects are copied with our memory) and runs the post-fork
- * hook, which tells later parts that inherited rings belong to the parent.
+ * hook (vma_after_fork_child), which marks inherited rings and offloaded
+ * sockets as the parent's.
  * setuid and kin: what needs root is prepared while we still have it. */
 #undef _FORTIFY_SOURCE
 #include "redirect/redirect.h"
@@ -8,8 +9,8 @@
 
 REDIRECT_EXPORT pid_t fork(void)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.fork) orig = REDIRECT_ORIG_FN(fork);
+	os_libc_ensure();
+	__typeof__(os_libc.fork) orig = OS_FN_RESOLVED(fork);
 	if (!orig)
 		return redirect_enosys();
 	pid_t pid = orig();
@@ -33,8 +34,8 @@ REDIRECT_EXPORT pid_t vfork(void)
 
 REDIRECT_EXPORT int daemon(int nochdir, int noclose)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.daemon) orig = REDIRECT_ORIG_FN(daemon);
+	os_libc_ensure();
+	__typeof__(os_libc.daemon) orig = OS_FN_RESOLVED(daemon);
 	if (!orig)
 		return redirect_enosys();
 	/* glibc's daemon() forks internally (not through our fork symbol);
@@ -55,8 +56,8 @@ static void redirect_before_uid_change(uid_t new_euid)
 
 REDIRECT_EXPORT int setuid(uid_t uid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setuid) orig = REDIRECT_ORIG_FN(setuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setuid) orig = OS_FN_RESOLVED(setuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(uid);
@@ -65,8 +66,8 @@ REDIRECT_EXPORT int setuid(uid_t uid)
 
 REDIRECT_EXPORT int seteuid(uid_t euid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.seteuid) orig = REDIRECT_ORIG_FN(seteuid);
+	os_libc_ensure();
+	__typeof__(os_libc.seteuid) orig = OS_FN_RESOLVED(seteuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);
@@ -75,8 +76,8 @@ REDIRECT_EXPORT int seteuid(uid_t euid)
 
 REDIRECT_EXPORT int setreuid(uid_t ruid, uid_t euid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setreuid) orig = REDIRECT_ORIG_FN(setreuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setreuid) orig = OS_FN_RESOLVED(setreuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);
@@ -85,8 +86,8 @@ REDIRECT_EXPORT int setreuid(uid_t ruid, uid_t euid)
 
 REDIRECT_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.setresuid) orig = REDIRECT_ORIG_FN(setresuid);
+	os_libc_ensure();
+	__typeof__(os_libc.setresuid) orig = OS_FN_RESOLVED(setresuid);
 	if (!orig)
 		return redirect_enosys();
 	redirect_before_uid_change(euid);

@@ -12,7 +12,7 @@
  * they are). Our handler counts, per thread, the handlers it runs and those
  * without SA_RESTART: a blocking call that busy-polls in user space never
  * sees the EINTR the kernel would give it, so it looks at these counts
- * (redirect_signal_interrupts) to fail or restart as Linux would.
+ * (os_signal_interrupts) to fail or restart as Linux would.
  * What the application installs is kept here and reported back by
  * sigaction(sig, NULL, &old), so it never sees our handler. */
 #undef _FORTIFY_SOURCE
@@ -70,23 +70,23 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 	enum redirect_sig_kind kind = redirect_sig_kind(sig);
 	struct sigaction app = redirect_app_action[sig];
 	if (redirect_sig_is_handler(&app)) {
-		if (redirect_sig_tls.defer_depth && sig <= 64) {
+		if (os_sig_tls.defer_depth && sig <= 64) {
 			/* This thread holds a lock of ours: the handler runs
-			 * at the outermost unlock (redirect_signal_defer_end). */
-			if (!redirect_sig_tls.info_sig && info) {
-				redirect_sig_tls.info = *info;
-				redirect_sig_tls.info_sig = sig;
+			 * at the outermost unlock (os_signal_defer_end). */
+			if (!os_sig_tls.info_sig && info) {
+				os_sig_tls.info = *info;
+				os_sig_tls.info_sig = sig;
 			}
-			__atomic_or_fetch(&redirect_sig_tls.deferred, (uint64_t)1 << (sig - 1), __ATOMIC_RELAXED);
+			__atomic_or_fetch(&os_sig_tls.deferred, (uint64_t)1 << (sig - 1), __ATOMIC_RELAXED);
 			errno = saved;
 			return;
 		}
 		/* Counted before the handler runs: it may longjmp away. */
-		redirect_sig_tls.count.caught++;
+		os_sig_tls.count.caught++;
 		if (!(app.sa_flags & SA_RESTART))
-			redirect_sig_tls.count.interrupting++;
+			os_sig_tls.count.interrupting++;
 	}
-	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
+	__typeof__(os_libc.sigaction) orig = OS_FN_RESOLVED(sigaction);
 	bool dies = !(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_DFL;
 	if (kind == REDIRECT_SIG_TERMINATING && (dies || (g_cfg.handle_sigintr && (sig == SIGINT || sig == SIGTERM)))) {
 		vlog_debug("signal %d: running libvma's cleanup, then the application's action", sig);
@@ -130,7 +130,7 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
  * and SA_RESTART behave as asked. */
 static int redirect_sig_apply(int sig)
 {
-	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
+	__typeof__(os_libc.sigaction) orig = OS_FN_RESOLVED(sigaction);
 	if (!orig)
 		return redirect_enosys();
 	const struct sigaction *app = &redirect_app_action[sig];
@@ -150,8 +150,8 @@ static int redirect_sig_apply(int sig)
 
 void redirect_signal_init(void)
 {
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.sigaction) orig = REDIRECT_ORIG_FN(sigaction);
+	os_libc_ensure();
+	__typeof__(os_libc.sigaction) orig = OS_FN_RESOLVED(sigaction);
 	if (!orig)
 		return;
 	for (int sig = 1; sig < NSIG; sig++)
@@ -218,7 +218,7 @@ static bool redirect_sig_ours(int sig)
 
 REDIRECT_EXPORT int sigaction(int sig, const struct sigaction *__restrict act, struct sigaction *__restrict oldact)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	if (redirect_sig_ours(sig))
 		return redirect_sig_swap(sig, act, oldact);
 	REDIRECT_PASS(sigaction, sig, act, oldact);
@@ -226,7 +226,7 @@ REDIRECT_EXPORT int sigaction(int sig, const struct sigaction *__restrict act, s
 
 REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	if (redirect_sig_ours(sig)) {
 		/* glibc's signal() semantics: BSD, restartable, the signal
 		 * blocked while its handler runs. */
@@ -246,7 +246,7 @@ REDIRECT_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 		 * handler whichever way it was installed. */
 		return old.sa_handler;
 	}
-	__typeof__(redirect_orig.signal) orig = REDIRECT_ORIG_FN(signal);
+	__typeof__(os_libc.signal) orig = OS_FN_RESOLVED(signal);
 	if (!orig) {
 		errno = ENOSYS;
 		return SIG_ERR;

@@ -65,8 +65,8 @@ void redirect_track_socket(int fd, int domain, int type, int protocol, const cha
 REDIRECT_EXPORT int socket(int domain, int type, int protocol)
 {
 	bool ready = vma_init_once();
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.socket) orig = REDIRECT_ORIG_FN(socket);
+	os_libc_ensure();
+	__typeof__(os_libc.socket) orig = OS_FN_RESOLVED(socket);
 	if (!orig)
 		return redirect_enosys();
 	int fd = orig(domain, type, protocol);
@@ -78,8 +78,8 @@ REDIRECT_EXPORT int socket(int domain, int type, int protocol)
 REDIRECT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
 	vma_init_once();
-	REDIRECT_ENSURE_ORIGINALS();
-	__typeof__(redirect_orig.socketpair) orig = REDIRECT_ORIG_FN(socketpair);
+	os_libc_ensure();
+	__typeof__(os_libc.socketpair) orig = OS_FN_RESOLVED(socketpair);
 	if (!orig)
 		return redirect_enosys();
 	int ret = orig(domain, type, protocol, sv);
@@ -96,7 +96,7 @@ REDIRECT_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len, int flags, bool is_accept4)
 {
 	bool ready = vma_init_once();
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_obj *listener = sock_fd_get(fd);
 	int newfd;
 	if (listener)
@@ -104,10 +104,10 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	if (listener && listener->ops->accept4) {
 		newfd = listener->ops->accept4(listener, addr, len, flags);
 	} else if (is_accept4) {
-		__typeof__(redirect_orig.accept4) orig = REDIRECT_ORIG_FN(accept4);
+		__typeof__(os_libc.accept4) orig = OS_FN_RESOLVED(accept4);
 		newfd = orig ? orig(fd, addr, len, flags) : redirect_enosys();
 	} else {
-		__typeof__(redirect_orig.accept) orig = REDIRECT_ORIG_FN(accept);
+		__typeof__(os_libc.accept) orig = OS_FN_RESOLVED(accept);
 		newfd = orig ? orig(fd, addr, len) : redirect_enosys();
 	}
 	if (newfd >= 0 && !(listener && listener->ops->accept4 && (listener->ops->flags & SOCK_OPS_F_ACCEPT_TRACKS))) {
@@ -161,12 +161,12 @@ REDIRECT_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *__restri
 	/* VMA_TRIGGER_DUMMY_SEND_GETSOCKNAME: the call also warms the send
 	 * path of an offloaded socket with a dummy packet (docs/extra_api.md). */
 	if (__builtin_expect(g_cfg.trigger_dummy_send_getsockname, 0)) {
-		REDIRECT_ENSURE_ORIGINALS();
+		os_libc_ensure();
 		struct sock_obj *obj = sock_fd_get(fd);
 		if (obj && extra_dummy_fd_ok(obj)) {
 			sock_obj_pin(obj);
 			int ret = obj->ops->getsockname ? obj->ops->getsockname(obj, addr.__sockaddr__, len)
-							: REDIRECT_ORIG_FN(getsockname)(fd, addr.__sockaddr__, len);
+							: OS_FN_RESOLVED(getsockname)(fd, addr.__sockaddr__, len);
 			extra_dummy_on_getsockname(obj);
 			sock_obj_unpin(obj);
 			return ret;

@@ -15,6 +15,7 @@
 #include "config/cfg_params.h"
 #include "log/vlog.h"
 #include "ring/ring.h"
+#include "os/os.h"
 
 #define RING_MIN_DESCS 64u
 #define RING_MAX_DESCS 16384u
@@ -130,20 +131,20 @@ void ring_read_link(struct ring *ring)
 {
 	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
 	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = OS_CALL(socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return;
 	memset(&ifr, 0, sizeof(ifr));
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ring->ifname);
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr) == 0)
+	if (OS_CALL(ioctl, fd, SIOCGIFHWADDR, &ifr) == 0)
 		memcpy(ring->mac, ifr.ifr_hwaddr.sa_data, sizeof(ring->mac));
-	if (ioctl(fd, SIOCGIFMTU, &ifr) == 0)
+	if (OS_CALL(ioctl, fd, SIOCGIFMTU, &ifr) == 0)
 		ring->mtu = (uint32_t)ifr.ifr_mtu;
 	ifr.ifr_data = (void *)&info;
-	if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+	if (OS_CALL(ioctl, fd, SIOCETHTOOL, &ifr) == 0)
 		memcpy(ring->driver, info.driver, sizeof(ring->driver) - 1);
-	close(fd);
+	OS_CALL(close, fd);
 }
 
 enum ring_backend ring_backend_for(const char *ifname, const struct ring_config *cfg)

@@ -12,6 +12,7 @@
 
 #include "log/vlog.h"
 #include "ring/ring_domain.h"
+#include "os/os.h"
 
 #define RING_DOMAIN_PAGE 4096u
 /* The UMEM socket needs one ring to bind; it never sends. */
@@ -246,7 +247,7 @@ static int ring_domain_memfd_huge(size_t *size)
 		}
 	}
 	int saved = errno;
-	close(fd);
+	OS_CALL(close, fd);
 	errno = saved;
 	return -1;
 }
@@ -268,7 +269,7 @@ int ring_domain_memfd(size_t *size, bool huge)
 		return -errno;
 	if (ftruncate(fd, (off_t)*size) != 0) {
 		int err = -errno;
-		close(fd);
+		OS_CALL(close, fd);
 		return err;
 	}
 	return fd;
@@ -344,7 +345,7 @@ int ring_domain_member_socket(struct ring_domain *d, uint16_t xdp_flags)
 	if (!err)
 		err = ring_xsk_bind(fd, d->sh->ifindex, d->sh->queue, d->umem_fd, 0);
 	if (err) {
-		close(fd);
+		OS_CALL(close, fd);
 		return err;
 	}
 	return fd;
@@ -471,9 +472,9 @@ void ring_domain_destroy(struct ring_domain *d)
 		munmap(d->sh, d->map_size);
 	d->sh = NULL;
 	if (d->umem_fd >= 0)
-		close(d->umem_fd);
+		OS_CALL(close, d->umem_fd);
 	if (d->memfd >= 0)
-		close(d->memfd);
+		OS_CALL(close, d->memfd);
 	d->umem_fd = d->memfd = -1;
 }
 

@@ -18,6 +18,7 @@
 #include "ring/ring.h"
 #include "ring/ring_buf_pool.h"
 #include "ring/ring_flow.h"
+#include "os/os.h"
 
 #define RING_LOOP_FRAME_SIZE 2048u
 
@@ -104,7 +105,7 @@ static void ring_loop_tx_flush(struct ring *ring)
 	ring->counters.tx_completions += r->txq_count;
 	r->txq_count = 0;
 	ring->counters.tx_doorbells++;
-	if (write(ring->wait_fd, &one, sizeof(one)) != sizeof(one))
+	if (OS_CALL(write, ring->wait_fd, &one, sizeof(one)) != sizeof(one))
 		vlog_debug("ring: %s: loop eventfd write failed", ring->ifname);
 }
 
@@ -172,7 +173,7 @@ static int ring_loop_wait_arm(struct ring *ring)
 
 	if (r->rxq_count)
 		return 1;
-	while (read(ring->wait_fd, &value, sizeof(value)) == sizeof(value))
+	while (OS_CALL(read, ring->wait_fd, &value, sizeof(value)) == sizeof(value))
 		;
 	return r->rxq_count ? 1 : 0;
 }
@@ -204,7 +205,7 @@ static void ring_loop_close(struct ring *ring)
 		ring_buf_pool_destroy(ring->tx_pool);
 	}
 	if (ring->wait_fd >= 0)
-		close(ring->wait_fd);
+		OS_CALL(close, ring->wait_fd);
 	free(r->rxq);
 	free(r->txq);
 	free(r->flows);

@@ -20,6 +20,7 @@
 #include "config/cfg_params.h"
 #include "log/vlog.h"
 #include "ring/ring_mgr.h"
+#include "os/os.h"
 
 struct ring_mgr_ring {
 	struct ring_mgr_ring *next;
@@ -112,14 +113,14 @@ static unsigned ring_mgr_queue_count(const char *ifname)
 	struct dirent *entry;
 	unsigned count = 0;
 
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int fd = OS_CALL(socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
 		memset(&ifr, 0, sizeof(ifr));
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
 		ifr.ifr_data = (void *)&channels;
-		if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+		if (OS_CALL(ioctl, fd, SIOCETHTOOL, &ifr) == 0)
 			count = channels.rx_count + channels.combined_count;
-		close(fd);
+		OS_CALL(close, fd);
 		if (count)
 			return count;
 	}

@@ -20,6 +20,7 @@
 
 #include "log/vlog.h"
 #include "ring/ring.h"
+#include "os/os.h"
 
 /* A member's share of the memory cap never goes below this: a queue with
  * a handful of frames would drop bursts. */
@@ -153,7 +154,7 @@ static void ring_multi_read_counters(struct ring *ring, struct ring_counters *ou
 static void ring_multi_free(struct ring_multi *r)
 {
 	if (r->epoll_fd >= 0)
-		close(r->epoll_fd);
+		OS_CALL(close, r->epoll_fd);
 	free(r);
 }
 
@@ -211,14 +212,14 @@ struct ring *ring_multi_wrap(struct ring **members, unsigned count)
 	r = calloc(1, sizeof(*r) + count * sizeof(r->members[0]));
 	if (!r)
 		return NULL;
-	r->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	r->epoll_fd = OS_CALL(epoll_create1, EPOLL_CLOEXEC);
 	if (r->epoll_fd < 0) {
 		free(r);
 		return NULL;
 	}
 	for (unsigned i = 0; i < count; i++) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = i };
-		if (members[i]->wait_fd >= 0 && epoll_ctl(r->epoll_fd, EPOLL_CTL_ADD, members[i]->wait_fd, &ev) != 0) {
+		if (members[i]->wait_fd >= 0 && OS_CALL(epoll_ctl, r->epoll_fd, EPOLL_CTL_ADD, members[i]->wait_fd, &ev) != 0) {
 			ring_multi_free(r);
 			return NULL;
 		}

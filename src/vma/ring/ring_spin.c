@@ -4,13 +4,13 @@
 
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config/cfg_params.h"
 #include "log/vlog.h"
 #include "ring/ring_spin.h"
+#include "os/os.h"
 
 static struct ring_spin_board *spin_board;
 static int spin_limit = -1;
@@ -119,7 +119,7 @@ static bool ring_spin_claim(struct ring_spin_board *board, uint64_t now)
 						 __ATOMIC_RELAXED))
 			continue;
 		if (!spin_tid)
-			spin_tid = (pid_t)syscall(SYS_gettid);
+			spin_tid = (pid_t)gettid();
 		__atomic_store_n(&slot->pid, (int32_t)getpid(), __ATOMIC_RELAXED);
 		__atomic_store_n(&slot->tid, (int32_t)spin_tid, __ATOMIC_RELAXED);
 		spin_slot = i;

@@ -43,6 +43,7 @@
 #include "ring/ring_xdp_maps.h"
 #include "ring/ring_xsk.h"
 #include "vmad/vmad_client.h"
+#include "os/os.h"
 
 /* Adaptive doorbell: a send that comes less than BURST_GAP after the
  * previous one is part of a burst and may wait; no frame waits longer than
@@ -144,7 +145,7 @@ static const struct ring_buf_pool_ops ring_xdp_tx_pool_ops = {
 static void ring_xdp_kick_rx(struct ring_xdp *r)
 {
 	if (ring_xsk_needs_wakeup(&r->dom.fill)) {
-		recvfrom(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		OS_CALL(recvfrom, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		r->base.counters.rx_wakeups++;
 	}
 }
@@ -268,7 +269,7 @@ static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 	uint32_t tries = r->tx_unflushed / RING_XDP_TX_KERNEL_BUDGET + 2;
 	do {
 		r->base.counters.tx_doorbells++;
-		if (sendto(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+		if (OS_CALL(sendto, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
 			break;
 	} while (--tries);
 	/* Whatever the kernel left stays counted, so the next flush (a
@@ -372,7 +373,7 @@ static void ring_xdp_tx_kick(struct ring *ring)
 		uint32_t seen = __atomic_load_n(&r->kick_requests, __ATOMIC_ACQUIRE);
 		uint32_t tries = ring_xsk_prod_outstanding(&r->tx) / RING_XDP_TX_KERNEL_BUDGET + 2;
 		do {
-			if (sendto(r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+			if (OS_CALL(sendto, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
 				break;
 		} while (--tries);
 		if (__atomic_compare_exchange_n(&r->kick_requests, &seen, 0, false, __ATOMIC_ACQ_REL,
@@ -632,9 +633,9 @@ static void ring_xdp_forget(struct ring *ring)
 	ring_xsk_unmap_ring(&r->dom.fill);
 	ring_xsk_unmap_ring(&r->dom.comp);
 	if (r->dom.umem_fd >= 0)
-		close(r->dom.umem_fd);
+		OS_CALL(close, r->dom.umem_fd);
 	if (r->dom.memfd >= 0)
-		close(r->dom.memfd);
+		OS_CALL(close, r->dom.memfd);
 	r->dom.umem_fd = r->dom.memfd = -1;
 	vmad_client_forget(&r->member);
 	r->xsk_fd = -1;

@@ -30,6 +30,7 @@
 
 #include "log/vlog.h"
 #include "ring/ring_xdp_prog.h"
+#include "os/os.h"
 
 #define RING_XDP_BPFFS "/sys/fs/bpf"
 #define RING_XDP_PIN_ROOT RING_XDP_BPFFS "/vma"
@@ -246,7 +247,7 @@ static void ring_xdp_reap_stale(const char *ifname, unsigned ifindex)
 			memset(&info, 0, sizeof(info));
 			if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
 				ring_xdp_detach_by_map(ifindex, info.id);
-			close(fd);
+			OS_CALL(close, fd);
 		}
 		unlink(path);
 		vlog_info("ring: %s: removed the steering program left by dead process %ld", ifname, pid);

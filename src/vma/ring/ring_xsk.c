@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "ring/ring_xsk.h"
+#include "os/os.h"
 
 #ifndef AF_XDP
 #define AF_XDP 44
@@ -20,7 +21,7 @@
 
 int ring_xsk_socket(void)
 {
-	int fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	int fd = OS_CALL(socket, AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 
 	return fd >= 0 ? fd : -errno;
 }
@@ -35,20 +36,20 @@ int ring_xsk_umem_register(int fd, void *area, size_t size, uint32_t frame_size,
 	reg.len = size;
 	reg.chunk_size = frame_size;
 	reg.headroom = headroom;
-	if (setsockopt(fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg)) != 0)
+	if (OS_CALL(setsockopt, fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg)) != 0)
 		return -errno;
-	if (setsockopt(fd, SOL_XDP, XDP_UMEM_FILL_RING, &fill_size, sizeof(fill_size)) != 0)
+	if (OS_CALL(setsockopt, fd, SOL_XDP, XDP_UMEM_FILL_RING, &fill_size, sizeof(fill_size)) != 0)
 		return -errno;
-	if (setsockopt(fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &comp_size, sizeof(comp_size)) != 0)
+	if (OS_CALL(setsockopt, fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &comp_size, sizeof(comp_size)) != 0)
 		return -errno;
 	return 0;
 }
 
 int ring_xsk_set_rings(int fd, uint32_t rx_size, uint32_t tx_size)
 {
-	if (rx_size && setsockopt(fd, SOL_XDP, XDP_RX_RING, &rx_size, sizeof(rx_size)) != 0)
+	if (rx_size && OS_CALL(setsockopt, fd, SOL_XDP, XDP_RX_RING, &rx_size, sizeof(rx_size)) != 0)
 		return -errno;
-	if (tx_size && setsockopt(fd, SOL_XDP, XDP_TX_RING, &tx_size, sizeof(tx_size)) != 0)
+	if (tx_size && OS_CALL(setsockopt, fd, SOL_XDP, XDP_TX_RING, &tx_size, sizeof(tx_size)) != 0)
 		return -errno;
 	return 0;
 }
@@ -69,7 +70,7 @@ int ring_xsk_bind(int fd, unsigned ifindex, unsigned queue, int shared_umem_fd, 
 	} else {
 		sxdp.sxdp_flags = XDP_USE_NEED_WAKEUP | xdp_flags;
 	}
-	if (bind(fd, (struct sockaddr *)&sxdp, sizeof(sxdp)) != 0)
+	if (OS_CALL(bind, fd, (struct sockaddr *)&sxdp, sizeof(sxdp)) != 0)
 		return -errno;
 	return 0;
 }
@@ -83,7 +84,7 @@ int ring_xsk_map_ring(int fd, enum ring_xsk_which which, uint32_t size, struct r
 	size_t desc_size;
 
 	memset(out, 0, sizeof(*out));
-	if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0)
+	if (OS_CALL(getsockopt, fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0)
 		return -errno;
 	switch (which) {
 	case RING_XSK_RX:
@@ -140,5 +141,5 @@ int ring_xsk_statistics(int fd, struct xdp_statistics *out)
 	socklen_t len = sizeof(*out);
 
 	memset(out, 0, sizeof(*out));
-	return getsockopt(fd, SOL_XDP, XDP_STATISTICS, out, &len) == 0 ? 0 : -errno;
+	return OS_CALL(getsockopt, fd, SOL_XDP, XDP_STATISTICS, out, &len) == 0 ? 0 : -errno;
 }

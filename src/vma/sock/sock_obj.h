@@ -1,10 +1,15 @@
-/* The object behind an fd that libvma tracks. Each kind of socket (the
- * passthrough of today, the offloaded UDP/TCP sockets of later parts) embeds
- * struct sock_obj first and supplies a sock_ops table.
+/* The object behind an fd that libvma tracks. Each kind (the passthrough,
+ * the offloaded UDP and TCP sockets through their common base sock_base.h,
+ * an epoll set) embeds struct sock_obj first and supplies a sock_ops table.
  *
  * Every op is optional: a NULL op means "the kernel handles this call on the
- * same fd", so a kind implements only what it accelerates. Ops mirror the
- * libc calls one for one (fd replaced by the object) so that a call that
+ * same fd", so a kind implements only what it accelerates. The control ops
+ * mirror the libc calls one for one (fd replaced by the object). The data
+ * calls reach a kind as one receive op and one send op: read, readv, recv,
+ * recvfrom and recvmmsg become recvmsg calls, write, writev, send, sendto
+ * and sendmmsg sendmsg calls, converted once (sock_call.h). A data op that
+ * returns SOCK_OP_KERNEL declines the call: the interposer then makes the
+ * application's own call (read stays read) on the fd, so a call that
  * reaches the kernel is exactly the call the application made. */
 #ifndef VMA_SOCK_SOCK_OBJ_H
 #define VMA_SOCK_SOCK_OBJ_H
@@ -27,6 +32,11 @@ struct sock_obj;
  * release in every state. */
 #define SOCK_OPS_F_MAY_OFFLOAD 0x2u
 
+/* What a data op (recvmsg, sendmsg, sendmmsg) returns to
+ * decline a call, errno untouched: the kernel serves it, as the application
+ * made it (sock_call.h). Never returned by a call to the application. */
+#define SOCK_OP_KERNEL (-2)
+
 struct sock_ops {
 	const char *kind;   /* "passthrough", "udp", ... for logs */
 	unsigned flags;     /* SOCK_OPS_F_* */
@@ -44,21 +54,14 @@ struct sock_ops {
 	int (*fcntl)(struct sock_obj *obj, int cmd, void *arg);
 	int (*ioctl)(struct sock_obj *obj, unsigned long request, void *arg);
 
-	ssize_t (*read)(struct sock_obj *obj, void *buf, size_t len);
-	ssize_t (*readv)(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-	ssize_t (*recv)(struct sock_obj *obj, void *buf, size_t len, int flags);
-	ssize_t (*recvfrom)(struct sock_obj *obj, void *buf, size_t len, int flags,
-			    struct sockaddr *from, socklen_t *fromlen);
+	/* recvmsg(2) as Linux defines it, for every receive call (sock_call.h
+	 * converts read/readv/recv/recvfrom and loops for recvmmsg). */
 	ssize_t (*recvmsg)(struct sock_obj *obj, struct msghdr *msg, int flags);
-	int (*recvmmsg)(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
-			struct timespec *timeout);
-
-	ssize_t (*write)(struct sock_obj *obj, const void *buf, size_t len);
-	ssize_t (*writev)(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-	ssize_t (*send)(struct sock_obj *obj, const void *buf, size_t len, int flags);
-	ssize_t (*sendto)(struct sock_obj *obj, const void *buf, size_t len, int flags,
-			  const struct sockaddr *to, socklen_t tolen);
+	/* sendmsg(2), for every send call (write/writev/send/sendto, and
+	 * sendmmsg message by message unless the kind has its own). */
 	ssize_t (*sendmsg)(struct sock_obj *obj, const struct msghdr *msg, int flags);
+	/* A kind that batches a sendmmsg (one doorbell for the lot); NULL:
+	 * sendmsg per message, as Linux's loop. */
 	int (*sendmmsg)(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
 	ssize_t (*sendfile)(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
 	ssize_t (*sendfile64)(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);

@@ -14,7 +14,7 @@
 #include "config/cfg_params.h"
 #include "engine/engine_net.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "ring/ring_mgr.h"
 #include "sock/sock_offload.h"
 #include "extra/extra.h"
@@ -67,9 +67,6 @@ static unsigned sock_offload_nfork_locked;
 /* Moves of sockets between lanes (sock_offload_move_lock) and fork. */
 static pthread_mutex_t sock_offload_move_mutex = PTHREAD_MUTEX_INITIALIZER;
 static bool sock_offload_fork_has_move;
-/* The thread building the context: the sockets its own helpers open (ring
- * ioctls, neighbour triggers) are plain kernel sockets. */
-static __thread bool sock_offload_building;
 
 void sock_offload_lock_init(struct sock_offload *ctx)
 {
@@ -97,7 +94,7 @@ int sock_offload_wake_fd_get(int *slot)
 	int expected = -1;
 	if (__atomic_compare_exchange_n(slot, &expected, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return fresh;
-	REDIRECT_ORIG_FN(close)(fresh);
+	OS_CALL(close, fresh);
 	return expected;
 }
 
@@ -812,15 +809,12 @@ static struct sock_offload *sock_offload_base(void)
 	struct sock_offload *ctx = __atomic_load_n(&sock_offload_live, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(ctx != NULL, 1))
 		return ctx;
-	if (!extra_thread_offload_wanted() || sock_offload_building ||
-	    __atomic_load_n(&sock_offload_tried, __ATOMIC_ACQUIRE))
+	if (!extra_thread_offload_wanted() || __atomic_load_n(&sock_offload_tried, __ATOMIC_ACQUIRE))
 		return NULL;
 	pthread_mutex_lock(&sock_offload_init_lock);
 	if (!sock_offload_tried) {
 		struct sock_offload *fresh = calloc(1, sizeof(*fresh));
-		sock_offload_building = true;
 		bool built = fresh && sock_offload_build(fresh, 0);
-		sock_offload_building = false;
 		if (built) {
 			sock_offload_lane[0] = fresh;
 			__atomic_store_n(&sock_offload_nlanes, 1, __ATOMIC_RELEASE);
@@ -868,9 +862,7 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 		sock_offload_lane0_claimed = true;
 	} else if (!sock_offload_lanes_full && sock_offload_nlanes < sock_offload_lane_limit()) {
 		struct sock_offload *fresh = calloc(1, sizeof(*fresh));
-		sock_offload_building = true;
 		bool built = fresh && sock_offload_build(fresh, sock_offload_nlanes);
-		sock_offload_building = false;
 		if (built) {
 			lane = sock_offload_nlanes;
 			sock_offload_lane[lane] = fresh;
@@ -953,10 +945,6 @@ struct sock_offload *sock_offload_get_for_logic(int fd, int own_logic, uint32_t 
 	if (logic != RING_MGR_PER_SOCKET && logic != RING_MGR_PER_USER_ID && logic != RING_MGR_PER_THREAD &&
 	    logic != RING_MGR_PER_CORE && logic != RING_MGR_PER_CORE_MIGRATING)
 		return base;
-	/* The sockets a lane's own set-up opens (on this thread) stay with the
-	 * kernel, whatever lane the thread already has. */
-	if (sock_offload_building)
-		return NULL;
 	unsigned gen = __atomic_load_n(&sock_offload_generation, __ATOMIC_ACQUIRE);
 	if (logic == RING_MGR_PER_THREAD && sock_offload_thread_lane && sock_offload_thread_gen == gen)
 		return sock_offload_thread_lane;
@@ -1329,6 +1317,24 @@ void sock_offload_move_unlock(void)
 	pthread_mutex_unlock(&sock_offload_move_mutex);
 }
 
+void sock_offload_move_begin(struct sock_offload *from, struct sock_offload *to)
+{
+	struct sock_offload *lo = from->lane < to->lane ? from : to;
+	sock_offload_move_lock();
+	sock_offload_lock(lo);
+	sock_offload_lock(lo == from ? to : from);
+}
+
+void sock_offload_move_end(struct sock_offload *from, struct sock_offload *to, bool moved)
+{
+	struct sock_offload *lo = from->lane < to->lane ? from : to;
+	sock_offload_unlock(lo == from ? to : from);
+	sock_offload_unlock(lo);
+	sock_offload_move_unlock();
+	if (moved)
+		sock_offload_drain_signal(from);
+}
+
 void sock_offload_before_fork(void)
 {
 	struct sock_offload *lanes[SOCK_OFFLOAD_MAX_LANES];
@@ -1415,7 +1421,7 @@ void sock_offload_after_fork_child(void)
  * SA_RESTART (libvma's own handler behind a default action has it). */
 bool sock_offload_signal_restarts(void)
 {
-	__typeof__(redirect_orig.sigaction) get = REDIRECT_ORIG_FN(sigaction);
+	__typeof__(os_libc.sigaction) get = OS_FN(sigaction);
 	if (!get)
 		return false;
 	for (int sig = 1; sig < NSIG; sig++) {

@@ -32,7 +32,7 @@
 #include "stack/stack.h"
 #include "stack/tcp.h"
 #include "stats/stats_layout.h"
-#include "redirect/redirect_signal.h"
+#include "os/os_signal.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
 /* Lanes of one process: each holds a ring (an XSK, a vmad member slot) on
@@ -266,21 +266,21 @@ static inline void sock_offload_poll_wake_if_locked(struct sock_offload *ctx)
 #define SOCK_OFFLOAD_LOCK_SPINS_LONG 4096
 
 /* Every lock of a lane holds back the application's signal handlers in
- * this thread until the unlock (redirect_signal.h): a handler that sends
+ * this thread until the unlock (os/os_signal.h): a handler that sends
  * or closes on an offloaded fd would otherwise wait for this very lock. */
 static inline bool sock_offload_trylock(struct sock_offload *ctx)
 {
-	redirect_signal_defer_begin();
+	os_signal_defer_begin();
 	bool got = ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX ? pthread_mutex_trylock(&ctx->mutex) == 0
 							       : pthread_spin_trylock(&ctx->lock) == 0;
 	if (!got)
-		redirect_signal_defer_end();
+		os_signal_defer_end();
 	return got;
 }
 
 static inline void sock_offload_lock(struct sock_offload *ctx)
 {
-	redirect_signal_defer_begin();
+	os_signal_defer_begin();
 	if (ctx->lock_mode == SOCK_OFFLOAD_LOCK_MUTEX) {
 		pthread_mutex_lock(&ctx->mutex);
 	} else {
@@ -328,7 +328,7 @@ static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 		pthread_spin_unlock(&ctx->lock);
 	if (kick)
 		sock_offload_tx_kick_owed(ctx);
-	redirect_signal_defer_end();
+	os_signal_defer_end();
 }
 
 /* The socket's wake eventfd in *slot, created by the first sleeper: two
@@ -411,6 +411,13 @@ void sock_offload_mc_loop_locked(struct sock_offload *ctx, int if_slot, const st
  * a socket half moved, whatever lanes fork managed to lock. */
 void sock_offload_move_lock(void);
 void sock_offload_move_unlock(void);
+/* A socket's move from lane `from` to lane `to`: the move lock, then both
+ * lanes' locks in ascending lane order (as fork's prepare handler takes
+ * them: two moves in opposite directions cannot deadlock). The end drops
+ * them and, when the socket did move, wakes the poll()/select() sleepers
+ * armed on the lane it left (its drain eventfd): they look again. */
+void sock_offload_move_begin(struct sock_offload *from, struct sock_offload *to);
+void sock_offload_move_end(struct sock_offload *from, struct sock_offload *to, bool moved);
 
 /* fork() (pthread_atfork handlers, docs/process_model.md). Prepare: the
  * listening and bound sockets a child may inherit stop being steered here

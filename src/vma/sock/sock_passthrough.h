@@ -1,7 +1,7 @@
-/* The passthrough socket: tracked in the fd table, every op goes to the
- * kernel on the same fd with the application's exact arguments. It proves
- * the dispatch path on real programs until offloaded sockets exist, and is
- * the model for what a kind does with calls it cannot accelerate. */
+/* The passthrough socket: an AF_INET/AF_INET6 socket libvma tracks but does
+ * not offload (no ring to be had, IPv6, a rule). Its control ops repeat the
+ * call on the same fd with the application's exact arguments; its data
+ * calls have no op and reach the kernel untouched. */
 #ifndef VMA_SOCK_SOCK_PASSTHROUGH_H
 #define VMA_SOCK_SOCK_PASSTHROUGH_H
 

@@ -22,8 +22,8 @@
 #include "config/cfg_rules.h"
 #include "iomux/iomux.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_tcp_internal.h"
 #include "extra/extra.h"
 
@@ -126,8 +126,7 @@ static void sock_tcp_wake(void *arg)
 	__atomic_store_n(&s->wake_pending, false, __ATOMIC_RELEASE);
 	if (bits)
 		iomux_notify(&s->obj, bits);
-	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
-		eventfd_write(s->wake_fd, 1);
+	sock_base_wake_sleepers(&s->base);
 	/* A child waiting for accept() wakes its listener's watchers instead
 	 * (handled by the accept callback). */
 }
@@ -139,7 +138,7 @@ void sock_tcp_notify_locked(struct sock_tcp *s, uint32_t ev)
 		extra_xt_tcp_event_locked(s, ev);
 	__atomic_or_fetch(&s->notify_bits, ev, __ATOMIC_RELEASE);
 	sock_offload_poll_wake_if_locked(s->ctx);
-	bool watched = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	bool watched = sock_base_watched(&s->base);
 	if (watched && !s->wake_pending) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);
@@ -253,7 +252,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 				 const uint8_t *hdr, uint32_t hdr_len)
 {
 	struct sock_tcp *s = arg;
-	uint32_t flags = __atomic_load_n(&s->tstamp.flags, __ATOMIC_ACQUIRE);
+	uint32_t flags = __atomic_load_n(&s->base.tstamp.flags, __ATOMIC_ACQUIRE);
 	uint32_t data_len = end - start;
 	if (data_len > SOCK_TCP_TSTAMP_PAYLOAD_MAX) {
 		data_len = SOCK_TCP_TSTAMP_PAYLOAD_MAX;
@@ -270,7 +269,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 										     : SCM_TSTAMP_ACK;
 	/* OPT_ID: the byte's offset from the sequence number the option
 	 * started at (snd_una, or write_seq with OPT_ID_TCP). */
-	n->key = end - 1 - s->tstamp.key_next;
+	n->key = end - 1 - s->base.tstamp.key_next;
 	if (payload) {
 		if (hdr_len)
 			memcpy(n->data, hdr, hdr_len);
@@ -279,7 +278,7 @@ static void sock_tcp_tx_stamp_cb(void *arg, struct tcp_pcb *pcb, unsigned kind, 
 		n->len = hdr_len + tcp_sndbuf_peek(pcb, start, data_len, n->data + hdr_len);
 	}
 	uint64_t limit = s->rcvbuf ? s->rcvbuf : SOCK_TCP_RCVBUF_DEFAULT;
-	if (sock_tstamp_queue(&s->tstamp, n, limit))
+	if (sock_tstamp_queue(&s->base.tstamp, n, limit))
 		sock_tcp_notify_locked(s, EPOLLERR);
 }
 
@@ -333,7 +332,7 @@ static bool sock_tcp_is_connected(const struct sock_tcp *s)
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
 {
 	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	unsigned spins = 0;
 	for (;;) {
 		ctx = sock_tcp_lock(s, ctx);
@@ -345,7 +344,7 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 			return 0;
 		/* Linux: EINTR leaves the handshake going (a later connect
 		 * says EALREADY); SA_RESTART waits on unless SO_SNDTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline))
+		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		if (sock_tcp_spin_again(&spins, deadline))
 			continue;
@@ -367,7 +366,7 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
 		local.sin_port = s->port.port;
 	} else if (s->kernel_configured) {
 		/* Untouched, the kernel socket is unbound: 0.0.0.0:0. */
-		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+		OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll);
 	}
 	if (cfg_rules_match(CFG_ROLE_TCP_CLIENT, &local, dst) != CFG_TRANSPORT_VMA)
 		return 1;
@@ -399,17 +398,17 @@ static int sock_tcp_route(struct sock_tcp *s, struct sock_offload *ctx, const st
  * (the offloaded path keeps its own copies). */
 static int sock_tcp_replace_kernel_socket(struct sock_tcp *s)
 {
-	int fd_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFD, 0);
-	int fl_flags = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
-	int fresh = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM, 0);
+	int fd_flags = OS_CALL(fcntl, s->obj.fd, F_GETFD, 0);
+	int fl_flags = OS_CALL(fcntl, s->obj.fd, F_GETFL, 0);
+	int fresh = OS_CALL(socket, AF_INET, SOCK_STREAM, 0);
 	if (fresh < 0)
 		return -1;
-	int r = REDIRECT_ORIG_FN(dup3)(fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-	REDIRECT_ORIG_FN(close)(fresh);
+	int r = OS_CALL(dup3, fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	OS_CALL(close, fresh);
 	if (r < 0)
 		return -1;
 	if (fl_flags > 0 && (fl_flags & O_NONBLOCK))
-		REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_SETFL, (void *)(long)O_NONBLOCK);
+		OS_CALL(fcntl, s->obj.fd, F_SETFL, (void *)(long)O_NONBLOCK);
 	return 0;
 }
 
@@ -421,7 +420,7 @@ static void sock_tcp_port_close_locked(struct sock_offload *ctx, struct sock_tcp
 {
 	struct ring_flow flow = { .proto = IPPROTO_TCP, .local_ip = p->ip, .local_port = p->port };
 	sock_offload_flow_put_locked(ctx, p->if_slot, &flow);
-	REDIRECT_ORIG_FN(close)(p->fd);
+	OS_CALL(close, p->fd);
 	p->fd = -1;
 }
 
@@ -432,7 +431,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 {
 	for (unsigned i = 0; i < SOCK_TCP_PORTS_BATCH; i++) {
 		struct sock_tcp_port p = { .ip = src, .if_slot = slot };
-		p.fd = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		p.fd = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (p.fd < 0)
 			return;
 		struct sockaddr_in want = { .sin_family = AF_INET };
@@ -440,10 +439,10 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		struct sockaddr_in got = { .sin_family = AF_INET };
 		socklen_t gl = sizeof(got);
 		/* Listening: the one state with no readiness of its own (see the top). */
-		if (REDIRECT_ORIG_FN(bind)(p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
-		    REDIRECT_ORIG_FN(getsockname)(p.fd, (struct sockaddr *)&got, &gl) != 0 ||
-		    REDIRECT_ORIG_FN(listen)(p.fd, 1) != 0) {
-			REDIRECT_ORIG_FN(close)(p.fd);
+		if (OS_CALL(bind, p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
+		    OS_CALL(getsockname, p.fd, (struct sockaddr *)&got, &gl) != 0 ||
+		    OS_CALL(listen, p.fd, 1) != 0) {
+			OS_CALL(close, p.fd);
 			return;
 		}
 		p.port = got.sin_port;
@@ -452,7 +451,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		if (sock_offload_flow_get_locked(ctx, slot, &flow) < 0 || !sock_tcp_ports_give(ctx->tcp_ports, &p)) {
 			if (flow.local_port)
 				sock_offload_flow_put_locked(ctx, slot, &flow);
-			REDIRECT_ORIG_FN(close)(p.fd);
+			OS_CALL(close, p.fd);
 			return;
 		}
 	}
@@ -471,14 +470,14 @@ static bool sock_tcp_port_take_locked(struct sock_tcp *s, struct sock_offload *c
 		if (!sock_tcp_ports_take(ctx->tcp_ports, src, &p))
 			return false;
 	}
-	if (p.nonblock != s->nonblocking) {
-		int fl = REDIRECT_ORIG_FN(fcntl)(p.fd, F_GETFL, 0);
-		if (fl != -1 && REDIRECT_ORIG_FN(fcntl)(p.fd, F_SETFL,
-							(void *)(long)(s->nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
-			p.nonblock = s->nonblocking;
+	if (p.nonblock != s->base.nonblocking) {
+		int fl = OS_CALL(fcntl, p.fd, F_GETFL, 0);
+		if (fl != -1 && OS_CALL(fcntl, p.fd, F_SETFL,
+							(void *)(long)(s->base.nonblocking ? fl | O_NONBLOCK : fl & ~O_NONBLOCK)) == 0)
+			p.nonblock = s->base.nonblocking;
 	}
-	if (p.nonblock != s->nonblocking ||
-	    REDIRECT_ORIG_FN(dup3)(p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
+	if (p.nonblock != s->base.nonblocking ||
+	    OS_CALL(dup3, p.fd, s->obj.fd, s->cloexec ? O_CLOEXEC : 0) < 0) {
 		sock_tcp_port_close_locked(ctx, &p);
 		return false;
 	}
@@ -494,11 +493,11 @@ void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed)
 	struct sock_tcp_port p = s->port;
 	s->port.fd = -1;
 	if (!sock_offload_usable(ctx) || ctx->dead) {
-		REDIRECT_ORIG_FN(close)(p.fd);
+		OS_CALL(close, p.fd);
 		return;
 	}
 	/* The app's F_SETFL went to the shared file: it now has s's flag. */
-	p.nonblock = s->nonblocking;
+	p.nonblock = s->base.nonblocking;
 	if (handed || !ctx->tcp_ports || !sock_tcp_ports_give(ctx->tcp_ports, &p))
 		sock_tcp_port_close_locked(ctx, &p);
 }
@@ -507,10 +506,10 @@ void sock_tcp_ports_after_fork_child(struct sock_offload *old)
 {
 	struct sock_tcp_port p;
 	while (old->tcp_ports && sock_tcp_ports_pop(old->tcp_ports, &p))
-		REDIRECT_ORIG_FN(close)(p.fd);
+		OS_CALL(close, p.fd);
 	for (struct sock_tcp *s = old->tcp_all; s; s = s->all_next)
 		if (s->port.fd >= 0) {
-			REDIRECT_ORIG_FN(close)(s->port.fd);
+			OS_CALL(close, s->port.fd);
 			s->port.fd = -1;
 		}
 }
@@ -546,15 +545,15 @@ retry_port:;
 		/* A failed connect's retry keeps its reserved port, as Linux keeps its bound one. */
 		local.sin_addr.s_addr = src;
 		local.sin_port = s->port.port;
-	} else if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll), local.sin_port == 0) {
+	} else if (OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll), local.sin_port == 0) {
 		autobound = true;
 		/* The kernel picks and reserves the port. */
 		struct sockaddr_in want = { .sin_family = AF_INET };
 		want.sin_addr.s_addr = src;
-		if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&want, sizeof(want)) != 0)
+		if (OS_CALL(bind, s->obj.fd, (struct sockaddr *)&want, sizeof(want)) != 0)
 			return -1;
 		ll = sizeof(local);
-		REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&local, &ll);
+		OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&local, &ll);
 	}
 	sock_offload_lock(ctx);
 	s->ctx = ctx;
@@ -592,7 +591,7 @@ retry_port:;
 	/* From here the kernel socket only holds the port (see the top); a
 	 * reserved one listens already. */
 	if (s->port.fd < 0)
-		REDIRECT_ORIG_FN(listen)(s->obj.fd, 1);
+		OS_CALL(listen, s->obj.fd, 1);
 	sock_offload_lock(ctx);
 	s->local_ip = src;
 	s->local_port = local.sin_port;
@@ -665,19 +664,19 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
 	if (s->mode == SOCK_TCP_KERNEL) {
 		if (!ctx || s->os_only || !addr || len < sizeof(struct sockaddr_in) || addr->sa_family != AF_INET)
-			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+			return OS_CALL(connect, obj->fd, addr, len);
 		int r = sock_tcp_connect_offload(s, ctx, (const struct sockaddr_in *)addr);
 		if (r > 0) {
 			s->os_only = true;
-			return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+			return OS_CALL(connect, obj->fd, addr, len);
 		}
 		if (r < 0)
 			return -1;
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EINPROGRESS;
 			return -1;
 		}
-		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+		if (sock_tcp_wait_connected(s, ctx, s->base.sndtimeo_ms) < 0) {
 			if (errno == EAGAIN)
 				errno = EINPROGRESS;
 			return -1;
@@ -685,7 +684,7 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 		goto result;
 	}
 	if (!(ctx = sock_tcp_ctx(s)))
-		return REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+		return OS_CALL(connect, obj->fd, addr, len);
 	if (s->mode == SOCK_TCP_LISTENER) {
 		errno = EISCONN;
 		return -1;
@@ -713,17 +712,17 @@ static int sock_tcp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 			errno = ENETUNREACH;   /* the kernel socket only holds our port now */
 		if (r != 0)
 			return -1;
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EINPROGRESS;
 			return -1;
 		}
 	}
 	if (s->connecting) {
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EALREADY;
 			return -1;
 		}
-		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0) {
+		if (sock_tcp_wait_connected(s, ctx, s->base.sndtimeo_ms) < 0) {
 			if (errno == EAGAIN)
 				errno = EALREADY;
 			return -1;
@@ -782,11 +781,7 @@ static uint32_t sock_tcp_poll_ready(struct sock_obj *obj)
 	}
 	if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) > 0)
 		ev |= EPOLLERR;
-	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while its
-	 * error queue is not empty). */
-	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
-		ev |= EPOLLERR;
-	return ev;
+	return ev | sock_base_errq_events(&s->base);
 }
 
 static int sock_tcp_progress(struct sock_obj *obj)
@@ -888,7 +883,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 		sock_tcp_rxq_clear_locked(s);
 		sock_tcp_port_release_locked(s, false);
 		extra_tcp_release_locked(s);
-		extra_xt_forget_locked(ctx, &s->xt);
+		extra_xt_forget_locked(ctx, &s->base.xt);
 		s->released = true;
 		if (s->wake_pending)
 			sock_offload_undefer_locked(ctx, &s->wake_node);
@@ -897,7 +892,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 	s->released = true;
 	if (s->port.fd >= 0) {
 		/* A forked child's copy, or after the exit hook: not ours to reuse. */
-		REDIRECT_ORIG_FN(close)(s->port.fd);
+		OS_CALL(close, s->port.fd);
 		s->port.fd = -1;
 	}
 	if (s->stats && !stats_slot_is_dummy(s->stats))
@@ -910,18 +905,18 @@ static int sock_tcp_close(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	if (ctx && s->linger_on && s->linger_s > 0 && !s->nonblocking)
+	if (ctx && s->linger_on && s->linger_s > 0 && !s->base.nonblocking)
 		sock_tcp_linger_wait(s, ctx);
 	sock_tcp_release(obj);
-	return REDIRECT_ORIG_FN(close)(obj->fd);
+	return OS_CALL(close, obj->fd);
 }
 
 static void sock_tcp_destroy(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
-	if (s->wake_fd >= 0)
-		REDIRECT_ORIG_FN(close)(s->wake_fd);
-	sock_tstamp_clear(&s->tstamp);
+	if (s->base.wake_fd >= 0)
+		OS_CALL(close, s->base.wake_fd);
+	sock_tstamp_clear(&s->base.tstamp);
 	free(s->xcb);
 	free(s);
 }
@@ -931,7 +926,7 @@ static int sock_tcp_bind(struct sock_obj *obj, const struct sockaddr *addr, sock
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	s->kernel_configured = true;
-	return REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+	return OS_CALL(bind, obj->fd, addr, len);
 }
 
 const struct sock_ops sock_tcp_kernel_ops = {
@@ -964,18 +959,8 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.getsockopt = sock_tcp_op_getsockopt,
 	.fcntl = sock_tcp_op_fcntl,
 	.ioctl = sock_tcp_op_ioctl,
-	.read = sock_tcp_op_read,
-	.readv = sock_tcp_op_readv,
-	.recv = sock_tcp_op_recv,
-	.recvfrom = sock_tcp_op_recvfrom,
 	.recvmsg = sock_tcp_op_recvmsg,
-	.recvmmsg = sock_tcp_op_recvmmsg,
-	.write = sock_tcp_op_write,
-	.writev = sock_tcp_op_writev,
-	.send = sock_tcp_op_send,
-	.sendto = sock_tcp_op_sendto,
 	.sendmsg = sock_tcp_op_sendmsg,
-	.sendmmsg = sock_tcp_op_sendmmsg,
 	.sendfile = sock_tcp_op_sendfile,
 	.sendfile64 = sock_tcp_op_sendfile64,
 	.splice = sock_tcp_op_splice,
@@ -995,19 +980,13 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 	struct sock_tcp *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->obj.ops = &sock_tcp_kernel_ops;
-	s->obj.fd = fd;
-	s->obj.domain = domain;
-	s->obj.type = type & SOCK_TYPE_MASK;
-	s->obj.protocol = protocol;
+	sock_base_init(&s->base, &sock_tcp_kernel_ops, fd, domain, type, protocol);
 	s->if_slot = -1;
 	s->port.fd = -1;
 	s->cloexec = (type & SOCK_CLOEXEC) != 0;
 	s->ring_logic = -1;
 	sock_mig_window_configure(&s->mig, -1);
-	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_tcp_wake, .arg = s };
-	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
 	s->nodelay = g_cfg.tcp_nodelay != 0;
 	s->quickack = g_cfg.tcp_quickack != 0;
 	/* The mirror's defaults that match a fresh kernel socket: SO_KEEPALIVE
@@ -1023,7 +1002,7 @@ struct sock_tcp *sock_tcp_alloc(int fd, int domain, int type, int protocol)
 
 struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx || !ctx->tcp)
 		return NULL;
@@ -1033,6 +1012,6 @@ struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol)
 	s->ctx = ctx;
 	s->stats = stats_socket_slot_get(fd, STATS_PROTO_TCP);
 	s->stats->offloaded = 0;
-	s->stats->blocking = !s->nonblocking;
+	s->stats->blocking = !s->base.nonblocking;
 	return &s->obj;
 }

@@ -2,32 +2,22 @@
  * counters. Read without the offload lock (like the UDP dump): a value
  * may be a packet stale, and the pcb is not touched (it may be freed
  * under us), only our own mirrors. */
-#include <arpa/inet.h>
 #include "log/vlog.h"
 #include "sock/sock_tcp_internal.h"
-
-static const char *sock_tcp_dump_addr(uint32_t ip, char *buf, size_t size)
-{
-	struct in_addr a = { .s_addr = ip };
-	return inet_ntop(AF_INET, &a, buf, (socklen_t)size) ? buf : "?";
-}
 
 void sock_tcp_op_dump(struct sock_obj *obj, int log_level)
 {
 	const struct sock_tcp *s = sock_tcp_of(obj);
-	char local[INET_ADDRSTRLEN], peer[INET_ADDRSTRLEN];
 	const char *path = s->mode == SOCK_TCP_LISTENER ? "offloaded listener"
 			 : s->mode == SOCK_TCP_ACTIVE  ? "offloaded"
 			 : s->os_only		       ? "kernel (rule, route or accepted by the kernel)"
 						       : "kernel (not connected yet)";
-	vlog_print(log_level, "fd %d: TCP %s:%u -> %s:%u, %s%s", obj->fd,
-		   sock_tcp_dump_addr(s->local_ip, local, sizeof(local)), ntohs(s->local_port),
-		   sock_tcp_dump_addr(s->remote_ip, peer, sizeof(peer)), ntohs(s->remote_port), path,
-		   s->released ? ", released" : "");
+	sock_base_dump_head(&s->base, log_level, "TCP", s->local_ip, s->local_port, s->remote_ip, s->remote_port, path,
+			    s->released);
 	if (s->mode != SOCK_TCP_KERNEL)
 		vlog_print(log_level, "fd %d: %s, %s%s%s%s, rx queue %u bytes, send buffer %u used / %u free, "
 			   "accept queue %u, error %d, nodelay %d, keepalive %d", obj->fd,
-			   s->nonblocking ? "non-blocking" : "blocking",
+			   s->base.nonblocking ? "non-blocking" : "blocking",
 			   s->connecting ? "connecting" : s->established ? "established" : "not connected",
 			   s->peer_fin ? ", peer FIN" : "", s->shut_send ? ", send shut" : "",
 			   s->reset ? ", ended" : "", s->rxq_bytes, s->snd_used, s->snd_free, s->acceptq_len, s->err,

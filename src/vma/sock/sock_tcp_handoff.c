@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_tcp_internal.h"
 
 /* TCP option kinds (RFC 9293, 7323, 2018) for TCP_REPAIR_OPTIONS; the
@@ -38,7 +38,7 @@
 
 static int sock_tcp_handoff_opt(int fd, int name, const void *val, socklen_t len)
 {
-	return REDIRECT_ORIG_FN(setsockopt)(fd, IPPROTO_TCP, name, val, len) == 0 ? 0 : -errno;
+	return OS_CALL(setsockopt, fd, IPPROTO_TCP, name, val, len) == 0 ? 0 : -errno;
 }
 
 static int sock_tcp_handoff_queue(int fd, int queue)
@@ -49,7 +49,7 @@ static int sock_tcp_handoff_queue(int fd, int queue)
 static int sock_tcp_handoff_write(int fd, const uint8_t *data, uint32_t len)
 {
 	while (len) {
-		ssize_t n = REDIRECT_ORIG_FN(send)(fd, data, len, MSG_NOSIGNAL);
+		ssize_t n = OS_CALL(send, fd, data, len, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -75,8 +75,8 @@ static void sock_tcp_handoff_copy_options(int from, int to)
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
 		uint8_t val[32];
 		socklen_t len = sizeof(val);
-		if (REDIRECT_ORIG_FN(getsockopt)(from, opts[i].level, opts[i].name, val, &len) == 0)
-			REDIRECT_ORIG_FN(setsockopt)(to, opts[i].level, opts[i].name, val, len);
+		if (OS_CALL(getsockopt, from, opts[i].level, opts[i].name, val, &len) == 0)
+			OS_CALL(setsockopt, to, opts[i].level, opts[i].name, val, len);
 	}
 }
 
@@ -95,7 +95,7 @@ static bool sock_tcp_handoff_alive(const struct ring_flow *f)
 		struct nlmsghdr nlh;
 		char buf[1024];
 	} reply;
-	int nl = REDIRECT_ORIG_FN(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	int nl = OS_CALL(socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	bool alive = true; /* when in doubt, keep the entry */
 
 	if (nl < 0)
@@ -114,15 +114,15 @@ static bool sock_tcp_handoff_alive(const struct ring_flow *f)
 	msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
 	msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	struct timeval tv = { .tv_sec = 1 };
-	REDIRECT_ORIG_FN(setsockopt)(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (REDIRECT_ORIG_FN(send)(nl, &msg, sizeof(msg), 0) == (ssize_t)sizeof(msg)) {
-		ssize_t n = REDIRECT_ORIG_FN(recv)(nl, &reply, sizeof(reply), 0);
+	OS_CALL(setsockopt, nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (OS_CALL(send, nl, &msg, sizeof(msg), 0) == (ssize_t)sizeof(msg)) {
+		ssize_t n = OS_CALL(recv, nl, &reply, sizeof(reply), 0);
 		if (n >= (ssize_t)sizeof(struct nlmsghdr) && reply.nlh.nlmsg_type == NLMSG_ERROR) {
 			const struct nlmsgerr *e = NLMSG_DATA(&reply.nlh);
 			alive = e->error != -ENOENT;
 		}
 	}
-	REDIRECT_ORIG_FN(close)(nl);
+	OS_CALL(close, nl);
 	return alive;
 }
 
@@ -148,8 +148,8 @@ static int sock_tcp_handoff_build(struct sock_tcp *s, int k, const struct tcp_pc
 	struct sockaddr_in remote = { .sin_family = AF_INET, .sin_port = s->remote_port };
 	remote.sin_addr.s_addr = s->remote_ip;
 	/* Repair mode forces the bind past the listener holding the port. */
-	if (REDIRECT_ORIG_FN(bind)(k, (struct sockaddr *)&local, sizeof(local)) != 0 ||
-	    REDIRECT_ORIG_FN(connect)(k, (struct sockaddr *)&remote, sizeof(remote)) != 0)
+	if (OS_CALL(bind, k, (struct sockaddr *)&local, sizeof(local)) != 0 ||
+	    OS_CALL(connect, k, (struct sockaddr *)&remote, sizeof(remote)) != 0)
 		return -errno;
 	struct tcp_repair_opt opts[4];
 	unsigned n = 0;
@@ -202,14 +202,14 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 		return -EINVAL;
 	if (tcp_pcb_export(s->pcb, &ex) != 0)
 		return -EINVAL;
-	int fd_flags = REDIRECT_ORIG_FN(fcntl)(fd, F_GETFD, 0);
-	int fl_flags = REDIRECT_ORIG_FN(fcntl)(fd, F_GETFL, 0);
-	int k = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd_flags = OS_CALL(fcntl, fd, F_GETFD, 0);
+	int fl_flags = OS_CALL(fcntl, fd, F_GETFL, 0);
+	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (k < 0)
 		return -errno;
 	int err = sock_tcp_handoff_build(s, k, &ex);
 	if (err) {
-		REDIRECT_ORIG_FN(close)(k);
+		OS_CALL(close, k);
 		if (err != -EPERM)
 			vlog_debug("fd %d: handing the connection to the kernel failed (%s); it stays offloaded", fd,
 				   strerror(-err));
@@ -235,18 +235,18 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	if (fl_flags != -1) {
 		/* O_NONBLOCK as the application last set it: under
 		 * VMA_AVOID_SYS_CALLS_ON_TCP_FD the old kernel socket never saw it. */
-		fl_flags = (fl_flags & ~O_NONBLOCK) | (s->nonblocking ? O_NONBLOCK : 0);
-		REDIRECT_ORIG_FN(fcntl)(k, F_SETFL, (void *)(long)fl_flags);
+		fl_flags = (fl_flags & ~O_NONBLOCK) | (s->base.nonblocking ? O_NONBLOCK : 0);
+		OS_CALL(fcntl, k, F_SETFL, (void *)(long)fl_flags);
 	}
-	if (REDIRECT_ORIG_FN(dup3)(k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+	if (OS_CALL(dup3, k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		err = -errno;
-		REDIRECT_ORIG_FN(close)(k);
+		OS_CALL(close, k);
 		vlog_warn("fd %d: dup3 failed while handing the connection to the kernel (%s); it is lost", fd,
 			  strerror(-err));
 		sock_tcp_disconnect_locked(s, true);
 		return err;
 	}
-	REDIRECT_ORIG_FN(close)(k);
+	OS_CALL(close, k);
 	/* The kernel connection holds the port now: a reserved one is not
 	 * handed out again. */
 	sock_tcp_port_release_locked(s, true);

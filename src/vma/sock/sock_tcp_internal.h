@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sock/sock_base.h"
 #include "sock/sock_migrate.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tcp.h"
@@ -46,7 +47,10 @@ enum sock_tcp_mode {
 };
 
 struct sock_tcp {
-	struct sock_obj obj;         /* first */
+	union {                      /* first; base.obj is obj */
+		struct sock_obj obj;
+		struct sock_base base;
+	};
 	struct sock_offload *ctx;
 	int ring_logic;              /* SO_VMA_RING_ALLOC_LOGIC; -1: the process's logic */
 	uint32_t ring_user_id;       /* its user id (logic 11) */
@@ -118,9 +122,8 @@ struct sock_tcp {
 	struct sock_offload *all_ctx;   /* whose tcp_all list it is on */
 	bool on_all;
 
-	/* Options the offloaded path needs (the kernel socket keeps them too). */
-	bool nonblocking;
-	int rcvtimeo_ms, sndtimeo_ms;   /* 0: forever */
+	/* Options of TCP's own the offloaded path needs (the kernel socket
+	 * keeps them too); the SOL_SOCKET ones are the base's. */
 	bool linger_on;
 	int linger_s;
 	uint32_t rcvbuf, sndbuf;         /* 0: defaults */
@@ -152,28 +155,17 @@ struct sock_tcp {
 	/* The kernel socket's F_GETFL less O_NONBLOCK, once read (-1 before):
 	 * VMA_AVOID_SYS_CALLS_ON_TCP_FD answers F_GETFL from it. */
 	int kernel_fl;
-	/* SO_TIMESTAMPING as the application set it (flags 0: off). The kernel
-	 * socket of an offloaded connection listens, so it holds these flags
-	 * less OPT_ID (which Linux refuses on a listener); getsockopt answers
-	 * from here. */
-	struct sock_tstamp tstamp;
-	/* SO_TIMESTAMP / SO_TIMESTAMPNS as Linux keeps them (one of them on at
-	 * a time; _NEW: the 64-bit cmsg layout of SO_TIMESTAMP(NS)_NEW).
-	 * Mirrored from the kernel socket, which answers getsockopt. */
-	uint8_t rx_tstamp;           /* SOCK_TCP_RX_TSTAMP_* */
-	bool rx_tstamp_new;
-
-	/* Wake-ups: iomux_notify and sleepers, run after the unlock. */
-	int sleepers;
-	int wake_fd;                 /* eventfd, made at the first sleep; -1 before */
+	/* The base's SO_TIMESTAMPING: the kernel socket of an offloaded
+	 * connection listens, so it holds these flags less OPT_ID (which Linux
+	 * refuses on a listener); getsockopt answers from the base. */
+	/* Wake-ups: iomux_notify and the base's sleepers, run after the unlock. */
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
-	/* The Extra API (src/vma/extra/), guarded by the lane lock:
-	 * SocketXtreme's node (and the frames lent to the application: a
-	 * completion's buffers, recvfrom_zcopy, VMA_PACKET_HOLD), and the
-	 * receive callback's state (NULL until one is registered). */
-	struct extra_xt_node xt;
+	/* The Extra API (src/vma/extra/), guarded by the lane lock: the
+	 * receive callback's state (NULL until one is registered); the base's
+	 * xt is SocketXtreme's node (and the frames lent to the application:
+	 * a completion's buffers, recvfrom_zcopy, VMA_PACKET_HOLD). */
 	struct extra_tcp_cb *xcb;
 };
 
@@ -181,10 +173,8 @@ struct sock_tcp {
  * security.md): queued, staged for the receive callback, lent out. */
 static inline uint32_t sock_tcp_frames_held(const struct sock_tcp *s)
 {
-	return s->rxq_frames + s->xt.lent + (s->xcb ? s->xcb->frames : 0);
+	return s->rxq_frames + s->base.xt.lent + (s->xcb ? s->xcb->frames : 0);
 }
-
-enum { SOCK_TCP_RX_TSTAMP_OFF, SOCK_TCP_RX_TSTAMP_US, SOCK_TCP_RX_TSTAMP_NS };
 
 /* The options VMA_AVOID_SYS_CALLS_ON_TCP_FD serves without the kernel:
  * plain values the offloaded path implements and Linux reports back as set. */
@@ -267,7 +257,7 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);
 /* Sleeps on the rings' wait fds (+ kernel fd when kernel_events != 0) and
  * the wake eventfd until ready(s) holds (checked under lock before
  * sleeping), deadline (0 = none; then -1 EAGAIN) or a signal: 0 when a
- * handler libvma counted ran (the caller's redirect_signal_interrupts
+ * handler libvma counted ran (the caller's os_signal_interrupts
  * decides), else -1 EINTR unless every handler restarts. Returns 0 to retry. */
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
 		   bool (*ready)(const struct sock_tcp *s));
@@ -334,24 +324,18 @@ void sock_tcp_ports_after_fork_child(struct sock_offload *old);
 /* Flow helpers. */
 void sock_tcp_flow_put_locked(struct sock_tcp *s);
 
-/* Data path (sock_tcp_io.c). */
-ssize_t sock_tcp_op_read(struct sock_obj *obj, void *buf, size_t len);
-ssize_t sock_tcp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-ssize_t sock_tcp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags);
-ssize_t sock_tcp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
-			     socklen_t *fromlen);
+/* Data path (sock_tcp_io.c). The ops: recvmsg for every receive call,
+ * sendmsg for every send call (SOCK_OP_KERNEL when the socket is not an
+ * offloaded connection); sendfile and sendfile64. */
 ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags);
-int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
-			 struct timespec *timeout);
-ssize_t sock_tcp_op_write(struct sock_obj *obj, const void *buf, size_t len);
-ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-ssize_t sock_tcp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags);
-ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
-			   socklen_t tolen);
 ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags);
-int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
 ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, size_t count);
 ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count);
+/* recvfrom and send for libvma's own callers (splice, the Extra API): the
+ * kernel socket's when the socket is not an offloaded connection. */
+ssize_t sock_tcp_recvfrom(struct sock_tcp *s, void *buf, size_t len, int flags, struct sockaddr *from,
+			  socklen_t *fromlen);
+ssize_t sock_tcp_send(struct sock_tcp *s, const void *buf, size_t len, int flags);
 /* Sends all len bytes (flags as send()), waiting for space even on an
  * O_NONBLOCK socket; short only when interrupted, timed out (SO_SNDTIMEO)
  * or the connection failed. For splice, which took the bytes from a pipe. */

@@ -14,8 +14,9 @@
 
 #include "config/cfg_params.h"
 #include "extra/extra.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
+#include "sock/sock_call.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_tcp_internal.h"
 #include "ring/ring_spin.h"
@@ -27,76 +28,27 @@
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
 		   bool (*ready)(const struct sock_tcp *s))
 {
-	sock_offload_wake_fd_get(&s->wake_fd);
 	/* Capped: timers run on the internal thread and wake us through the
 	 * eventfd, but a missed edge must never hang the application. */
-	int timeout = SOCK_TCP_SLEEP_CAP_MS;
-	if (deadline_ms) {
-		uint64_t now = engine_now_ms();
-		if (now >= deadline_ms) {
-			errno = EAGAIN;
-			return -1;
-		}
-		if (deadline_ms - now < (uint64_t)timeout)
-			timeout = (int)(deadline_ms - now);
-	}
-	struct redirect_sig_mark before = redirect_signal_mark();
-	int fds[SOCK_OFFLOAD_MAX_IFS];
-	ring_spin_release();
-	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
+	struct sock_base_sleep z;
+	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, SOCK_TCP_SLEEP_CAP_MS) < 0)
+		return -1;
+	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
 	ctx = sock_tcp_lock(s, ctx);
-	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS);
+	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
 	/* The engine's next timer (tail loss probe, RACK, RTO, delayed ACK):
 	 * wake for it, and the caller's progress pass runs it. A writer blocked
 	 * on its own flight then probes a lost tail at its PTO, not at the
 	 * internal thread's next tick (10 ms, later on a loaded host). */
 	if (n >= 0 && ctx->tcp) {
 		uint64_t due = tcp_ctx_next_deadline_ms(ctx->tcp), now = engine_now_ms();
-		if (due != UINT64_MAX && due < now + (uint64_t)timeout)
-			timeout = due > now ? (int)(due - now) : 1;
+		if (due != UINT64_MAX && due < now + (uint64_t)z.timeout_ms)
+			z.timeout_ms = due > now ? (int)(due - now) : 1;
 	}
 	sock_offload_unlock(ctx);
-	if (n < 0) {
-		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-		return 0;
-	}
-	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 2];
-	int count = 0;
-	for (int i = 0; i < n; i++)
-		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-	if (kernel_events)
-		pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = kernel_events };
-	if (s->wake_fd >= 0)
-		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
-	/* A handler held back while we armed the rings (a lane was locked)
-	 * ran at the unlock: the caller decides before we sleep through it. */
-	if (redirect_signal_caught_since(&before)) {
-		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-		return 0;
-	}
-	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
-	int saved = errno;
-	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-	if (s->wake_fd >= 0) {
-		eventfd_t drained;
-		eventfd_read(s->wake_fd, &drained);
-	}
-	if (r < 0) {
-		/* A handler we counted: the caller's redirect_signal_interrupts
-		 * decides. One we did not see (installed behind our back): restart
-		 * only if every handler would. */
-		if (saved == EINTR && redirect_signal_caught_since(&before))
-			return 0;
-		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
-			return 0;
-		errno = saved;
-		return saved == EINTR ? -1 : 0;
-	}
-	if (r == 0 && deadline_ms && engine_now_ms() >= deadline_ms) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return 0;
+	if (n < 0)
+		return sock_base_sleep_cancel(&s->base);
+	return sock_base_sleep_end(&s->base, &z, fds, n, kernel_events);
 }
 
 #define SOCK_TCP_HANDSHAKE_YIELD_EVERY 1u
@@ -187,52 +139,19 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
  * buffer it read from (0: none). */
 static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns);
 
-/* Receive stamps of a read whose last segment arrived at rx_ns, in Linux's
- * order (tcp_recv_timestamp): SO_TIMESTAMP or SO_TIMESTAMPNS, then
- * SCM_TIMESTAMPING when SOFTWARE reporting is on and the segment was
- * stamped (RX_SOFTWARE, or this socket's own SO_TIMESTAMP(NS), which turns
- * receive stamping on in Linux too, unless OPT_RX_FILTER asks for
- * RX_SOFTWARE itself). */
-static void sock_tcp_put_rx_stamps(struct sock_tcp *s, struct msghdr *msg, size_t ctl_room, uint64_t rx_ns)
+ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
-	size_t used = 0;
-	msg->msg_controllen = ctl_room;
-	time_t sec = (time_t)(rx_ns / 1000000000u);
-	long nsec = (long)(rx_ns % 1000000000u);
-	if (s->rx_tstamp == SOCK_TCP_RX_TSTAMP_US) {
-		if (s->rx_tstamp_new) {
-			struct __kernel_sock_timeval tv = { .tv_sec = sec, .tv_usec = nsec / 1000 };
-			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMP_NEW, &tv, sizeof(tv));
-		} else {
-			struct timeval tv = { .tv_sec = sec, .tv_usec = (suseconds_t)(nsec / 1000) };
-			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMP_OLD, &tv, sizeof(tv));
-		}
-	} else if (s->rx_tstamp == SOCK_TCP_RX_TSTAMP_NS) {
-		if (s->rx_tstamp_new) {
-			struct __kernel_timespec ts = { .tv_sec = sec, .tv_nsec = nsec };
-			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMPNS_NEW, &ts, sizeof(ts));
-		} else {
-			struct timespec ts = { .tv_sec = sec, .tv_nsec = nsec };
-			sock_tstamp_put_cmsg(msg, &used, SOL_SOCKET, SO_TIMESTAMPNS_OLD, &ts, sizeof(ts));
-		}
-	}
-	uint32_t tsflags = __atomic_load_n(&s->tstamp.flags, __ATOMIC_RELAXED);
-	bool stamped = (tsflags & SOF_TIMESTAMPING_RX_SOFTWARE) ||
-		       (s->rx_tstamp != SOCK_TCP_RX_TSTAMP_OFF && !(tsflags & SOCK_TSTAMP_OPT_RX_FILTER));
-	if ((tsflags & SOF_TIMESTAMPING_SOFTWARE) && stamped)
-		sock_tstamp_put_rx(&s->tstamp, msg, &used, rx_ns);
-	msg->msg_controllen = used;
-}
-
-static ssize_t sock_tcp_recvmsg_common(struct sock_tcp *s, struct msghdr *msg, int flags)
-{
+	struct sock_tcp *s = sock_tcp_of(obj);
 	size_t ctl_room = msg->msg_controllen;
 	uint64_t last_rx_ns = 0;
 	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns);
-	/* As Linux: the stamp of the last segment read. */
-	if (__builtin_expect(last_rx_ns != 0 && r > 0 &&
-			     (s->rx_tstamp != SOCK_TCP_RX_TSTAMP_OFF || sock_tstamp_rx_on(&s->tstamp)), 0))
-		sock_tcp_put_rx_stamps(s, msg, ctl_room, last_rx_ns);
+	/* As Linux: the stamps of the last segment read. */
+	if (__builtin_expect(last_rx_ns != 0 && r > 0 && sock_base_rx_stamps_on(&s->base), 0)) {
+		size_t used = 0;
+		msg->msg_controllen = ctl_room;
+		sock_base_put_rx_stamps(&s->base, msg, &used, last_rx_ns);
+		msg->msg_controllen = used;
+	}
 	return r;
 }
 
@@ -242,7 +161,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	/* Our transmit stamps first, then the kernel socket's error queue;
 	 * never blocks, as Linux's error-queue read. */
 	if (__builtin_expect(flags & MSG_ERRQUEUE, 0) && !s->released) {
-		ssize_t r = sock_tstamp_errq_recv(&s->tstamp, msg, NULL);
+		ssize_t r = sock_tstamp_errq_recv(&s->base.tstamp, msg, NULL);
 		if (r != SOCK_TSTAMP_ERRQ_EMPTY)
 			return r;
 	}
@@ -250,7 +169,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
 		    !sock_tcp_unsupported_call(s, "recv(MSG_OOB) (urgent data)"))
 			return -1;
-		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+		return SOCK_OP_KERNEL;
 	}
 	msg->msg_flags = 0;
 	msg->msg_controllen = 0;
@@ -259,14 +178,14 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	size_t want = 0;
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		want += msg->msg_iov[i].iov_len;
-	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	bool nonblock = s->base.nonblocking || (flags & MSG_DONTWAIT);
 	bool peek = (flags & MSG_PEEK) != 0;
 	bool waitall = (flags & MSG_WAITALL) && !peek && !nonblock;
-	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	size_t copied = 0;
 	long spins = 0;
 	int rx_poll = g_cfg.rx_poll;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
 	sock_tcp_migrate_note(s);
@@ -333,7 +252,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		/* Linux: a handler interrupts a blocked receive (partial data
 		 * of MSG_WAITALL is returned); SA_RESTART restarts it unless
 		 * SO_RCVTIMEO is set. */
-		if (redirect_signal_interrupts(&sigmark, !deadline && !copied))
+		if (os_signal_interrupts(&sigmark, !deadline && !copied))
 			return copied ? (ssize_t)copied : -1;
 		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
@@ -358,70 +277,11 @@ timeout:
 	return -1;
 }
 
-ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
+ssize_t sock_tcp_recvfrom(struct sock_tcp *s, void *buf, size_t len, int flags, struct sockaddr *from,
+			  socklen_t *fromlen)
 {
-	return sock_tcp_recvmsg_common(sock_tcp_of(obj), msg, flags);
-}
-
-ssize_t sock_tcp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
-			     socklen_t *fromlen)
-{
-	(void)from;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(recvfrom)(obj->fd, buf, len, flags, from, fromlen);
-	ssize_t r = sock_tcp_recvmsg_common(s, &msg, flags);
-	if (r >= 0 && from && fromlen)
-		*fromlen = 0;   /* Linux: no address for a connected stream */
-	return r;
-}
-
-ssize_t sock_tcp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags)
-{
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	return sock_tcp_recvmsg_common(sock_tcp_of(obj), &msg, flags);
-}
-
-ssize_t sock_tcp_op_read(struct sock_obj *obj, void *buf, size_t len)
-{
-	return sock_tcp_op_recv(obj, buf, len, 0);
-}
-
-ssize_t sock_tcp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return sock_tcp_recvmsg_common(sock_tcp_of(obj), &msg, 0);
-}
-
-int sock_tcp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
-			 struct timespec *timeout)
-{
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
-	unsigned int got = 0;
-	int f = flags & ~MSG_WAITFORONE;
-	while (got < vlen) {
-		ssize_t r = sock_tcp_recvmsg_common(s, &vec[got].msg_hdr, f);
-		if (r < 0) {
-			if (got)
-				break;
-			return -1;
-		}
-		vec[got++].msg_len = (unsigned int)r;
-		if (r == 0)
-			break;
-		if (flags & MSG_WAITFORONE)
-			f |= MSG_DONTWAIT;
-	}
-	return (int)got;
+	return SOCK_CALL_OR_KERNEL(sock_call_recvfrom(&s->obj, buf, len, flags, from, fromlen),
+				   OS_CALL(recvfrom, s->obj.fd, buf, len, flags, from, fromlen));
 }
 
 /* ---- send ---- */
@@ -457,7 +317,7 @@ static ssize_t sock_tcp_epipe(int flags)
  * TX_SCHED, TX_SOFTWARE and TX_ACK. */
 static unsigned sock_tcp_tx_stamp_kinds(const struct sock_tcp *s)
 {
-	uint32_t f = __atomic_load_n(&s->tstamp.flags, __ATOMIC_RELAXED);
+	uint32_t f = __atomic_load_n(&s->base.tstamp.flags, __ATOMIC_RELAXED);
 	if (__builtin_expect(!(f & (SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_SOFTWARE |
 				    SOF_TIMESTAMPING_TX_ACK)), 1))
 		return 0;
@@ -494,23 +354,23 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		if ((flags & MSG_OOB) && ctx && s->mode == SOCK_TCP_ACTIVE &&
 		    !sock_tcp_unsupported_call(s, "send(MSG_OOB) (urgent data)"))
 			return -1;
-		return REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+		return SOCK_OP_KERNEL;
 	}
-	bool nonblock = !must_block && (s->nonblocking || (flags & MSG_DONTWAIT));
+	bool nonblock = !must_block && (s->base.nonblocking || (flags & MSG_DONTWAIT));
 	if (s->connecting) {
 		if (nonblock) {
 			errno = EAGAIN;
 			return -1;
 		}
-		if (sock_tcp_wait_connected(s, ctx, s->sndtimeo_ms) < 0)
+		if (sock_tcp_wait_connected(s, ctx, s->base.sndtimeo_ms) < 0)
 			return -1;
 	}
-	uint64_t deadline = s->sndtimeo_ms ? engine_now_ms() + (uint64_t)s->sndtimeo_ms : 0;
+	uint64_t deadline = s->base.sndtimeo_ms ? engine_now_ms() + (uint64_t)s->base.sndtimeo_ms : 0;
 	size_t total = 0, sent = 0;
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;
 	size_t vi = 0, voff = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	/* SO_TIMESTAMPING: one flag test when off. The call's last byte is
 	 * stamped: its write holds output back until the stamp is asked. */
 	unsigned stamp_kinds = sock_tcp_tx_stamp_kinds(s);
@@ -597,7 +457,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		}
 		/* Linux: interrupted with bytes queued, the count; with none,
 		 * EINTR, or a restart under SA_RESTART without SO_SNDTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline && !sent))
+		if (os_signal_interrupts(&sigmark, !deadline && !sent))
 			return sent ? sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent) : -1;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
 			if (sent)
@@ -608,16 +468,31 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 	}
 }
 
-static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *msg, int flags)
+ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags)
 {
-	return sock_tcp_sendmsg_impl(s, msg, flags, false);
+	return sock_tcp_sendmsg_impl(sock_tcp_of(obj), msg, flags, false);
+}
+
+/* A send for libvma's own callers (sendfile, splice): the kernel socket's
+ * when the connection is not offloaded. */
+static ssize_t sock_tcp_sendmsg_common(struct sock_tcp *s, const struct msghdr *msg, int flags, bool must_block)
+{
+	return SOCK_CALL_OR_KERNEL(sock_tcp_sendmsg_impl(s, msg, flags, must_block),
+				   OS_CALL(sendmsg, s->obj.fd, msg, flags));
+}
+
+ssize_t sock_tcp_send(struct sock_tcp *s, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	return sock_tcp_sendmsg_common(s, &msg, flags, false);
 }
 
 ssize_t sock_tcp_send_all(struct sock_tcp *s, const void *buf, size_t len, int flags)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	return sock_tcp_sendmsg_impl(s, &msg, flags, true);
+	return sock_tcp_sendmsg_common(s, &msg, flags, true);
 }
 
 long sock_tcp_send_room(struct sock_tcp *s)
@@ -634,68 +509,6 @@ long sock_tcp_send_room(struct sock_tcp *s)
 	return room;
 }
 
-ssize_t sock_tcp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags)
-{
-	return sock_tcp_sendmsg_common(sock_tcp_of(obj), msg, flags);
-}
-
-ssize_t sock_tcp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
-			   socklen_t tolen)
-{
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return REDIRECT_ORIG_FN(sendto)(obj->fd, buf, len, flags, to, tolen);
-	/* A connected stream ignores the address (Linux does too). */
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	return sock_tcp_sendmsg_common(s, &msg, flags);
-}
-
-ssize_t sock_tcp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags)
-{
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	return sock_tcp_sendmsg_common(sock_tcp_of(obj), &msg, flags);
-}
-
-ssize_t sock_tcp_op_write(struct sock_obj *obj, const void *buf, size_t len)
-{
-	return sock_tcp_op_send(obj, buf, len, 0);
-}
-
-ssize_t sock_tcp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return sock_tcp_sendmsg_common(sock_tcp_of(obj), &msg, 0);
-}
-
-int sock_tcp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
-{
-	struct sock_tcp *s = sock_tcp_of(obj);
-	if (sock_tcp_detached(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return sock_tcp_detached_error();
-	if (!sock_tcp_ctx(s) && !(flags & VMA_SND_FLAGS_DUMMY))
-		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
-	if (vlen > IOV_MAX)
-		vlen = IOV_MAX;
-	unsigned int sent = 0;
-	for (; sent < vlen; sent++) {
-		ssize_t r = sock_tcp_sendmsg_common(s, &vec[sent].msg_hdr, flags);
-		if (r < 0)
-			break;
-		vec[sent].msg_len = (unsigned int)r;
-	}
-	if (sent == 0 && vlen > 0)
-		return -1;
-	return (int)sent;
-}
-
 /* sendfile: read from in_fd and send, chunk by chunk. Stops at the first
  * short send (as Linux returns the bytes it moved). */
 static ssize_t sock_tcp_sendfile_common(struct sock_obj *obj, int in_fd, off64_t *offset, size_t count)
@@ -706,7 +519,7 @@ static ssize_t sock_tcp_sendfile_common(struct sock_obj *obj, int in_fd, off64_t
 	off64_t pos = offset ? *offset : 0;
 	while (done < count) {
 		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
-		ssize_t got = offset ? pread64(in_fd, buf, want, pos) : REDIRECT_ORIG_FN(read)(in_fd, buf, want);
+		ssize_t got = offset ? pread64(in_fd, buf, want, pos) : OS_CALL(read, in_fd, buf, want);
 		if (got < 0) {
 			if (done)
 				break;
@@ -716,7 +529,7 @@ static ssize_t sock_tcp_sendfile_common(struct sock_obj *obj, int in_fd, off64_t
 			break;
 		struct iovec iov = { .iov_base = buf, .iov_len = (size_t)got };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-		ssize_t w = sock_tcp_sendmsg_common(s, &msg, 0);
+		ssize_t w = sock_tcp_sendmsg_common(s, &msg, 0, false);
 		if (w < 0) {
 			if (!offset)
 				lseek64(in_fd, -(off64_t)got, SEEK_CUR);
@@ -742,7 +555,7 @@ ssize_t sock_tcp_op_sendfile(struct sock_obj *obj, int in_fd, off_t *offset, siz
 	if (sock_tcp_detached(sock_tcp_of(obj)))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(sock_tcp_of(obj)))
-		return REDIRECT_ORIG_FN(sendfile)(obj->fd, in_fd, offset, count);
+		return OS_CALL(sendfile, obj->fd, in_fd, offset, count);
 	off64_t off = offset ? *offset : 0;
 	ssize_t r = sock_tcp_sendfile_common(obj, in_fd, offset ? &off : NULL, count);
 	if (offset)
@@ -755,6 +568,6 @@ ssize_t sock_tcp_op_sendfile64(struct sock_obj *obj, int in_fd, off64_t *offset,
 	if (sock_tcp_detached(sock_tcp_of(obj)))
 		return sock_tcp_detached_error();
 	if (!sock_tcp_ctx(sock_tcp_of(obj)))
-		return REDIRECT_ORIG_FN(sendfile64)(obj->fd, in_fd, offset, count);
+		return OS_CALL(sendfile64, obj->fd, in_fd, offset, count);
 	return sock_tcp_sendfile_common(obj, in_fd, offset, count);
 }

@@ -16,8 +16,8 @@
 #include "config/cfg_rules.h"
 #include "iomux/iomux.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_tcp_internal.h"
 
@@ -71,7 +71,7 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 	struct sock_obj *obj = &s->obj;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
-	if (REDIRECT_ORIG_FN(getsockname)(obj->fd, (struct sockaddr *)&local, &ll) != 0 ||
+	if (OS_CALL(getsockname, obj->fd, (struct sockaddr *)&local, &ll) != 0 ||
 	    cfg_rules_match(CFG_ROLE_TCP_SERVER, &local, NULL) != CFG_TRANSPORT_VMA) {
 		s->os_only = true;
 		return;
@@ -122,9 +122,9 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 	sock_tcp_all_add_locked(s);
 	sock_offload_unlock(ctx);
 	/* accept() polls the kernel side without blocking in it. */
-	int fl = REDIRECT_ORIG_FN(fcntl)(obj->fd, F_GETFL, 0);
+	int fl = OS_CALL(fcntl, obj->fd, F_GETFL, 0);
 	if (fl != -1)
-		REDIRECT_ORIG_FN(fcntl)(obj->fd, F_SETFL, (void *)(long)(fl | O_NONBLOCK));
+		OS_CALL(fcntl, obj->fd, F_SETFL, (void *)(long)(fl | O_NONBLOCK));
 	__atomic_store_n(&s->obj.ops, &sock_tcp_offload_ops, __ATOMIC_RELEASE);
 	iomux_promote(&s->obj);   /* epoll sets that took the fd in before listen() */
 	if (s->stats) {
@@ -142,7 +142,7 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		errno = EINVAL;
 		return -1;
 	}
-	int ret = REDIRECT_ORIG_FN(listen)(obj->fd, backlog);
+	int ret = OS_CALL(listen, obj->fd, backlog);
 	if (ret == 0)
 		s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
 	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
@@ -156,7 +156,7 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	/* SO_REUSEPORT listeners of other processes may share the port. */
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
-	if (REDIRECT_ORIG_FN(getsockopt)(obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+	if (OS_CALL(getsockopt, obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
 		s->share = true;
 	sock_tcp_listen_offload(s, ctx);
 	errno = 0;
@@ -193,11 +193,11 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->acceptq_head = l->acceptq_tail = NULL;
 	__atomic_store_n(&l->acceptq_len, 0, __ATOMIC_RELEASE);
 	l->listen_slots = 0;
-	l->sleepers = 0;
+	l->base.sleepers = 0;
 	l->wake_pending = false;
-	if (l->wake_fd >= 0)
-		REDIRECT_ORIG_FN(close)(l->wake_fd);
-	l->wake_fd = -1;
+	if (l->base.wake_fd >= 0)
+		OS_CALL(close, l->base.wake_fd);
+	l->base.wake_fd = -1;
 	l->fork_dormant = false;
 	l->accepted_here = false;
 	l->inherited = true;
@@ -279,15 +279,9 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->sndbuf = l->sndbuf;
 	c->linger_on = l->linger_on;
 	c->linger_s = l->linger_s;
-	c->rcvtimeo_ms = l->rcvtimeo_ms;
-	c->sndtimeo_ms = l->sndtimeo_ms;
 	c->maxseg = l->maxseg;
 	c->notsent_lowat = l->notsent_lowat;
-	/* Linux clones the listener's socket: SO_TIMESTAMPING flags too. */
-	c->tstamp.flags = l->tstamp.flags;
-	c->tstamp.new_layout = l->tstamp.new_layout;
-	c->rx_tstamp = l->rx_tstamp;
-	c->rx_tstamp_new = l->rx_tstamp_new;
+	sock_base_inherit(&c->base, &l->base);
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,
 	 * which reports its own fresh state, as the placeholder does. */
@@ -385,7 +379,7 @@ static void sock_tcp_track_kernel(struct sock_tcp *l, int nfd, int flags)
 		k->os_only = true;
 		k->ctx = l->ctx;
 		k->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
-		k->stats->blocking = !k->nonblocking;
+		k->stats->blocking = !k->base.nonblocking;
 	}
 	if (!k || sock_fd_set(nfd, &k->obj) != 0) {
 		if (k) {
@@ -402,14 +396,14 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 				  socklen_t *len)
 {
 	struct sock_offload *ctx = l->ctx;
-	int nfd = REDIRECT_ORIG_FN(socket)(AF_INET, SOCK_STREAM | (flags & (SOCK_CLOEXEC | SOCK_NONBLOCK)), 0);
+	int nfd = OS_CALL(socket, AF_INET, SOCK_STREAM | (flags & (SOCK_CLOEXEC | SOCK_NONBLOCK)), 0);
 	if (nfd >= 0) {
 		/* A listening kernel socket reports no readiness of its own
 		 * (iomux merges the kernel fd's events into ours). */
 		struct sockaddr_in lo = { .sin_family = AF_INET };
 		lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (REDIRECT_ORIG_FN(bind)(nfd, (struct sockaddr *)&lo, sizeof(lo)) == 0)
-			REDIRECT_ORIG_FN(listen)(nfd, 1);
+		if (OS_CALL(bind, nfd, (struct sockaddr *)&lo, sizeof(lo)) == 0)
+			OS_CALL(listen, nfd, 1);
 	}
 	if (nfd < 0) {
 		int saved = errno;
@@ -420,10 +414,10 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 		return -1;
 	}
 	c->obj.fd = nfd;
-	c->nonblocking = (flags & SOCK_NONBLOCK) != 0;
+	c->base.nonblocking = (flags & SOCK_NONBLOCK) != 0;
 	c->stats = stats_socket_slot_get(nfd, STATS_PROTO_TCP);
 	c->stats->offloaded = 1;
-	c->stats->blocking = !c->nonblocking;
+	c->stats->blocking = !c->base.nonblocking;
 	c->stats->local_addr = c->local_ip;
 	c->stats->local_port = c->local_port;
 	c->stats->peer_addr = c->remote_ip;
@@ -445,7 +439,7 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 		sock_tcp_rxq_clear_locked(c);
 		sock_offload_unlock(ctx);
 		stats_socket_slot_put(c->stats);
-		REDIRECT_ORIG_FN(close)(nfd);
+		OS_CALL(close, nfd);
 		free(c);
 		errno = EMFILE;
 		return -1;
@@ -464,15 +458,15 @@ static bool sock_tcp_has_child(const struct sock_tcp *s)
 static int sock_tcp_accept_kernel(struct sock_tcp *l, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	for (;;) {
-		int nfd = REDIRECT_ORIG_FN(accept4)(l->obj.fd, addr, len, flags);
+		int nfd = OS_CALL(accept4, l->obj.fd, addr, len, flags);
 		if (nfd >= 0) {
 			sock_tcp_track_kernel(l, nfd, flags);
 			return nfd;
 		}
-		if ((errno != EAGAIN && errno != EWOULDBLOCK) || l->nonblocking)
+		if ((errno != EAGAIN && errno != EWOULDBLOCK) || l->base.nonblocking)
 			return -1;
 		struct pollfd p = { .fd = l->obj.fd, .events = POLLIN };
-		if (REDIRECT_ORIG_FN(poll)(&p, 1, l->rcvtimeo_ms ? l->rcvtimeo_ms : -1) == 0) {
+		if (OS_CALL(poll, &p, 1, l->base.rcvtimeo_ms ? l->base.rcvtimeo_ms : -1) == 0) {
 			errno = EAGAIN;
 			return -1;
 		}
@@ -529,8 +523,8 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 	}
 	if (!ctx)
 		return sock_tcp_accept_kernel(s, addr, len, flags);
-	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
+	struct os_sig_mark sigmark = os_signal_mark();
 	unsigned spins = 0;
 	for (;;) {
 		sock_offload_lock(ctx);
@@ -544,7 +538,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 		 * first pass and then once every SOCK_TCP_ACCEPT_KERNEL_RATIO
 		 * polls, not on each: a spinning accept stays out of the kernel. */
 		if (spins % SOCK_TCP_ACCEPT_KERNEL_RATIO == 0) {
-			int nfd = REDIRECT_ORIG_FN(accept4)(obj->fd, addr, len, flags);
+			int nfd = OS_CALL(accept4, obj->fd, addr, len, flags);
 			if (nfd >= 0) {
 				sock_tcp_track_kernel(s, nfd, flags);
 				return nfd;
@@ -552,12 +546,12 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
 		}
-		if (s->nonblocking) {
+		if (s->base.nonblocking) {
 			errno = EAGAIN;
 			return -1;
 		}
 		/* Linux restarts accept under SA_RESTART unless SO_RCVTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline))
+		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		if (sock_tcp_spin_again(&spins, deadline))
 			continue;

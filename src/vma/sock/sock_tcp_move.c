@@ -184,13 +184,9 @@ static int sock_tcp_rxq_rehome_locked(struct sock_tcp *s)
  * file). 0, or a negative errno with the connection where it was. */
 static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct sock_offload *to)
 {
-	struct sock_offload *lo = from->lane < to->lane ? from : to;
-	struct sock_offload *hi = lo == from ? to : from;
 	int err = 0;
 
-	sock_offload_move_lock();
-	sock_offload_lock(lo);
-	sock_offload_lock(hi);
+	sock_offload_move_begin(from, to);
 	if (s->ctx != from || s->released || s->mode != SOCK_TCP_ACTIVE || !s->pcb || s->if_slot < 0 ||
 	    !s->established || s->connecting || s->fork_dormant || s->inherited || from->dead || to->dead ||
 	    !from->tcp || !to->tcp) {
@@ -207,7 +203,7 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 	 * receive callback are this lane's rings', which only this lane's
 	 * lock may free; a connection on the lane's SocketXtreme list is
 	 * reported there. */
-	if (s->xt.listed || s->xt.lent || (s->xcb && (s->xcb->fn || s->xcb->frames))) {
+	if (s->base.xt.listed || s->base.xt.lent || (s->xcb && (s->xcb->fn || s->xcb->frames))) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -297,14 +293,9 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 	 * again), at the new lane's unlock. */
 	sock_tcp_notify_locked(s, EPOLLIN | EPOLLOUT);
 out:
-	sock_offload_unlock(hi);
-	sock_offload_unlock(lo);
-	sock_offload_move_unlock();
-	if (err == 0) {
-		/* poll()/select() sleepers armed on the old lane look again. */
-		sock_offload_drain_signal(from);
+	sock_offload_move_end(from, to, err == 0);
+	if (err == 0)
 		vlog_debug("fd %d: connection moved from lane %u to lane %u", s->obj.fd, from->lane, to->lane);
-	}
 	return err;
 }
 

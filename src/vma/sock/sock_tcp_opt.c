@@ -17,38 +17,16 @@
 #include "config/cfg_params.h"
 #include "extra/extra.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_tcp_info.h"
 #include "sock/sock_tcp_internal.h"
 #include "sock/sock_unsupported.h"
-
-static int sock_tcp_getint(const void *val, socklen_t len, int *out)
-{
-	if (!val)
-		return -1;
-	if (len >= sizeof(int))
-		*out = *(const int *)val;
-	else if (len >= 1)
-		*out = *(const unsigned char *)val;
-	else
-		return -1;
-	return 0;
-}
-
-static int sock_tcp_timeo_ms(const void *val, socklen_t len)
-{
-	if (len < sizeof(struct timeval))
-		return 0;
-	const struct timeval *tv = val;
-	long long ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
-	return ms > 0x7fffffff ? 0x7fffffff : ms < 0 ? 0 : (int)ms;
-}
 
 static uint32_t sock_tcp_kernel_buf(int fd, int name)
 {
 	int v = 0;
 	socklen_t l = sizeof(v);
-	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, name, &v, &l) != 0 || v <= 0)
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, name, &v, &l) != 0 || v <= 0)
 		return 0;
 	/* The kernel doubles what was asked for its bookkeeping; the engine
 	 * counts payload bytes, so it gets the request. */
@@ -84,29 +62,10 @@ static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_
  * socket that is or may become offloaded is VMA_EXCEPTION_HANDLING's. */
 static bool sock_tcp_opt_supported(int level, int name)
 {
-	if (level == SOL_SOCKET) {
-		switch (name) {
-		case SO_REUSEADDR:
-		case SO_REUSEPORT:
-		case SO_KEEPALIVE:
-		case SO_LINGER:
-		case SO_RCVTIMEO:
-		case SO_SNDTIMEO:
-		case SO_RCVBUF:
-		case SO_SNDBUF:
-		case SO_RCVBUFFORCE:
-		case SO_SNDBUFFORCE:
-		case SO_BUSY_POLL:   /* we poll anyway (VMA_RX_POLL) */
-		case SO_TIMESTAMPING_OLD:
-		case SO_TIMESTAMPING_NEW:
-		case SO_TIMESTAMP_OLD:
-		case SO_TIMESTAMP_NEW:
-		case SO_TIMESTAMPNS_OLD:
-		case SO_TIMESTAMPNS_NEW:
-			return true;
-		}
-		return false;
-	}
+	if (sock_base_opt_supported(level, name))
+		return true;
+	if (level == SOL_SOCKET)
+		return name == SO_KEEPALIVE || name == SO_LINGER;
 	if (level == IPPROTO_TCP) {
 		switch (name) {
 		case TCP_NODELAY:
@@ -211,7 +170,7 @@ void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd)
 		if (!(lacks & opts[i].bit))
 			continue;
 		int v = sock_tcp_opt_value(s, opts[i].bit);
-		if (REDIRECT_ORIG_FN(setsockopt)(kfd, opts[i].level, opts[i].name, &v, sizeof(v)) != 0)
+		if (OS_CALL(setsockopt, kfd, opts[i].level, opts[i].name, &v, sizeof(v)) != 0)
 			vlog_debug("fd %d: option %d/%d not carried over to kernel socket %d (%s)", s->obj.fd,
 				   opts[i].level, opts[i].name, kfd, strerror(errno));
 	}
@@ -237,15 +196,9 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 			apply = true;
 			break;
 		case SO_KEEPALIVE:
-			if (sock_tcp_getint(val, len, &v) == 0)
+			if (sock_opt_int(val, len, &v) == 0)
 				s->keepalive = v != 0;
 			apply = true;
-			break;
-		case SO_RCVTIMEO:
-			s->rcvtimeo_ms = sock_tcp_timeo_ms(val, len);
-			break;
-		case SO_SNDTIMEO:
-			s->sndtimeo_ms = sock_tcp_timeo_ms(val, len);
 			break;
 		case SO_LINGER:
 			if (len >= sizeof(struct linger)) {
@@ -255,7 +208,7 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 			}
 			break;
 		}
-	} else if (level == IPPROTO_TCP && sock_tcp_getint(val, len, &v) == 0) {
+	} else if (level == IPPROTO_TCP && sock_opt_int(val, len, &v) == 0) {
 		switch (name) {
 		case TCP_NODELAY:
 			s->nodelay = v != 0;
@@ -360,7 +313,7 @@ static int sock_tcp_set_without_kernel(struct sock_tcp *s, int level, int name, 
 static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *val, socklen_t len)
 {
 	if (!val || len < sizeof(int))
-		return REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, val, len);
+		return OS_CALL(setsockopt, s->obj.fd, SOL_SOCKET, name, val, len);
 	struct so_timestamping ts = { 0 };
 	socklen_t n = len < sizeof(ts) ? len : sizeof(ts);
 	memcpy(&ts, val, n);
@@ -369,13 +322,13 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 		errno = EINVAL;
 		return -1;
 	}
-	bool id_starts = (flags & SOF_TIMESTAMPING_OPT_ID) && !(s->tstamp.flags & SOF_TIMESTAMPING_OPT_ID);
+	bool id_starts = (flags & SOF_TIMESTAMPING_OPT_ID) && !(s->base.tstamp.flags & SOF_TIMESTAMPING_OPT_ID);
 	if (id_starts && (s->mode != SOCK_TCP_ACTIVE || !s->pcb || s->reset)) {
 		errno = EINVAL;
 		return -1;
 	}
 	ts.flags = (int)(flags & ~(SOF_TIMESTAMPING_OPT_ID | SOCK_TSTAMP_OPT_ID_TCP));
-	if (REDIRECT_ORIG_FN(setsockopt)(s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
+	if (OS_CALL(setsockopt, s->obj.fd, SOL_SOCKET, name, &ts, n) != 0)
 		return -1;
 	int whole = (int)flags;
 	struct sock_offload *ctx = sock_tcp_ctx(s);
@@ -383,38 +336,20 @@ static int sock_tcp_set_timestamping(struct sock_tcp *s, int name, const void *v
 	/* OPT_ID switched on: byte offsets count from snd_una, or from
 	 * write_seq with OPT_ID_TCP (Linux's sk_tskey); under the lock so a
 	 * stamp falling due meanwhile reads a whole value. */
-	if (sock_tstamp_note_flags(&s->tstamp, name, &whole, sizeof(whole)) && s->pcb)
-		s->tstamp.key_next = (flags & SOCK_TSTAMP_OPT_ID_TCP) ? tcp_write_seq(s->pcb) : tcp_snd_una(s->pcb);
+	if (sock_tstamp_note_flags(&s->base.tstamp, name, &whole, sizeof(whole)) && s->pcb)
+		s->base.tstamp.key_next = (flags & SOCK_TSTAMP_OPT_ID_TCP) ? tcp_write_seq(s->pcb) : tcp_snd_una(s->pcb);
 	sock_offload_unlock(ctx);
 	return 0;
 }
 
-/* SO_TIMESTAMP(NS)(_OLD/_NEW) the kernel accepted, kept as Linux's
- * sock_set_timestamp does: on selects the resolution and layout, off
- * clears both. */
-static void sock_tcp_note_rx_tstamp(struct sock_tcp *s, int name, const void *val, socklen_t len)
-{
-	int on = 0;
-	if (len >= sizeof(int))
-		memcpy(&on, val, sizeof(on));
-	else if (len > 0)
-		on = *(const unsigned char *)val;
-	if (!on) {
-		s->rx_tstamp = SOCK_TCP_RX_TSTAMP_OFF;
-		return;
-	}
-	s->rx_tstamp_new = name == SO_TIMESTAMP_NEW || name == SO_TIMESTAMPNS_NEW;
-	s->rx_tstamp = (name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMPNS_NEW) ? SOCK_TCP_RX_TSTAMP_NS
-										   : SOCK_TCP_RX_TSTAMP_US;
-}
-
 int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
-	/* Ours alone (the Extra API): the kernel socket is not touched. */
-	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
-		return extra_xt_user_data_set(&sock_tcp_of(obj)->xt, val, len);
-	sock_tcp_of(obj)->kernel_configured = true;
 	struct sock_tcp *s = sock_tcp_of(obj);
+	/* Ours alone (the Extra API): the kernel socket is not touched. */
+	int ret;
+	if (sock_base_setsockopt_own(&s->base, level, name, val, len, &ret))
+		return ret;
+	s->kernel_configured = true;
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
 		return sock_tcp_set_ring_logic(s, val, len);
 	bool offloaded = sock_tcp_ctx(s) != NULL;
@@ -427,35 +362,18 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	unsigned bit = sock_tcp_opt_bit(level, name);
 	if (bit && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd)
 		return sock_tcp_set_without_kernel(s, level, name, bit, val, len);
-	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
 	if (ret != 0 || !val)
 		return ret;
 	int saved = errno;
-	if (timestamping)   /* a socket connect() or listen() may still offload */
-		sock_tstamp_note_flags(&s->tstamp, name, val, len);
-	if (level == SOL_SOCKET && (name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMP_NEW ||
-				    name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMPNS_NEW))
-		sock_tcp_note_rx_tstamp(s, name, val, len);
+	/* The SOL_SOCKET options all kinds share; SO_TIMESTAMPING here is a
+	 * socket connect() or listen() may still offload (its counter starts
+	 * when it connects). */
+	sock_base_note_option(&s->base, level, name, val, len);
 	s->opts_kernel_lacks &= ~bit;
 	if (sock_tcp_note_option(s, level, name, val, len))
 		sock_tcp_options_push(s);
 	errno = saved;
-	return 0;
-}
-
-static int sock_tcp_put_int(void *val, socklen_t *len, int v)
-{
-	if (!val || !len) {
-		errno = EFAULT;
-		return -1;
-	}
-	if (*len >= sizeof(int)) {
-		memcpy(val, &v, sizeof(int));
-		*len = sizeof(int);
-	} else if (*len > 0) {
-		*(unsigned char *)val = (unsigned char)v;
-		*len = 1;
-	}
 	return 0;
 }
 
@@ -578,7 +496,7 @@ static socklen_t sock_tcp_info_len(int kernel_fd)
 	unsigned char probe[SOCK_TCP_INFO_MAX];
 	len = sizeof(probe);
 	int saved = errno;
-	if (REDIRECT_ORIG_FN(getsockopt)(kernel_fd, IPPROTO_TCP, TCP_INFO, probe, &len) != 0 || len == 0)
+	if (OS_CALL(getsockopt, kernel_fd, IPPROTO_TCP, TCP_INFO, probe, &len) != 0 || len == 0)
 		len = sizeof(struct sock_tcp_info);
 	errno = saved;
 	__atomic_store_n(&kernel_len, len, __ATOMIC_RELAXED);
@@ -589,10 +507,11 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
-	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
-		return extra_xt_user_data_get(&s->xt, obj->fd, val, len);
+	int ret;
+	if (sock_base_getsockopt_own(&s->base, level, name, val, len, &ret))
+		return ret;
 	if (!ctx)
-		return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 	if (level == SOL_SOCKET && name == SO_ERROR) {
 		if (!len || (int)*len < 0) {
 			errno = EINVAL;
@@ -602,14 +521,14 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		int err = s->err > 0 ? s->err : 0;
 		s->err = 0;
 		sock_offload_unlock(ctx);
-		return sock_tcp_put_int(val, len, err);
+		return sock_opt_put_int(val, len, err);
 	}
 	if (level == SOL_SOCKET && name == SO_ACCEPTCONN) {
 		if (!len || (int)*len < 0) {
 			errno = EINVAL;
 			return -1;
 		}
-		return sock_tcp_put_int(val, len, s->mode == SOCK_TCP_LISTENER);
+		return sock_opt_put_int(val, len, s->mode == SOCK_TCP_LISTENER);
 	}
 	if (level == IPPROTO_TCP && name == TCP_INFO) {
 		if (!len || (int)*len < 0) {
@@ -655,14 +574,14 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 		/* Linux's mss_cache: the payload of a full segment, the
 		 * timestamp option left out once agreed */
 		if (have)
-			return sock_tcp_put_int(val, len, (int)sock_tcp_payload_mss(&in));
+			return sock_opt_put_int(val, len, (int)sock_tcp_payload_mss(&in));
 	}
 	if (level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW)) {
 		/* The kernel's answer (its length rules, bind_phc) with our flags:
 		 * its socket lacks OPT_ID (see sock_tcp_set_timestamping). */
-		int ret = REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		int ret = OS_CALL(getsockopt, obj->fd, level, name, val, len);
 		if (ret == 0 && val && *len >= sizeof(int)) {
-			int flags = (int)s->tstamp.flags;
+			int flags = (int)s->base.tstamp.flags;
 			memcpy(val, &flags, sizeof(flags));
 		}
 		return ret;
@@ -673,15 +592,13 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 	unsigned bit = sock_tcp_opt_bit(level, name);
 	if (bit && val && len && (int)*len >= 0 &&
 	    ((s->opts_kernel_lacks & bit) || (g_cfg.avoid_sys_calls_on_tcp_fd && (s->opts_known & bit))))
-		return sock_tcp_put_int(val, len, sock_tcp_opt_value(s, bit));
-	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+		return sock_opt_put_int(val, len, sock_tcp_opt_value(s, bit));
+	return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 }
 
 static void sock_tcp_set_nonblocking(struct sock_tcp *s, bool on)
 {
-	s->nonblocking = on;
-	if (s->stats)
-		s->stats->blocking = !on;
+	sock_base_set_nonblocking(&s->base, on, s->stats);
 }
 
 /* The F_SETFL bits besides O_NONBLOCK the kernel acts on (fcntl(2)). */
@@ -695,13 +612,13 @@ static void sock_tcp_set_nonblocking(struct sock_tcp *s, bool on)
 static int sock_tcp_fcntl_without_kernel(struct sock_tcp *s, int cmd, void *arg)
 {
 	if (s->kernel_fl < 0) {
-		int fl = REDIRECT_ORIG_FN(fcntl)(s->obj.fd, F_GETFL, 0);
+		int fl = OS_CALL(fcntl, s->obj.fd, F_GETFL, 0);
 		if (fl == -1)
 			return SOCK_TCP_NOT_SERVED;
 		s->kernel_fl = fl & ~O_NONBLOCK;
 	}
 	if (cmd == F_GETFL)
-		return s->kernel_fl | (s->nonblocking ? O_NONBLOCK : 0);
+		return s->kernel_fl | (s->base.nonblocking ? O_NONBLOCK : 0);
 	long want = (long)arg;
 	if ((want & SOCK_TCP_SETFL_OTHERS) != (s->kernel_fl & SOCK_TCP_SETFL_OTHERS))
 		return SOCK_TCP_NOT_SERVED;
@@ -730,18 +647,18 @@ int sock_tcp_op_fcntl(struct sock_obj *obj, int cmd, void *arg)
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_GETFL) {
 		/* The kernel listener is non-blocking for our own use; the app
 		 * sees its own flag. */
-		int fl = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
-		if (fl != -1 && !s->nonblocking)
+		int fl = OS_CALL(fcntl, obj->fd, cmd, arg);
+		if (fl != -1 && !s->base.nonblocking)
 			fl &= ~O_NONBLOCK;
 		return fl;
 	}
 	if (s->mode == SOCK_TCP_LISTENER && cmd == F_SETFL) {
-		int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
+		int ret = OS_CALL(fcntl, obj->fd, cmd, (void *)((long)arg | O_NONBLOCK));
 		if (ret != -1)
 			sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 		return ret;
 	}
-	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
+	int ret = OS_CALL(fcntl, obj->fd, cmd, arg);
 	if (ret != -1 && cmd == F_SETFL)
 		sock_tcp_set_nonblocking(s, ((long)arg & O_NONBLOCK) != 0);
 	return ret;
@@ -784,7 +701,7 @@ int sock_tcp_op_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 		unsupported = "ioctl(SIOCATMARK) (urgent data)";
 	if (unsupported && (ctx || sock_tcp_undecided(s)) && !sock_tcp_unsupported_call(s, unsupported))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
+	int ret = OS_CALL(ioctl, obj->fd, req, arg);
 	if (ret == 0 && req == FIONBIO && arg)
 		sock_tcp_set_nonblocking(s, *(int *)arg != 0);
 	if (ret == 0 && (req == FIONBIO || req == FIOASYNC))
@@ -796,7 +713,7 @@ int sock_tcp_op_getsockname(struct sock_obj *obj, struct sockaddr *addr, socklen
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(getsockname)(obj->fd, addr, len);
+		return OS_CALL(getsockname, obj->fd, addr, len);
 	if (!addr || !len || (int)*len < 0) {
 		errno = !len ? EFAULT : EINVAL;
 		return -1;
@@ -809,7 +726,7 @@ int sock_tcp_op_getpeername(struct sock_obj *obj, struct sockaddr *addr, socklen
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (!sock_tcp_ctx(s))
-		return REDIRECT_ORIG_FN(getpeername)(obj->fd, addr, len);
+		return OS_CALL(getpeername, obj->fd, addr, len);
 	if (!addr || !len || (int)*len < 0) {
 		errno = !len ? EFAULT : EINVAL;
 		return -1;
@@ -839,7 +756,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 	struct sock_tcp *s = sock_tcp_of(obj);
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx)
-		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+		return OS_CALL(shutdown, obj->fd, how);
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;
@@ -854,7 +771,7 @@ int sock_tcp_op_shutdown(struct sock_obj *obj, int how)
 		s->reset = true;
 		s->shut_rcv = s->shut_send = true;
 		sock_offload_unlock(ctx);
-		return REDIRECT_ORIG_FN(shutdown)(obj->fd, how);
+		return OS_CALL(shutdown, obj->fd, how);
 	}
 	ctx = sock_tcp_lock(s, ctx);
 	int err = 0;

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_tcp_internal.h"
 
 /* Bytes moved per step (the kernel's default pipe holds 64 KiB). */
@@ -38,7 +38,7 @@ static unsigned splice_pipe_access(int fd, bool *nonblock)
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
 		return SPLICE_PIPE_NONE;
-	int fl = REDIRECT_ORIG_FN(fcntl)(fd, F_GETFL);
+	int fl = OS_CALL(fcntl, fd, F_GETFL);
 	if (fl < 0)
 		return SPLICE_PIPE_NONE;
 	*nonblock = (fl & O_NONBLOCK) != 0;
@@ -59,10 +59,10 @@ static unsigned splice_pipe_access(int fd, bool *nonblock)
  * revents, or -1 with errno. */
 static int splice_pipe_wait(int fd, short events, bool nonblock)
 {
-	struct redirect_sig_mark mark = redirect_signal_mark();
+	struct os_sig_mark mark = os_signal_mark();
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
-		int r = REDIRECT_ORIG_FN(poll)(&p, 1, nonblock ? 0 : -1);
+		int r = OS_CALL(poll, &p, 1, nonblock ? 0 : -1);
 		if (r > 0)
 			return p.revents;
 		if (r == 0) {
@@ -71,8 +71,8 @@ static int splice_pipe_wait(int fd, short events, bool nonblock)
 		}
 		if (errno != EINTR)
 			return -1;
-		if (redirect_signal_caught_since(&mark)) {
-			if (redirect_signal_interrupts(&mark, true))
+		if (os_signal_caught_since(&mark)) {
+			if (os_signal_interrupts(&mark, true))
 				return -1;
 		} else if (!sock_offload_signal_restarts()) {
 			errno = EINTR;
@@ -104,7 +104,7 @@ static ssize_t splice_pipe_write_nowait(int fd, const char *buf, size_t len)
 			/* RWF_NOWAIT also gives up on a busy pipe lock: retry
 			 * while poll says there is room. */
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
-			if (REDIRECT_ORIG_FN(poll)(&p, 1, 0) <= 0 || !(p.revents & POLLOUT)) {
+			if (OS_CALL(poll, &p, 1, 0) <= 0 || !(p.revents & POLLOUT)) {
 				errno = EAGAIN;
 				return -1;
 			}
@@ -117,10 +117,10 @@ static ssize_t splice_pipe_write_nowait(int fd, const char *buf, size_t len)
 	size_t done = 0;
 	while (done < len) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		if (REDIRECT_ORIG_FN(poll)(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR)))
+		if (OS_CALL(poll, &p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR)))
 			break;
 		size_t step = len - done < PIPE_BUF ? len - done : PIPE_BUF;
-		ssize_t w = REDIRECT_ORIG_FN(write)(fd, buf + done, step);
+		ssize_t w = OS_CALL(write, fd, buf + done, step);
 		if (w <= 0) {
 			if (done)
 				break;
@@ -155,7 +155,7 @@ static ssize_t splice_socket_to_pipe(struct sock_tcp *s, int pipe_fd, bool pipe_
 	while (done < len) {
 		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
 		/* Peek: what the pipe does not take stays queued on the socket. */
-		ssize_t got = sock_tcp_op_recv(&s->obj, buf, want, MSG_PEEK | (done ? MSG_DONTWAIT : 0));
+		ssize_t got = sock_tcp_recvfrom(s, buf, want, MSG_PEEK | (done ? MSG_DONTWAIT : 0), NULL, NULL);
 		if (got <= 0) {
 			if (done)
 				break;
@@ -168,7 +168,7 @@ static ssize_t splice_socket_to_pipe(struct sock_tcp *s, int pipe_fd, bool pipe_
 			return -1;
 		}
 		/* Consume exactly what the pipe took (queued: never waits). */
-		ssize_t eaten = sock_tcp_op_recv(&s->obj, buf, (size_t)put, MSG_DONTWAIT);
+		ssize_t eaten = sock_tcp_recvfrom(s, buf, (size_t)put, MSG_DONTWAIT, NULL, NULL);
 		if (eaten != put)
 			vlog_warn("splice: fd %d: %zd bytes consumed after %zd went into the pipe "
 				  "(another thread read the socket meanwhile)", s->obj.fd, eaten, put);
@@ -194,7 +194,7 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 	while (done < len) {
 		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
 		long room = sock_tcp_send_room(s);
-		if (room < 0 || (room == 0 && s->nonblocking)) {
+		if (room < 0 || (room == 0 && s->base.nonblocking)) {
 			if (done)
 				break;
 			/* Linux looks at the pipe first, then the send fails. */
@@ -205,12 +205,12 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 				return 0;   /* empty and no writer */
 			/* An empty send reports what a real one would (EPIPE with
 			 * SIGPIPE, the pending error, EAGAIN while connecting). */
-			if (sock_tcp_op_send(&s->obj, buf, 0, send_flags | MSG_DONTWAIT) < 0)
+			if (sock_tcp_send(s, buf, 0, send_flags | MSG_DONTWAIT) < 0)
 				return -1;
 			errno = EAGAIN;
 			return -1;
 		}
-		if (s->nonblocking && (size_t)room < want)
+		if (s->base.nonblocking && (size_t)room < want)
 			want = (size_t)room;
 		struct iovec iov = { .iov_base = buf, .iov_len = want };
 		/* vmsplice from a pipe's read end copies out like read(), and
@@ -237,12 +237,7 @@ static ssize_t splice_pipe_to_socket(struct sock_tcp *s, int pipe_fd, bool pipe_
 static ssize_t splice_to_kernel(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 				unsigned int flags)
 {
-	__typeof__(redirect_orig.splice) orig = REDIRECT_ORIG_FN(splice);
-	if (!orig) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return orig(fd_in, off_in, fd_out, off_out, len, flags);
+	return OS_CALL(splice, fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 ssize_t sock_tcp_op_splice(struct sock_obj *obj, int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,

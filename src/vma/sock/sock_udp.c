@@ -14,7 +14,7 @@
 #include "config/cfg_rules.h"
 #include "iomux/iomux.h"
 #include "log/vlog.h"
-#include "redirect/redirect_orig.h"
+#include "os/os.h"
 #include "sock/sock_fd_table.h"
 #include "sock/sock_udp_internal.h"
 #include "sock/sock_unsupported.h"
@@ -207,7 +207,7 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 	/* SO_REUSEPORT sockets of other processes may share the port. */
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
-	if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+	if (OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
 		s->share = true;
 	sock_udp_flow_choose_tuple(s);
 	sock_udp_flows_attach_locked(s);
@@ -222,7 +222,7 @@ void sock_udp_sync_local(struct sock_udp *s)
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
 	memset(&sin, 0, sizeof(sin));
-	if (REDIRECT_ORIG_FN(getsockname)(s->obj.fd, (struct sockaddr *)&sin, &len) != 0)
+	if (OS_CALL(getsockname, s->obj.fd, (struct sockaddr *)&sin, &len) != 0)
 		return;
 	/* Rebuilt whole: the address, the connected peer or the groups may
 	 * have changed, and this is not the packet path. */
@@ -242,7 +242,7 @@ void sock_udp_sync_local(struct sock_udp *s)
 int sock_udp_autobind(struct sock_udp *s)
 {
 	struct sockaddr_in any = sock_udp_sin(INADDR_ANY, 0);
-	if (REDIRECT_ORIG_FN(bind)(s->obj.fd, (struct sockaddr *)&any, sizeof(any)) != 0 && errno != EINVAL)
+	if (OS_CALL(bind, s->obj.fd, (struct sockaddr *)&any, sizeof(any)) != 0 && errno != EINVAL)
 		return -1;
 	sock_udp_sync_local(s);
 	return 0;
@@ -255,8 +255,7 @@ void sock_udp_wake(void *arg)
 	struct sock_udp *s = arg;
 	s->wake_pending = false;
 	iomux_notify(&s->obj, EPOLLIN);
-	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
-		eventfd_write(s->wake_fd, 1);
+	sock_base_wake_sleepers(&s->base);
 }
 
 void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf, uint32_t len,
@@ -275,7 +274,7 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	/* Frames: a socket holds at most its share of the ring's receive
 	 * frames, smaller as the ring runs short (docs/security.md). */
 	/* Frames the application holds (Extra API) count too. */
-	bool over_share = ring_buf_pool_holder_full(buf->pool, s->queue.count + s->xt.lent);
+	bool over_share = ring_buf_pool_holder_full(buf->pool, s->queue.count + s->base.xt.lent);
 	if (s->released || over_share || !sock_udp_queue_push(&s->queue, &e, limit)) {
 		if (over_share && s->ctx)
 			s->ctx->udp_frame_pressure_drops++;
@@ -288,7 +287,7 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	if (__builtin_expect(g_cfg.socketxtreme, 0))
 		extra_xt_udp_ready_locked(s);
 	sock_offload_poll_wake_if_locked(s->ctx);
-	bool notify = s->obj.watchers != NULL || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0;
+	bool notify = sock_base_watched(&s->base);
 	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);
@@ -300,7 +299,7 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 static int sock_udp_bind(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	int ret = REDIRECT_ORIG_FN(bind)(obj->fd, addr, len);
+	int ret = OS_CALL(bind, obj->fd, addr, len);
 	if (ret == 0) {
 		int saved = errno;
 		sock_udp_sync_local(s);
@@ -312,7 +311,7 @@ static int sock_udp_bind(struct sock_obj *obj, const struct sockaddr *addr, sock
 static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	int ret = REDIRECT_ORIG_FN(connect)(obj->fd, addr, len);
+	int ret = OS_CALL(connect, obj->fd, addr, len);
 	if (ret != 0)
 		return ret;
 	if (addr->sa_family == AF_UNSPEC) {
@@ -345,17 +344,6 @@ static int sock_udp_connect(struct sock_obj *obj, const struct sockaddr *addr, s
 	}
 	sock_udp_sync_local(s);
 	errno = 0;
-	return 0;
-}
-
-static int sock_udp_getint(const void *val, socklen_t len, int *out)
-{
-	if (len >= sizeof(int))
-		*out = *(const int *)val;
-	else if (len >= 1)
-		*out = *(const unsigned char *)val;
-	else
-		return -1;
 	return 0;
 }
 
@@ -414,45 +402,28 @@ static void sock_udp_membership(struct sock_udp *s, bool join, uint32_t group, u
 	sock_offload_unlock(ctx);
 }
 
-/* Mirrors an option the kernel just accepted. */
+/* Mirrors an option the kernel just accepted: the base takes the
+ * SOL_SOCKET options all kinds share, UDP the rest. */
 static void sock_udp_note_option(struct sock_udp *s, int level, int name, const void *val, socklen_t len)
 {
 	int v = 0;
+	/* Linux restarts a UDP socket's OPT_ID counter at 0. */
+	if (sock_base_note_option(&s->base, level, name, val, len))
+		s->base.tstamp.key_next = 0;
 	if (level == SOL_SOCKET) {
 		switch (name) {
 		case SO_RCVBUF:
 		case SO_RCVBUFFORCE: {
 			int kernel = 0;
 			socklen_t kl = sizeof(kernel);
-			if (REDIRECT_ORIG_FN(getsockopt)(s->obj.fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+			if (OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
 				s->rcvbuf = (uint64_t)kernel;
 			s->stats->rx_ready_bytes_limit = s->rcvbuf;
 			break;
 		}
-		case SO_RCVTIMEO:
-			if (len >= sizeof(struct timeval)) {
-				const struct timeval *tv = val;
-				long long ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
-				s->rcvtimeo_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
-			}
-			break;
 		case SO_BROADCAST:
-			if (sock_udp_getint(val, len, &v) == 0)
+			if (sock_opt_int(val, len, &v) == 0)
 				s->broadcast = v != 0;
-			break;
-		case SO_TIMESTAMP:
-			if (sock_udp_getint(val, len, &v) == 0)
-				s->timestamp = v != 0;
-			break;
-		case SO_TIMESTAMPNS:
-			if (sock_udp_getint(val, len, &v) == 0)
-				s->timestampns = v != 0;
-			break;
-		case SO_TIMESTAMPING_OLD:
-		case SO_TIMESTAMPING_NEW:
-			/* Linux restarts a UDP socket's OPT_ID counter at 0. */
-			if (sock_tstamp_note_flags(&s->tstamp, name, val, len))
-				s->tstamp.key_next = 0;
 			break;
 		}
 		return;
@@ -461,32 +432,32 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
 		return;
 	switch (name) {
 	case IP_TOS:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->tos = v & 0xff;
 		break;
 	case IP_TTL:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->ttl = v;
 		break;
 	case IP_MULTICAST_TTL:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->mc_ttl = v < 0 ? 1 : v;
 		break;
 	case IP_MULTICAST_LOOP:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->mc_loop = v != 0;
 		s->stats->mc_loop = s->mc_loop;
 		break;
 	case IP_PKTINFO:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->pktinfo = v != 0;
 		break;
 	case IP_RECVTOS:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->recvtos = v != 0;
 		break;
 	case IP_RECVTTL:
-		if (sock_udp_getint(val, len, &v) == 0)
+		if (sock_opt_int(val, len, &v) == 0)
 			s->recvttl = v != 0;
 		break;
 	case IP_MULTICAST_IF:
@@ -524,26 +495,10 @@ static void sock_udp_note_option(struct sock_udp *s, int level, int name, const 
  * does; any other is VMA_EXCEPTION_HANDLING's. */
 static bool sock_udp_opt_supported(int level, int name)
 {
-	if (level == SOL_SOCKET) {
-		switch (name) {
-		case SO_REUSEADDR:
-		case SO_REUSEPORT:
-		case SO_RCVBUF:
-		case SO_RCVBUFFORCE:
-		case SO_SNDBUF:        /* a datagram leaves at once: no send buffer to size */
-		case SO_SNDBUFFORCE:
-		case SO_RCVTIMEO:
-		case SO_SNDTIMEO:
-		case SO_BROADCAST:
-		case SO_TIMESTAMP:
-		case SO_TIMESTAMPNS:
-		case SO_TIMESTAMPING_OLD:
-		case SO_TIMESTAMPING_NEW:
-		case SO_BUSY_POLL:     /* we poll anyway (VMA_RX_POLL) */
-			return true;
-		}
-		return false;
-	}
+	if (sock_base_opt_supported(level, name))
+		return true;
+	if (level == SOL_SOCKET)
+		return name == SO_BROADCAST;
 	if (level != IPPROTO_IP)
 		return false;
 	switch (name) {
@@ -614,8 +569,9 @@ static bool sock_udp_unsupported_call(struct sock_udp *s, const char *what)
 static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const void *val, socklen_t len)
 {
 	struct sock_udp *s = sock_udp_of(obj);
-	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
-		return extra_xt_user_data_set(&s->xt, val, len);
+	int ret;
+	if (sock_base_setsockopt_own(&s->base, level, name, val, len, &ret))
+		return ret;
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC) {
 		/* Ours alone: the kernel does not know it. */
 		int logic;
@@ -632,7 +588,7 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 	if (__builtin_expect(!sock_udp_opt_supported(level, name), 0) && sock_udp_ctx(s) &&
 	    !sock_udp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_udp_stuck(s))))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(setsockopt)(obj->fd, level, name, val, len);
+	ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
 	if (ret == 0 && val) {
 		int saved = errno;
 		sock_udp_note_option(s, level, name, val, len);
@@ -644,9 +600,10 @@ static int sock_udp_setsockopt(struct sock_obj *obj, int level, int name, const 
 /* Only SO_VMA_USER_DATA is ours; the kernel socket answers the rest. */
 static int sock_udp_getsockopt(struct sock_obj *obj, int level, int name, void *val, socklen_t *len)
 {
-	if (level == SOL_SOCKET && name == SO_VMA_USER_DATA)
-		return extra_xt_user_data_get(&sock_udp_of(obj)->xt, obj->fd, val, len);
-	return REDIRECT_ORIG_FN(getsockopt)(obj->fd, level, name, val, len);
+	int ret;
+	if (sock_base_getsockopt_own(&sock_udp_of(obj)->base, level, name, val, len, &ret))
+		return ret;
+	return OS_CALL(getsockopt, obj->fd, level, name, val, len);
 }
 
 static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
@@ -655,11 +612,9 @@ static int sock_udp_fcntl(struct sock_obj *obj, int cmd, void *arg)
 	if (cmd == F_SETFL && ((long)arg & O_ASYNC) && sock_udp_ctx(s) &&
 	    !sock_udp_unsupported_call(s, "fcntl(F_SETFL, O_ASYNC) (signal-driven I/O)"))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(fcntl)(obj->fd, cmd, arg);
-	if (ret != -1 && cmd == F_SETFL) {
-		s->nonblocking = ((long)arg & O_NONBLOCK) != 0;
-		s->stats->blocking = !s->nonblocking;
-	}
+	int ret = OS_CALL(fcntl, obj->fd, cmd, arg);
+	if (ret != -1 && cmd == F_SETFL)
+		sock_base_set_nonblocking(&s->base, ((long)arg & O_NONBLOCK) != 0, s->stats);
 	return ret;
 }
 
@@ -683,11 +638,9 @@ static int sock_udp_ioctl(struct sock_obj *obj, unsigned long req, void *arg)
 	if (req == FIOASYNC && arg && *(int *)arg && sock_udp_ctx(s) &&
 	    !sock_udp_unsupported_call(s, "ioctl(FIOASYNC) (signal-driven I/O)"))
 		return -1;
-	int ret = REDIRECT_ORIG_FN(ioctl)(obj->fd, req, arg);
-	if (ret == 0 && req == FIONBIO && arg) {
-		s->nonblocking = *(int *)arg != 0;
-		s->stats->blocking = !s->nonblocking;
-	}
+	int ret = OS_CALL(ioctl, obj->fd, req, arg);
+	if (ret == 0 && req == FIONBIO && arg)
+		sock_base_set_nonblocking(&s->base, *(int *)arg != 0, s->stats);
 	return ret;
 }
 
@@ -705,11 +658,7 @@ static uint32_t sock_udp_poll_ready(struct sock_obj *obj)
 	 * thread): the progress pass before this shows them to it. */
 	else if (__builtin_expect(s->cb_stage != NULL, 0) && __atomic_load_n(&s->cb_stage->count, __ATOMIC_RELAXED))
 		ev |= EPOLLIN;
-	/* Transmit stamps wait on our error queue (Linux: EPOLLERR while
-	 * its error queue is not empty). */
-	if (__builtin_expect(sock_tstamp_errq_pending(&s->tstamp), 0))
-		ev |= EPOLLERR;
-	return ev;
+	return ev | sock_base_errq_events(&s->base);
 }
 
 static int sock_udp_progress(struct sock_obj *obj)
@@ -797,12 +746,12 @@ static void sock_udp_release(struct sock_obj *obj)
 		sock_udp_rx_teardown_locked(s);
 		sock_udp_queue_clear(&s->queue);
 		extra_udp_release_locked(s);
-		extra_xt_forget_locked(ctx, &s->xt);
+		extra_xt_forget_locked(ctx, &s->base.xt);
 		sock_udp_heaps_reap_locked(s);
 		sock_offload_unlock(ctx);
 	}
 	s->released = true;
-	sock_tstamp_clear(&s->tstamp);
+	sock_tstamp_clear(&s->base.tstamp);
 	/* The old lane's pcb of a recent move, and strays nobody read. */
 	sock_udp_migrate_release(s);
 	for (unsigned i = 0; i < s->ngroups; i++)
@@ -816,7 +765,7 @@ static void sock_udp_release(struct sock_obj *obj)
 static int sock_udp_close(struct sock_obj *obj)
 {
 	sock_udp_release(obj);
-	return REDIRECT_ORIG_FN(close)(obj->fd);
+	return OS_CALL(close, obj->fd);
 }
 
 static void sock_udp_destroy(struct sock_obj *obj)
@@ -827,8 +776,8 @@ static void sock_udp_destroy(struct sock_obj *obj)
 		/* Empty since release cleared the queue. */
 		sock_udp_heaps_reap_locked(s);
 	}
-	if (s->wake_fd >= 0)
-		REDIRECT_ORIG_FN(close)(s->wake_fd);
+	if (s->base.wake_fd >= 0)
+		OS_CALL(close, s->base.wake_fd);
 	extra_udp_destroy(s);
 	free(s);
 }
@@ -841,16 +790,7 @@ const struct sock_ops sock_udp_ops = {
 	.getsockopt = sock_udp_getsockopt,
 	.fcntl = sock_udp_fcntl,
 	.ioctl = sock_udp_ioctl,
-	.read = sock_udp_op_read,
-	.readv = sock_udp_op_readv,
-	.recv = sock_udp_op_recv,
-	.recvfrom = sock_udp_op_recvfrom,
 	.recvmsg = sock_udp_op_recvmsg,
-	.recvmmsg = sock_udp_op_recvmmsg,
-	.write = sock_udp_op_write,
-	.writev = sock_udp_op_writev,
-	.send = sock_udp_op_send,
-	.sendto = sock_udp_op_sendto,
 	.sendmsg = sock_udp_op_sendmsg,
 	.sendmmsg = sock_udp_op_sendmmsg,
 	.poll_ready = sock_udp_poll_ready,
@@ -866,7 +806,7 @@ const struct sock_ops sock_udp_ops = {
 
 struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 {
-	REDIRECT_ENSURE_ORIGINALS();
+	os_libc_ensure();
 	struct sock_offload *ctx = sock_offload_get_for(fd);
 	if (!ctx)
 		return NULL;
@@ -877,32 +817,26 @@ struct sock_obj *sock_udp_new(int fd, int domain, int type, int protocol)
 		free(s);
 		return NULL;
 	}
-	s->obj.ops = &sock_udp_ops;
-	s->obj.fd = fd;
-	s->obj.domain = domain;
-	s->obj.type = type & SOCK_TYPE_MASK;
-	s->obj.protocol = protocol;
+	sock_base_init(&s->base, &sock_udp_ops, fd, domain, type, protocol);
 	s->ctx = ctx;
-	s->nonblocking = (type & SOCK_NONBLOCK) != 0;
 	s->tos = 0;
 	s->ttl = -1;
 	s->mc_ttl = 1;
 	s->mc_loop = g_cfg.tx_mc_loopback != 0;
-	s->wake_fd = -1;
 	s->wake_node = (struct sock_offload_wake){ .fn = sock_udp_wake, .arg = s };
 	s->ring_logic = -1;
 	sock_udp_migrate_init(s);
 	int kernel = 0;
 	socklen_t kl = sizeof(kernel);
-	if (REDIRECT_ORIG_FN(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_RCVBUF, &kernel, &kl) == 0)
 		s->rcvbuf = (uint64_t)kernel;
 	/* The kernel socket loops multicast back by default; keep it in step
 	 * with what the offloaded path does (VMA_TX_MC_LOOPBACK). */
 	int loop = s->mc_loop;
-	REDIRECT_ORIG_FN(setsockopt)(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+	OS_CALL(setsockopt, fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
 	s->stats = stats_socket_slot_get(fd, STATS_PROTO_UDP);
 	s->stats->offloaded = 1;
-	s->stats->blocking = !s->nonblocking;
+	s->stats->blocking = !s->base.nonblocking;
 	s->stats->mc_loop = s->mc_loop;
 	s->stats->rx_ready_bytes_limit = s->rcvbuf;
 	s->stats->ring_id = sock_offload_ring_id(ctx, 0);
@@ -939,18 +873,22 @@ void sock_udp_after_fork_child(struct sock_offload *old)
 		if (s->ctx != old || s->released)
 			continue;
 		/* What the copy points at (pcb, queued frames, flows) is the
-		 * parent's: dropped, never freed. The eventfd is shared with
-		 * the parent: ours is closed, a fresh one made at need. */
+		 * parent's: dropped, never freed. The queue's entry array is
+		 * our own heap's copy: freed without its entries, whose frames
+		 * are the parent's (LeakSanitizer reported it lost in every
+		 * child). The eventfd is shared with the parent: ours is
+		 * closed, a fresh one made at need. */
 		s->pcb = NULL;
 		s->flow_slots = 0;
 		for (unsigned i = 0; i < s->ngroups; i++)
 			s->groups[i].active = false;
+		free(s->queue.entries);
 		sock_udp_queue_init(&s->queue, SOCK_UDP_QUEUE_ENTRIES);
-		s->sleepers = 0;
+		s->base.sleepers = 0;
 		s->wake_pending = false;
-		if (s->wake_fd >= 0)
-			REDIRECT_ORIG_FN(close)(s->wake_fd);
-		s->wake_fd = -1;
+		if (s->base.wake_fd >= 0)
+			OS_CALL(close, s->base.wake_fd);
+		s->base.wake_fd = -1;
 		s->route.valid = false;
 		s->fork_dormant = false;
 		s->inherited = true;

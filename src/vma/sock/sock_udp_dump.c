@@ -3,30 +3,20 @@
  * counters. Read without the offload lock: the dump may be a packet stale,
  * never wrong in a way that matters for a diagnosis, and it must not stall
  * the application's data path. */
-#include <arpa/inet.h>
 #include "log/vlog.h"
 #include "sock/sock_udp_internal.h"
-
-static const char *sock_udp_dump_addr(uint32_t ip, char *buf, size_t size)
-{
-	struct in_addr a = { .s_addr = ip };
-	return inet_ntop(AF_INET, &a, buf, (socklen_t)size) ? buf : "?";
-}
 
 void sock_udp_op_dump(struct sock_obj *obj, int log_level)
 {
 	const struct sock_udp *s = sock_udp_of(obj);
-	char local[INET_ADDRSTRLEN], peer[INET_ADDRSTRLEN];
 	const char *path = s->os_only ? "kernel (rule)" : s->ctx ? (s->pcb ? "offloaded" : "offload ready, not bound")
 								  : "kernel";
-	vlog_print(log_level, "fd %d: UDP %s:%u -> %s:%u, %s%s", obj->fd,
-		   sock_udp_dump_addr(s->local_ip, local, sizeof(local)), ntohs(s->local_port),
-		   sock_udp_dump_addr(s->remote_ip, peer, sizeof(peer)), ntohs(s->remote_port), path,
-		   s->released ? ", released" : "");
+	sock_base_dump_head(&s->base, log_level, "UDP", s->local_ip, s->local_port, s->remote_ip, s->remote_port, path,
+			    s->released);
 	vlog_print(log_level, "fd %d: %s, rx queue %u datagrams (rcvbuf %llu bytes), %u multicast groups, "
 		   "interfaces 0x%x, mc_loop %d, ttl %d, mc_ttl %d, tos %d, rcvtimeo %d ms", obj->fd,
-		   s->nonblocking ? "non-blocking" : "blocking", s->queue.count, (unsigned long long)s->rcvbuf,
-		   s->ngroups, s->flow_slots, s->mc_loop, s->ttl, s->mc_ttl, s->tos, s->rcvtimeo_ms);
+		   s->base.nonblocking ? "non-blocking" : "blocking", s->queue.count, (unsigned long long)s->rcvbuf,
+		   s->ngroups, s->flow_slots, s->mc_loop, s->ttl, s->mc_ttl, s->tos, s->base.rcvtimeo_ms);
 	const struct sock_offload *lane = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
 	if (lane)
 		vlog_print(log_level, "fd %d: lane %u, moved %u times (check every %u receive calls; 0: never)%s",

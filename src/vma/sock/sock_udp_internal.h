@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sock/sock_base.h"
 #include "sock/sock_migrate.h"
 #include "sock/sock_offload.h"
 #include "sock/sock_tstamp.h"
@@ -44,7 +45,10 @@ struct sock_udp_stray;
 struct extra_udp_holds;
 
 struct sock_udp {
-	struct sock_obj obj;         /* first */
+	union {                      /* first; base.obj is obj */
+		struct sock_obj obj;
+		struct sock_base base;
+	};
 	/* The lane. Changed only by a move (sock_udp_migrate.c), which holds
 	 * the old and the new lane's lock: whoever holds a lane's lock and
 	 * finds ctx pointing at it keeps the socket there until it unlocks
@@ -77,20 +81,16 @@ struct sock_udp {
 	struct sock_udp_queue queue;
 	uint64_t rcvbuf;             /* kernel's SO_RCVBUF */
 
-	/* Options the data path needs (the kernel keeps them too). */
-	bool nonblocking;
-	int rcvtimeo_ms;             /* 0: forever */
+	/* Options of UDP's own the data path needs (the kernel keeps them
+	 * too); the SOL_SOCKET ones are the base's. */
 	bool broadcast;
 	int tos, ttl, mc_ttl;        /* ttl -1: default */
 	bool mc_loop;
 	uint32_t mc_if_addr;
 	int mc_ifindex;
-	bool pktinfo, recvtos, recvttl, timestamp, timestampns;
-	struct sock_tstamp tstamp;   /* SO_TIMESTAMPING (flags 0: off) */
+	bool pktinfo, recvtos, recvttl;
 
 	unsigned os_poll_count;
-	int sleepers;
-	int wake_fd;                 /* eventfd, made at the first sleep; -1 before */
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	struct sock_udp_route route;
@@ -127,8 +127,6 @@ struct sock_udp {
 	void *recv_cb_context;
 	struct sock_udp_queue *cb_stage;
 	struct extra_udp_holds *holds;
-	/* SocketXtreme (extra_xtreme.c), guarded by the lane lock. */
-	struct extra_xt_node xt;
 };
 
 /* Sets s->flow's peer for the next attach: the connected peer under
@@ -274,28 +272,22 @@ void sock_udp_heaps_reap_locked(struct sock_udp *s);
  * is the socket's own. */
 void sock_udp_migrate_after_fork_child(struct sock_udp *s);
 
+/* The data path (sock_udp_io.c). The ops: recvmsg for every receive call
+ * (SOCK_OP_KERNEL on the kernel path), sendmsg for every send call (the
+ * kernel path counted in the socket's statistics), sendmmsg with one
+ * doorbell per batch. */
+ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags);
+ssize_t sock_udp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags);
+int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
+/* recvmsg for libvma's own callers (the Extra API): the kernel socket's
+ * when the socket is on the kernel path. */
 ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags);
+/* A send; flush false leaves the doorbell to the caller (a batch). */
 ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, int flags, bool flush);
 
 extern const struct sock_ops sock_udp_ops;
 
-/* The data-path ops, sock_udp_io.c. */
-ssize_t sock_udp_op_read(struct sock_obj *obj, void *buf, size_t len);
 /* vma_stats -S: logs the socket's state and counters (sock_udp_dump.c). */
 void sock_udp_op_dump(struct sock_obj *obj, int log_level);
-ssize_t sock_udp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-ssize_t sock_udp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags);
-ssize_t sock_udp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
-			     socklen_t *fromlen);
-ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags);
-int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
-			 struct timespec *timeout);
-ssize_t sock_udp_op_write(struct sock_obj *obj, const void *buf, size_t len);
-ssize_t sock_udp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt);
-ssize_t sock_udp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags);
-ssize_t sock_udp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
-			   socklen_t tolen);
-ssize_t sock_udp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int flags);
-int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags);
 
 #endif

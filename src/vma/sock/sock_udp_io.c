@@ -13,8 +13,9 @@
 #include "config/cfg_params.h"
 #include "config/cfg_rules.h"
 #include "engine/engine.h"
-#include "redirect/redirect_orig.h"
-#include "redirect/redirect_signal.h"
+#include "os/os.h"
+#include "os/os_signal.h"
+#include "sock/sock_call.h"
 #include "sock/sock_prefetch.h"
 #include "sock/sock_udp_internal.h"
 #include "extra/extra.h"
@@ -30,7 +31,7 @@
  * SOCK_UDP_OS_EMPTY when it has nothing. */
 static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags)
 {
-	ssize_t r = REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags | MSG_DONTWAIT);
+	ssize_t r = OS_CALL(recvmsg, s->obj.fd, msg, flags | MSG_DONTWAIT);
 	if (r >= 0) {
 		s->stats->c.rx_os_packets++;
 		s->stats->c.rx_os_bytes += (uint64_t)r;
@@ -43,54 +44,26 @@ static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags
 	return r;
 }
 
-static void sock_udp_put_cmsg(struct msghdr *msg, size_t *used, int level, int type, const void *data,
-			      size_t len)
-{
-	size_t need = CMSG_SPACE(len);
-	if (!msg->msg_control || *used + CMSG_LEN(len) > msg->msg_controllen) {
-		msg->msg_flags |= MSG_CTRUNC;
-		return;
-	}
-	struct cmsghdr *c = (struct cmsghdr *)((char *)msg->msg_control + *used);
-	c->cmsg_level = level;
-	c->cmsg_type = type;
-	c->cmsg_len = CMSG_LEN(len);
-	memcpy(CMSG_DATA(c), data, len);
-	*used += need;
-	if (*used > msg->msg_controllen)
-		*used = msg->msg_controllen;
-}
-
 static void sock_udp_fill_cmsgs(struct sock_udp *s, const struct sock_udp_entry *e, struct msghdr *msg)
 {
 	size_t used = 0;
-	if (s->timestamp) {
-		struct timeval tv = { .tv_sec = (time_t)(e->rx_time_ns / 1000000000u),
-				      .tv_usec = (suseconds_t)(e->rx_time_ns % 1000000000u / 1000u) };
-		sock_udp_put_cmsg(msg, &used, SOL_SOCKET, SCM_TIMESTAMP, &tv, sizeof(tv));
-	}
-	if (s->timestampns) {
-		struct timespec ts = { .tv_sec = (time_t)(e->rx_time_ns / 1000000000u),
-				       .tv_nsec = (long)(e->rx_time_ns % 1000000000u) };
-		sock_udp_put_cmsg(msg, &used, SOL_SOCKET, SCM_TIMESTAMPNS, &ts, sizeof(ts));
-	}
 	/* Linux's order: SO_TIMESTAMP(NS), SCM_TIMESTAMPING, then IP's. */
-	if (__builtin_expect(sock_tstamp_rx_on(&s->tstamp), 0))
-		sock_tstamp_put_rx(&s->tstamp, msg, &used, e->rx_time_ns);
+	if (__builtin_expect(sock_base_rx_stamps_on(&s->base), 0))
+		sock_base_put_rx_stamps(&s->base, msg, &used, e->rx_time_ns);
 	if (s->pktinfo) {
 		struct in_pktinfo pi = { .ipi_ifindex = e->info.ifindex };
 		int slot = sock_offload_if_slot(s->ctx, e->info.ifindex);
 		pi.ipi_spec_dst.s_addr = slot >= 0 ? s->ctx->ifs[slot].nif.ip : e->info.dst_ip;
 		pi.ipi_addr.s_addr = e->info.dst_ip;
-		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
+		sock_tstamp_put_cmsg(msg, &used, IPPROTO_IP, IP_PKTINFO, &pi, sizeof(pi));
 	}
 	if (s->recvttl) {
 		int ttl = e->info.ttl;
-		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+		sock_tstamp_put_cmsg(msg, &used, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
 	}
 	if (s->recvtos) {
 		uint8_t tos = e->info.tos;
-		sock_udp_put_cmsg(msg, &used, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+		sock_tstamp_put_cmsg(msg, &used, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
 	}
 	msg->msg_controllen = used;
 }
@@ -122,36 +95,21 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 }
 
 
-/* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd.
- * Returns 0 after a wake-up or a signal whose handler libvma counted (the
- * caller's redirect_signal_interrupts decides), -1 with EAGAIN (SO_RCVTIMEO)
- * or EINTR from a handler we did not see unless every handler restarts. The rings are those of the lane the socket is in
+/* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd
+ * (sock_base_sleep_*). The rings are those of the lane the socket is in
  * when we arm; a move while we sleep writes our wake eventfd (the deferred
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
 static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 {
-	sock_offload_wake_fd_get(&s->wake_fd);
-	int timeout = -1;
-	if (deadline_ms) {
-		uint64_t now = engine_now_ms();
-		if (now >= deadline_ms) {
-			errno = EAGAIN;
-			return -1;
-		}
-		timeout = (int)(deadline_ms - now);
-	}
+	struct sock_base_sleep z;
+	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, -1) < 0)
+		return -1;
 	/* The lane's rings and drain eventfd, and the same of the lane the
 	 * socket just left (strays). */
 	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
-	struct redirect_sig_mark before = redirect_signal_mark();
-	ring_spin_release();
-	__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
 	struct sock_offload *ctx = sock_udp_lock(s);
-	if (!ctx) {
-		/* Gone to the kernel path meanwhile: the caller looks again. */
-		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-		return 0;
-	}
+	if (!ctx)
+		return sock_base_sleep_cancel(&s->base);   /* gone to the kernel path: the caller looks again */
 	int n = s->queue.count || sock_udp_has_strays(s)
 			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
 	sock_offload_unlock(ctx);
@@ -160,44 +118,9 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
 		int m = sock_offload_wait_prepare(old, fds + n, SOCK_OFFLOAD_MAX_IFS + 1);
 		n = m < 0 ? -1 : n + m;
 	}
-	if (n < 0) {
-		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-		return 0;
-	}
-	struct pollfd pfd[2 * (SOCK_OFFLOAD_MAX_IFS + 1) + 2];
-	int count = 0;
-	for (int i = 0; i < n; i++)
-		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-	pfd[count++] = (struct pollfd){ .fd = s->obj.fd, .events = POLLIN };
-	if (s->wake_fd >= 0)
-		pfd[count++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
-	/* A handler held back while we armed the rings (a lane was locked)
-	 * ran at the unlock: the caller decides before we sleep through it. */
-	if (redirect_signal_caught_since(&before)) {
-		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-		return 0;
-	}
-	int r = REDIRECT_ORIG_FN(poll)(pfd, (nfds_t)count, timeout);
-	int saved = errno;
-	__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_ACQ_REL);
-	if (s->wake_fd >= 0) {
-		eventfd_t drained;
-		eventfd_read(s->wake_fd, &drained);
-	}
-	if (r == 0) {
-		errno = EAGAIN;
-		return -1;
-	}
-	if (r < 0) {
-		/* A handler we counted: the caller decides (see sock_tcp_sleep). */
-		if (saved == EINTR && redirect_signal_caught_since(&before))
-			return 0;
-		if (saved == EINTR && !deadline_ms && sock_offload_signal_restarts())
-			return 0;
-		errno = saved;
-		return saved == EINTR ? -1 : 0;
-	}
-	return 0;
+	if (n < 0)
+		return sock_base_sleep_cancel(&s->base);
+	return sock_base_sleep_end(&s->base, &z, fds, n, POLLIN);
 }
 
 int sock_udp_rx_poll_budget(const struct sock_udp *s)
@@ -222,28 +145,29 @@ int sock_udp_rx_poll_budget(const struct sock_udp *s)
 static ssize_t sock_udp_recv_errqueue(struct sock_udp *s, struct msghdr *msg, int flags)
 {
 	const struct sock_tstamp_ip_cmsgs ip = { .pktinfo = s->pktinfo, .ttl = s->recvttl, .tos = s->recvtos };
-	ssize_t r = sock_tstamp_errq_recv(&s->tstamp, msg, &ip);
+	ssize_t r = sock_tstamp_errq_recv(&s->base.tstamp, msg, &ip);
 	if (r != SOCK_TSTAMP_ERRQ_EMPTY)
 		return r;
-	return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+	return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 }
 
-ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
+ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
+	struct sock_udp *s = sock_udp_of(obj);
 	sock_udp_fork_check(s);
 	if (__builtin_expect(flags & (MSG_ERRQUEUE | MSG_OOB), 0) && (flags & MSG_ERRQUEUE) && !s->released)
 		return sock_udp_recv_errqueue(s, msg, flags);
 	if (!sock_udp_ctx(s) || (flags & (MSG_ERRQUEUE | MSG_OOB)))
-		return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+		return SOCK_OP_KERNEL;
 	/* Before this call's first lock: a move, if this call ends a window,
 	 * happens here, never while we hold a lane. */
 	sock_udp_migrate_note(s);
-	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	bool nonblock = s->base.nonblocking || (flags & MSG_DONTWAIT);
 	int ratio = g_cfg.rx_udp_poll_os_ratio;
 	int rx_poll = sock_udp_rx_poll_budget(s);
-	uint64_t deadline = s->rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->rcvtimeo_ms : 0;
+	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	long spins = 0;
-	struct redirect_sig_mark sigmark = redirect_signal_mark();
+	struct os_sig_mark sigmark = os_signal_mark();
 	bool slept = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
@@ -262,9 +186,9 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			 * handler that ran meanwhile (the one that tore the lane
 			 * down, held back until our unlock) must not be slept
 			 * through in the kernel. */
-			if (redirect_signal_interrupts(&sigmark, !deadline))
+			if (os_signal_interrupts(&sigmark, !deadline))
 				return -1;
-			return REDIRECT_ORIG_FN(recvmsg)(s->obj.fd, msg, flags);
+			return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 		}
 		if (__builtin_expect(sock_udp_has_strays(s), 0))
 			sock_udp_strays_take_locked(s);
@@ -307,7 +231,7 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 			return -1;
 		}
 		/* Linux: EINTR, or a restart under SA_RESTART unless SO_RCVTIMEO. */
-		if (redirect_signal_interrupts(&sigmark, !deadline))
+		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
@@ -333,69 +257,9 @@ ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flag
 	}
 }
 
-ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
+ssize_t sock_udp_recvmsg_common(struct sock_udp *s, struct msghdr *msg, int flags)
 {
-	return sock_udp_recvmsg_common(sock_udp_of(obj), msg, flags);
-}
-
-ssize_t sock_udp_op_recvfrom(struct sock_obj *obj, void *buf, size_t len, int flags, struct sockaddr *from,
-			     socklen_t *fromlen)
-{
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr msg = { .msg_name = from, .msg_namelen = (from && fromlen) ? *fromlen : 0,
-			      .msg_iov = &iov, .msg_iovlen = 1 };
-	if (!fromlen)
-		msg.msg_name = NULL;
-	ssize_t r = sock_udp_recvmsg_common(sock_udp_of(obj), &msg, flags);
-	if (r >= 0 && msg.msg_name)
-		*fromlen = msg.msg_namelen;
-	return r;
-}
-
-ssize_t sock_udp_op_recv(struct sock_obj *obj, void *buf, size_t len, int flags)
-{
-	return sock_udp_op_recvfrom(obj, buf, len, flags, NULL, NULL);
-}
-
-ssize_t sock_udp_op_read(struct sock_obj *obj, void *buf, size_t len)
-{
-	return sock_udp_op_recvfrom(obj, buf, len, 0, NULL, NULL);
-}
-
-ssize_t sock_udp_op_readv(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return sock_udp_recvmsg_common(sock_udp_of(obj), &msg, 0);
-}
-
-int sock_udp_op_recvmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags,
-			 struct timespec *timeout)
-{
-	struct sock_udp *s = sock_udp_of(obj);
-	sock_udp_fork_check(s);
-	if (!sock_udp_ctx(s))
-		return REDIRECT_ORIG_FN(recvmmsg)(obj->fd, vec, vlen, flags, timeout);
-	uint64_t deadline = timeout ? engine_now_ms() + (uint64_t)timeout->tv_sec * 1000 +
-					      (uint64_t)timeout->tv_nsec / 1000000 : 0;
-	int first_flags = flags & ~MSG_WAITFORONE;
-	unsigned int got = 0;
-	while (got < vlen) {
-		int f = got == 0 ? first_flags : first_flags | ((flags & MSG_WAITFORONE) ? MSG_DONTWAIT : 0);
-		ssize_t r = sock_udp_recvmsg_common(s, &vec[got].msg_hdr, f);
-		if (r < 0) {
-			if (got)
-				break;
-			return -1;
-		}
-		vec[got++].msg_len = (unsigned int)r;
-		if (deadline && engine_now_ms() >= deadline)
-			break;
-	}
-	return (int)got;
+	return SOCK_CALL_OR_KERNEL(sock_udp_op_recvmsg(&s->obj, msg, flags), OS_CALL(recvmsg, s->obj.fd, msg, flags));
 }
 
 /* ---- send ---- */
@@ -498,7 +362,7 @@ static void sock_udp_tx_stamped(struct sock_udp *s, struct sock_udp_tx_watch *w,
 				int ifindex)
 {
 	uint64_t snd_ns = sock_tstamp_now_ns();
-	uint32_t key = s->tstamp.key_next++;
+	uint32_t key = s->base.tstamp.key_next++;
 	uint64_t limit = s->rcvbuf;
 	bool queued = false;
 	static const uint32_t kinds[] = { SCM_TSTAMP_SCHED, SCM_TSTAMP_SND };
@@ -524,7 +388,7 @@ static void sock_udp_tx_stamped(struct sock_udp *s, struct sock_udp_tx_watch *w,
 			n->ttl = ip[8];
 			n->tos = ip[1];
 		}
-		queued |= sock_tstamp_queue(&s->tstamp, n, limit);
+		queued |= sock_tstamp_queue(&s->base.tstamp, n, limit);
 	}
 	free(w->frame);
 	w->frame = NULL;
@@ -592,7 +456,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 				   .tos = (uint8_t)s->tos };
 	tx.ttl = (uint8_t)(rt->multicast ? s->mc_ttl : (s->ttl < 0 ? 0 : s->ttl));
 	memcpy(tx.dst_mac, rt->mac, 6);
-	bool nonblock = s->nonblocking || (flags & MSG_DONTWAIT);
+	bool nonblock = s->base.nonblocking || (flags & MSG_DONTWAIT);
 	struct sock_offload_if *ifc = &ctx->ifs[rt->if_slot];
 	/* VMA_TX_PREFETCH_BYTES: the payload the stack is about to copy. */
 	if (msg->msg_iovlen > 0 && msg->msg_iov)
@@ -601,7 +465,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 	const struct stack_netif *nif = &ifc->nif;
 	/* SO_TIMESTAMPING: one flag test when off. TX_ACK is TCP's alone:
 	 * Linux neither stamps nor counts a datagram for it. */
-	uint32_t ts_flags = s->tstamp.flags & (SOCK_TSTAMP_TX_RECORD & ~(uint32_t)SOF_TIMESTAMPING_TX_ACK);
+	uint32_t ts_flags = s->base.tstamp.flags & (SOCK_TSTAMP_TX_RECORD & ~(uint32_t)SOF_TIMESTAMPING_TX_ACK);
 	struct sock_udp_tx_watch watch;
 	struct extra_dummy_netif dummy_nif;
 	uint64_t sched_ns = 0;
@@ -609,7 +473,7 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		ts_flags = 0;   /* nothing sent: nothing stamped */
 		nif = extra_dummy_netif(&dummy_nif, nif);
 	} else if (__builtin_expect(ts_flags != 0, 0)) {
-		ts_flags = s->tstamp.flags;
+		ts_flags = s->base.tstamp.flags;
 		nif = sock_udp_watch_begin(&watch, nif, ts_flags);
 		if (ts_flags & SOF_TIMESTAMPING_TX_SCHED)
 			sched_ns = sock_tstamp_now_ns();
@@ -663,7 +527,7 @@ kernel:;
 		errno = EINVAL;
 		return -1;
 	}
-	ssize_t kr = REDIRECT_ORIG_FN(sendmsg)(s->obj.fd, msg, flags);
+	ssize_t kr = OS_CALL(sendmsg, s->obj.fd, msg, flags);
 	if (s->stats) {
 		if (kr >= 0) {
 			s->stats->c.tx_os_packets++;
@@ -682,35 +546,6 @@ ssize_t sock_udp_op_sendmsg(struct sock_obj *obj, const struct msghdr *msg, int 
 	return sock_udp_sendmsg_common(sock_udp_of(obj), msg, flags, true);
 }
 
-ssize_t sock_udp_op_sendto(struct sock_obj *obj, const void *buf, size_t len, int flags, const struct sockaddr *to,
-			   socklen_t tolen)
-{
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr msg = { .msg_name = (void *)to, .msg_namelen = to ? tolen : 0, .msg_iov = &iov,
-			      .msg_iovlen = 1 };
-	return sock_udp_sendmsg_common(sock_udp_of(obj), &msg, flags, true);
-}
-
-ssize_t sock_udp_op_send(struct sock_obj *obj, const void *buf, size_t len, int flags)
-{
-	return sock_udp_op_sendto(obj, buf, len, flags, NULL, 0);
-}
-
-ssize_t sock_udp_op_write(struct sock_obj *obj, const void *buf, size_t len)
-{
-	return sock_udp_op_sendto(obj, buf, len, 0, NULL, 0);
-}
-
-ssize_t sock_udp_op_writev(struct sock_obj *obj, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX) {
-		errno = EINVAL;
-		return -1;
-	}
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return sock_udp_sendmsg_common(sock_udp_of(obj), &msg, 0, true);
-}
-
 int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	struct sock_udp *s = sock_udp_of(obj);
@@ -720,7 +555,7 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 		return -1;
 	}
 	if (!ctx)
-		return REDIRECT_ORIG_FN(sendmmsg)(obj->fd, vec, vlen, flags);
+		return SOCK_OP_KERNEL;
 	if (vlen > IOV_MAX)
 		vlen = IOV_MAX;
 	unsigned int sent = 0;

@@ -159,8 +159,7 @@ static void sock_udp_stray_wake(void *arg)
 	struct sock_udp *s = arg;
 	s->stray_wake_pending = false;
 	iomux_notify(&s->obj, EPOLLIN);
-	if (__atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0 && s->wake_fd >= 0)
-		eventfd_write(s->wake_fd, 1);
+	sock_base_wake_sleepers(&s->base);
 }
 
 void sock_udp_strays_take_locked(struct sock_udp *s)
@@ -345,10 +344,6 @@ static void sock_udp_queue_drop_all(struct sock_udp *s)
  * 0, or a negative errno with the socket where it was, unchanged. */
 static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct sock_offload *to)
 {
-	/* Lanes are always locked in ascending order (as fork's prepare
-	 * handler does): two moves in opposite directions cannot deadlock. */
-	struct sock_offload *lo = from->lane < to->lane ? from : to;
-	struct sock_offload *hi = lo == from ? to : from;
 	struct stack_udp_pcb *pcb = NULL;
 	uint32_t want = 0, slots = 0;
 	int gslot[SOCK_UDP_MAX_GROUPS];
@@ -356,9 +351,7 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 	unsigned carried = 0;
 	int err = 0;
 
-	sock_offload_move_lock();
-	sock_offload_lock(lo);
-	sock_offload_lock(hi);
+	sock_offload_move_begin(from, to);
 	/* Checked under both locks: release, a connect() to a kernel-only
 	 * peer, exit or another move may have come first. */
 	if (__atomic_load_n(&s->ctx, __ATOMIC_RELAXED) != from || s->released || s->os_only || s->fork_dormant ||
@@ -369,7 +362,7 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 	/* The Extra API's staged, held and lent (SocketXtreme) datagrams sit
 	 * in frames of this lane's rings, which only this lane's lock may
 	 * free; a socket on the lane's SocketXtreme list is reported there. */
-	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s) || s->xt.listed || s->xt.lent) {
+	if (s->recv_cb || (s->cb_stage && s->cb_stage->count) || extra_udp_holding(s) || s->base.xt.listed || s->base.xt.lent) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -469,7 +462,7 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 	/* Whoever waits on the socket looks again, now at the new lane: a
 	 * reader asleep on the old lane's rings, an epoll set (its kernel
 	 * epoll holds the old lane's wait fds). */
-	if (s->queue.count || s->obj.watchers || __atomic_load_n(&s->sleepers, __ATOMIC_ACQUIRE) > 0) {
+	if (s->queue.count || s->obj.watchers || __atomic_load_n(&s->base.sleepers, __ATOMIC_ACQUIRE) > 0) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(to, &s->wake_node);
 	}
@@ -482,16 +475,10 @@ undo:
 	sock_udp_flows_detach_in_locked(s, to, slots);
 	stack_udp_pcb_free(pcb);
 out:
-	sock_offload_unlock(hi);
-	sock_offload_unlock(lo);
-	sock_offload_move_unlock();
-	if (err == 0) {
-		/* poll()/select() sleepers armed on the old lane (they watch its
-		 * drain eventfd) look at their sockets again. */
-		sock_offload_drain_signal(from);
+	sock_offload_move_end(from, to, err == 0);
+	if (err == 0)
 		vlog_debug("fd %d: moved from lane %u to lane %u (%u queued datagrams carried)", s->obj.fd,
 			   from->lane, to->lane, carried);
-	}
 	return err;
 }
 

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "log/vlog.h"
 #include "stats/stats.h"
 #include "stats/stats_format.h"
 #include "stats/stats_internal.h"
+#include "os/os.h"
 
 struct stats_state stats_g = { .stats_file_fd = -1 };
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,7 +30,7 @@ static struct stats_iomux dummy_iomux;
 static void close_fd(int fd)
 {
 	if (fd >= 0)
-		syscall(SYS_close, fd);
+		OS_CALL(close, fd);
 }
 
 static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
@@ -62,7 +62,7 @@ static uint64_t layout_plan(struct stats_header *h, uint32_t fd_num)
 static void read_comm(char *out, size_t size)
 {
 	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, out, size - 1) : -1;
+	ssize_t n = fd >= 0 ? OS_CALL(read, fd, out, size - 1) : -1;
 	close_fd(fd);
 	if (n < 0)
 		n = 0;
@@ -183,7 +183,7 @@ static void *map_new_file(const char *path, uint64_t size, void *fixed_addr, con
 			const char *p = content;
 			uint64_t left = size;
 			while (left) {
-				ssize_t n = write(fd, p, left);
+				ssize_t n = OS_CALL(write, fd, p, left);
 				if (n <= 0 && errno != EINTR)
 					break;
 				if (n > 0) { p += n; left -= (uint64_t)n; }

@@ -7,6 +7,7 @@
 #include "stats/stats.h"
 #include "stats/stats_format.h"
 #include "stats/stats_internal.h"
+#include "os/os.h"
 
 /* Eight lines of up to ~150 characters with every counter at 20 digits. */
 #define STATS_RECORD_MAX 1536
@@ -20,7 +21,7 @@ void stats_write_file_record(const struct stats_socket *s)
 	/* One write per record: O_APPEND keeps records of several processes whole. */
 	ssize_t n;
 	do
-		n = write(stats_g.stats_file_fd, buf, len);
+		n = OS_CALL(write, stats_g.stats_file_fd, buf, len);
 	while (n < 0 && errno == EINTR);
 }
 

@@ -29,6 +29,7 @@
 #include "log/vlog.h"
 #include "ring/ring_domain.h"
 #include "vmad/vmad_client.h"
+#include "os/os.h"
 
 #define VMAD_CLIENT_TIMEOUT_S 5
 #define VMAD_CLIENT_MAX_FDS 4
@@ -49,31 +50,31 @@ static socklen_t vmad_client_address(struct sockaddr_un *addr)
 static void vmad_client_set_timeouts(int fd)
 {
 	struct timeval tv = { .tv_sec = VMAD_CLIENT_TIMEOUT_S };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	OS_CALL(setsockopt, fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	OS_CALL(setsockopt, fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
 static int vmad_client_connect(char *why, size_t why_len)
 {
 	struct sockaddr_un addr;
 	socklen_t len = vmad_client_address(&addr);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = OS_CALL(socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&addr, len) != 0) {
+	if (OS_CALL(connect, fd, (struct sockaddr *)&addr, len) != 0) {
 		int err = -errno;
-		close(fd);
+		OS_CALL(close, fd);
 		return err;
 	}
 	/* An abstract name has no owner: anyone could have bound it. */
 	struct ucred cred;
 	socklen_t cred_len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
 	    (cred.uid != 0 && cred.uid != geteuid())) {
 		snprintf(why, why_len, "the vmad socket is served by uid %u, not root: not trusted",
 			 (unsigned)cred.uid);
-		close(fd);
+		OS_CALL(close, fd);
 		return -EACCES;
 	}
 	vmad_client_set_timeouts(fd);
@@ -235,7 +236,7 @@ static int vmad_client_send(int conn, const struct vmad_request *req, int send_f
 		memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
 	}
 	do
-		n = sendmsg(conn, &msg, MSG_NOSIGNAL);
+		n = OS_CALL(sendmsg, conn, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(*req))
 		return n < 0 ? -errno : -EPROTO;
@@ -257,7 +258,7 @@ static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsig
 
 	memset(&ctl, 0, sizeof(ctl));
 	do
-		n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+		n = OS_CALL(recvmsg, conn, &msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EAGAIN ? -ETIMEDOUT : -errno;
@@ -272,14 +273,14 @@ static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsig
 			if (fds && got < VMAD_CLIENT_MAX_FDS)
 				fds[got++] = fd;
 			else
-				close(fd);
+				OS_CALL(close, fd);
 		}
 	}
 	if (nfds)
 		*nfds = got;
 	else
 		for (unsigned i = 0; i < got; i++)
-			close(fds[i]);
+			OS_CALL(close, fds[i]);
 	if (n != (ssize_t)sizeof(*rep) || (msg.msg_flags & MSG_CTRUNC))
 		return -EPROTO;
 	return 0;
@@ -326,14 +327,14 @@ static int vmad_client_adopt(void)
 	struct vmad_reply rep;
 	int sv[2];
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+	if (OS_CALL(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return -errno;
 	memset(&req, 0, sizeof(req));
 	req.op = VMAD_OP_ADOPT;
 	req.version = VMAD_PROTO_VERSION;
 	/* vmad's end has SO_PASSCRED: the kernel adds our pid itself. */
 	int err = vmad_client_send(vmad_client_spawner, &req, sv[1]);
-	close(sv[1]);
+	OS_CALL(close, sv[1]);
 	if (!err) {
 		vmad_client_set_timeouts(sv[0]);
 		err = vmad_client_receive(sv[0], &rep, NULL, NULL);
@@ -342,7 +343,7 @@ static int vmad_client_adopt(void)
 			err = -ECONNREFUSED;
 	}
 	if (err) {
-		close(sv[0]);
+		OS_CALL(close, sv[0]);
 		return err;
 	}
 	return sv[0];
@@ -371,7 +372,7 @@ int vmad_client_keep_spawner(void)
 		err = rep.status;
 	if (err) {
 		vlog_debug("vmad: spawner refused: %s", strerror(-err));
-		close(conn);
+		OS_CALL(close, conn);
 		return err;
 	}
 	vmad_client_spawner = conn;
@@ -394,7 +395,7 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 		conn = vmad_client_adopt();
 		if (conn < 0) {
 			vlog_debug("vmad: the spawner connection failed (%s); dropped", strerror(-conn));
-			close(vmad_client_spawner);
+			OS_CALL(close, vmad_client_spawner);
 			vmad_client_spawner = -1;
 		}
 	}
@@ -427,8 +428,8 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	}
 	if (err) {
 		for (unsigned i = 0; i < nfds; i++)
-			close(fds[i]);
-		close(conn);
+			OS_CALL(close, fds[i]);
+		OS_CALL(close, conn);
 		return err;
 	}
 	m->conn = conn;
@@ -448,7 +449,7 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 3)
 		m->flows5_fd = fds[3];
 	for (unsigned i = (m->flows5_fd >= 0 ? 4 : 3); i < nfds; i++)
-		close(fds[i]);
+		OS_CALL(close, fds[i]);
 	return 0;
 }
 
@@ -478,7 +479,7 @@ int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *
 static void vmad_client_close(int *fd)
 {
 	if (*fd >= 0)
-		close(*fd);
+		OS_CALL(close, *fd);
 	*fd = -1;
 }
 

@@ -45,6 +45,7 @@
 #include "vmad/vmad_policy.h"
 #include "vmad/vmad_proto.h"
 #include "vmad/vmad_server.h"
+#include "os/os.h"
 
 #define VMAD_MAX_CONNS 1024
 #define VMAD_MAX_IFACES 16
@@ -189,7 +190,7 @@ static int vmad_send(struct vmad_server *s, int ci, struct vmad_reply *rep, cons
 		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
 		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
 	}
-	if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*rep))
+	if (OS_CALL(sendmsg, c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*rep))
 		return -errno;
 	return 0;
 }
@@ -386,14 +387,14 @@ static int vmad_check_proof(int fd, const struct ring_flow *flow, int kind, unsi
 		snprintf(why, why_len, "the proof is not a socket");
 		return -EACCES;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET ||
-	    getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &(socklen_t){ sizeof(int) }) != 0 ||
+	if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET ||
+	    OS_CALL(getsockopt, fd, SOL_SOCKET, SO_PROTOCOL, &proto, &(socklen_t){ sizeof(int) }) != 0 ||
 	    proto != flow->proto) {
 		snprintf(why, why_len, "the proof is not an IPv4 %s socket", flow->proto == IPPROTO_TCP ? "TCP" : "UDP");
 		return -EACCES;
 	}
 	memset(&sin, 0, sizeof(sin));
-	if (getsockname(fd, (struct sockaddr *)&sin, &slen) != 0 || sin.sin_family != AF_INET) {
+	if (OS_CALL(getsockname, fd, (struct sockaddr *)&sin, &slen) != 0 || sin.sin_family != AF_INET) {
 		snprintf(why, why_len, "the proof socket has no address");
 		return -EACCES;
 	}
@@ -420,12 +421,12 @@ static int vmad_check_proof(int fd, const struct ring_flow *flow, int kind, unsi
 		g->sin_family = AF_INET;
 		g->sin_addr.s_addr = flow->group;
 		u.gf.gf_numsrc = 0;
-		if (getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &glen) != 0) {
+		if (OS_CALL(getsockopt, fd, IPPROTO_IP, MCAST_MSFILTER, &u, &glen) != 0) {
 			snprintf(why, why_len, "the proof socket has not joined the group on this interface");
 			return -EACCES;
 		}
 	}
-	getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &(socklen_t){ sizeof(int) });
+	OS_CALL(getsockopt, fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &(socklen_t){ sizeof(int) });
 	proof->ino = (uint64_t)st.st_ino;
 	proof->reuseport = reuse != 0;
 	return 0;
@@ -610,7 +611,7 @@ static void vmad_probe_orphan(struct vmad_server *s, const struct ring_xdp_key5 
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = k->remote_ip };
 
 	if (s->raw_fd < 0) {
-		s->raw_fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+		s->raw_fd = OS_CALL(socket, AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
 		if (s->raw_fd < 0) {
 			vmad_log(VLOG_WARNING, "cannot open a raw socket to reset the peers of dead members: %s",
 				 strerror(errno));
@@ -637,7 +638,7 @@ static void vmad_probe_orphan(struct vmad_server *s, const struct ring_xdp_key5 
 		stack_csum_add(stack_csum_pseudo(k->local_ip, k->remote_ip, IPPROTO_TCP, 20), tcp, 20));
 	memcpy(tcp + 16, &sum, 2);
 	/* The kernel fills the IP id and header checksum of IPPROTO_RAW sends. */
-	if (sendto(s->raw_fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)sizeof(pkt)) {
+	if (OS_CALL(sendto, s->raw_fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)sizeof(pkt)) {
 		vmad_log(VLOG_DEBUG, "probe of a dead member's connection: %s", strerror(errno));
 		return;
 	}
@@ -869,7 +870,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 	if (bpf_map_update_elem(ifc->map_xsks, &key, &value, BPF_ANY) != 0) {
 		int err = -errno;
 		ring_domain_member_reclaim(d, (unsigned)slot, xsk);
-		close(xsk);
+		OS_CALL(close, xsk);
 		vmad_refuse(s, rep, err, "cannot register the XSK: %s", strerror(-err));
 		return;
 	}
@@ -926,7 +927,7 @@ static void vmad_member_reclaim(struct vmad_server *s, int ci)
 	struct ring_domain *d = ifc->domains[c->queue];
 	unsigned frames = ring_domain_member_reclaim(d, c->slot, c->xsk_fd);
 
-	close(c->xsk_fd);
+	OS_CALL(close, c->xsk_fd);
 	s->members_reclaimed++;
 	s->frames_reclaimed += frames;
 	vmad_log(VLOG_DEBUG, "%s queue %u: member %u (pid %d) left, %u frames taken back", ifc->name, c->queue,
@@ -951,7 +952,7 @@ static void vmad_conn_close(struct vmad_server *s, int ci)
 	struct vmad_conn *c = &s->conns[ci];
 
 	if (c->fd >= 0)
-		close(c->fd);
+		OS_CALL(close, c->fd);
 	c->fd = -1;
 	if (c->state == VMAD_CONN_MEMBER) {
 		vmad_member_leave(s, ci);
@@ -1002,7 +1003,7 @@ static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cre
 		;
 	if (ci == VMAD_MAX_CONNS) {
 		vmad_log(VLOG_WARNING, "refusing a connection: too many members");
-		close(fd);
+		OS_CALL(close, fd);
 		return -1;
 	}
 	struct vmad_conn *c = &s->conns[ci];
@@ -1017,14 +1018,14 @@ static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cre
 static void vmad_accept(struct vmad_server *s)
 {
 	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = OS_CALL(accept4, s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0)
 			return;
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+		if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
 			vmad_log(VLOG_WARNING, "refusing a connection: %s", strerror(errno));
-			close(fd);
+			OS_CALL(close, fd);
 			continue;
 		}
 		int ci = vmad_conn_open(s, fd, &cred);
@@ -1068,7 +1069,7 @@ static void vmad_spawner(struct vmad_server *s, int ci, struct vmad_reply *rep)
 		return;
 	}
 	/* The sender's pid of each ADOPT, as the kernel saw it. */
-	if (setsockopt(c->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+	if (OS_CALL(setsockopt, c->fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
 		vmad_refuse(s, rep, -errno, "SO_PASSCRED: %s", strerror(errno));
 		return;
 	}
@@ -1089,15 +1090,15 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 	if (fd < 0)
 		return;
 	if (!sp->spawner || sender->pid <= 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) != 0 || type != SOCK_SEQPACKET) {
+	    OS_CALL(getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX ||
+	    OS_CALL(getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(int) }) != 0 || type != SOCK_SEQPACKET) {
 		s->refusals++;
 		vmad_log(VLOG_INFO, "pid %d: ADOPT refused (%s)", (int)sender->pid,
 			 !sp->spawner ? "not a spawner connection" : "not a unix seqpacket socket");
-		close(fd);
+		OS_CALL(close, fd);
 		return;
 	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	OS_CALL(fcntl, fd, F_SETFL, OS_CALL(fcntl, fd, F_GETFL) | O_NONBLOCK);
 	/* Who it is: the spawner's identity, the process that sent it. */
 	struct ucred cred = sp->cred;
 	cred.pid = sender->pid;
@@ -1111,7 +1112,7 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 	c->ngids = sp->ngids;
 	struct vmad_reply rep = { .status = 0, .op = VMAD_OP_ADOPT };
 	if (vmad_send(s, nc, &rep, NULL, 0) != 0) {
-		close(c->fd);
+		OS_CALL(close, c->fd);
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
 		c->xsk_fd = -1;
@@ -1137,7 +1138,7 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	int proof_fd = -1;
 	struct ucred sender = { .pid = 0 };
 
-	ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	ssize_t n = OS_CALL(recvmsg, c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
@@ -1155,12 +1156,12 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 			if (proof_fd < 0)
 				proof_fd = fd;
 			else
-				close(fd);
+				OS_CALL(close, fd);
 		}
 	}
 	if (n == 0) {
 		if (proof_fd >= 0)
-			close(proof_fd);
+			OS_CALL(close, proof_fd);
 		return false;
 	}
 	memset(&rep, 0, sizeof(rep));
@@ -1170,7 +1171,7 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 		rep.op = n >= (ssize_t)sizeof(uint32_t) ? req.op : 0;
 		vmad_refuse(s, &rep, -EPROTO, "protocol version %u expected", VMAD_PROTO_VERSION);
 		if (proof_fd >= 0)
-			close(proof_fd);
+			OS_CALL(close, proof_fd);
 		return vmad_send(s, ci, &rep, NULL, 0) == 0;
 	}
 	rep.op = req.op;
@@ -1202,12 +1203,12 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	send:
 		if (vmad_send(s, ci, &rep, NULL, 0) != 0) {
 			if (proof_fd >= 0)
-				close(proof_fd);
+				OS_CALL(close, proof_fd);
 			return false;
 		}
 	}
 	if (proof_fd >= 0)
-		close(proof_fd);
+		OS_CALL(close, proof_fd);
 	return true;
 }
 
@@ -1228,27 +1229,27 @@ static int vmad_listen(struct vmad_server *s)
 		memcpy(addr.sun_path, name, nlen);
 		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + nlen + 1);
 		/* A path left by a vmad that died: nobody answers on it. */
-		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&addr, len) != 0 && errno == ECONNREFUSED)
+		int probe = OS_CALL(socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && OS_CALL(connect, probe, (struct sockaddr *)&addr, len) != 0 && errno == ECONNREFUSED)
 			unlink(name);
 		if (probe >= 0)
-			close(probe);
+			OS_CALL(close, probe);
 		snprintf(s->socket_path, sizeof(s->socket_path), "%s", name);
 	} else {
 		memcpy(addr.sun_path + 1, name, nlen);
 		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen);
 	}
-	s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	s->listen_fd = OS_CALL(socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->listen_fd < 0)
 		return -errno;
-	if (bind(s->listen_fd, (struct sockaddr *)&addr, len) != 0) {
+	if (OS_CALL(bind, s->listen_fd, (struct sockaddr *)&addr, len) != 0) {
 		int err = -errno;
 		s->socket_path[0] = '\0';
 		return err;
 	}
 	if (s->socket_path[0])
 		chmod(s->socket_path, 0666); /* the policy decides, not the file mode */
-	if (listen(s->listen_fd, 128) != 0)
+	if (OS_CALL(listen, s->listen_fd, 128) != 0)
 		return -errno;
 	return 0;
 }
@@ -1260,25 +1261,25 @@ static int vmad_daemonize(void)
 {
 	int pipefd[2];
 
-	if (pipe2(pipefd, O_CLOEXEC) != 0)
+	if (OS_CALL(pipe2, pipefd, O_CLOEXEC) != 0)
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = OS_CALL(fork);
 	if (pid < 0)
 		return -1;
 	if (pid > 0) {
 		unsigned char status = 1;
-		close(pipefd[1]);
-		while (read(pipefd[0], &status, 1) < 0 && errno == EINTR)
+		OS_CALL(close, pipefd[1]);
+		while (OS_CALL(read, pipefd[0], &status, 1) < 0 && errno == EINTR)
 			;
 		_exit(status);
 	}
-	close(pipefd[0]);
+	OS_CALL(close, pipefd[0]);
 	setsid();
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		close(null);
+		OS_CALL(dup2, null, STDIN_FILENO);
+		OS_CALL(dup2, null, STDOUT_FILENO);
+		OS_CALL(close, null);
 	}
 	return pipefd[1];
 }
@@ -1287,10 +1288,10 @@ static void vmad_report(int *ready_fd, unsigned char status)
 {
 	if (*ready_fd < 0)
 		return;
-	if (write(*ready_fd, &status, 1) < 0) {
+	if (OS_CALL(write, *ready_fd, &status, 1) < 0) {
 		/* the parent is gone: nothing to tell */
 	}
-	close(*ready_fd);
+	OS_CALL(close, *ready_fd);
 	*ready_fd = -1;
 }
 
@@ -1362,7 +1363,7 @@ static void vmad_shutdown(struct vmad_server *s)
 		if (s->ifaces[i].used)
 			vmad_iface_teardown(&s->ifaces[i]);
 	if (s->listen_fd >= 0)
-		close(s->listen_fd);
+		OS_CALL(close, s->listen_fd);
 	if (s->socket_path[0])
 		unlink(s->socket_path);
 }
@@ -1386,7 +1387,11 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	 * inherited (a copy of the application's listening socket would keep
 	 * its port open after the application closed it). Before the log
 	 * file is opened. */
-	syscall(SYS_close_range, 3u, ~0u, 0u);
+#if OS_HAVE_CLOSE_RANGE
+	OS_CALL(close_range, 3u, ~0u, 0);
+#else
+	syscall(SYS_close_range, 3u, ~0u, 0u);   /* no wrapper of ours to pass by */
+#endif
 	struct vlog_settings ls = { .level = cfg->log_level, .file = cfg->log_file };
 	vlog_configure(&ls);
 	if (geteuid() != 0) {
@@ -1416,18 +1421,19 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 		if (!cfg->log_file) {
 			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 			if (null >= 0) {
-				dup2(null, STDERR_FILENO);
-				close(null);
+				OS_CALL(dup2, null, STDERR_FILENO);
+				OS_CALL(close, null);
 			}
 		}
 	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = vmad_on_signal;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	OS_CALL(sigaction, SIGTERM, &sa, NULL);
+	OS_CALL(sigaction, SIGINT, &sa, NULL);
+	OS_CALL(sigaction, SIGHUP, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	OS_CALL(sigaction, SIGPIPE, &sa, NULL);
 
 	int err = vmad_listen(s);
 	if (err) {
@@ -1463,7 +1469,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 			s->pfds[n].events = POLLIN;
 			map[n++] = i;
 		}
-		int ready = poll(s->pfds, n, timeout);
+		int ready = OS_CALL(poll, s->pfds, n, timeout);
 		if (ready <= 0)
 			continue;
 		for (nfds_t i = 0; i < n; i++) {

@@ -1,0 +1,103 @@
+/* os/: the one way from libvma's code to the kernel, below every other
+ * module (docs/architecture.md).
+ *
+ * libvma.so exports socket(), close(), recvfrom()... (redirect/): inside
+ * the library those plain names are our own wrappers, and a module that
+ * called them would re-enter the fd table, the lazy init, even the lane it
+ * is building. So every module reaches libc's own versions of the functions
+ * libvma interposes through this table, never by name (tests/unit/
+ * check_libc_calls.sh fails on a core object that leaves one of them
+ * undefined). Functions libvma does not interpose are called by name.
+ *
+ * Resolution is lazy, once per process and lock-free; it works before our
+ * constructor has run, in unit tests (not interposed: libc's own symbols)
+ * and when libvma.so was dlopen()ed (RTLD_NEXT still finds libc). A
+ * function this libc lacks stays NULL: OS_CALL answers -1 with ENOSYS. */
+#ifndef VMA_OS_OS_H
+#define VMA_OS_OS_H
+
+#include <errno.h>
+#include <features.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define OS_HAVE_CLOSE_RANGE __GLIBC_PREREQ(2, 34)
+#define OS_HAVE_EPOLL_PWAIT2 __GLIBC_PREREQ(2, 35)
+
+/* The fortified entry points: glibc declares them only under
+ * _FORTIFY_SOURCE, which the interposition files must not use. Same
+ * prototypes as bits/unistd.h, bits/socket2.h and bits/poll2.h. */
+extern ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+extern ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+extern ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen, int flags,
+			      __SOCKADDR_ARG addr, socklen_t *__restrict addr_len);
+extern int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, __SIZE_TYPE__ fdslen);
+extern int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		       const __sigset_t *ss, __SIZE_TYPE__ fdslen);
+/* glibc's "buffer overflow detected" abort, exported since GLIBC_2.3.4. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* One pointer per interposed function, typed from libc's own declaration. */
+struct os_libc {
+#define OS_LIBC(name) __typeof__(name) *name;
+#include "os/os_libc.def"
+#undef OS_LIBC
+};
+
+extern struct os_libc os_libc;
+/* Nonzero once os_libc_resolve() has filled the table. */
+extern int os_libc_resolved;
+
+/* Fills the table with dlsym(RTLD_NEXT, ...). Idempotent and safe to race:
+ * every caller stores the same values, then publishes the flag. Calls no
+ * interposed function and logs nothing (the logger itself comes here). */
+void os_libc_resolve(void);
+/* Names this libc lacks, comma-separated, for a debug line at init. */
+void os_libc_missing(char *buf, size_t size);
+
+static inline bool os_libc_ready(void)
+{
+	return __atomic_load_n(&os_libc_resolved, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* One predictable branch once resolved. */
+static inline void os_libc_ensure(void)
+{
+	if (__builtin_expect(!os_libc_ready(), 0))
+		os_libc_resolve();
+}
+
+static inline int os_enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* libc's `name` after os_libc_ensure(): NULL when this libc lacks it. A
+ * relaxed load is a plain mov on the targets we run on, and keeps racing
+ * resolvers well-defined. */
+#define OS_FN_RESOLVED(name) __atomic_load_n(&os_libc.name, __ATOMIC_RELAXED)
+
+/* libc's `name` (resolving the table first if needed); NULL when this libc
+ * lacks it. */
+#define OS_FN(name) (os_libc_ensure(), OS_FN_RESOLVED(name))
+
+/* Calls libc's `name` with the arguments: its result, or -1 with errno
+ * ENOSYS when this libc lacks it. For the functions returning an integer
+ * (all but signal, which callers take with OS_FN). */
+#define OS_CALL(name, ...) \
+	({ \
+		__typeof__(os_libc.name) os_fn_ = OS_FN(name); \
+		__builtin_expect(os_fn_ != NULL, 1) ? os_fn_(__VA_ARGS__) : os_enosys(); \
+	})
+
+#endif
