@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "log/vlog.h"
+#include "os/os.h"
 #include "ring/ring.h"
 #include "ring/ring_buf_pool.h"
 #include "ring/ring_verbs.h"
@@ -66,9 +67,9 @@ static void ring_verbs_destroy(struct ring_verbs *r)
 	if (r->ctx)
 		ibv_close_device(r->ctx);
 	if (r->wait_ep >= 0)
-		close(r->wait_ep);
+		OS_CALL(close, r->wait_ep);
 	if (r->stash_fd >= 0)
-		close(r->stash_fd);
+		OS_CALL(close, r->stash_fd);
 	unsigned held = ring_verbs_held(r);
 	if (held) {
 		/* The holders keep pointing into the frames: they stay. */
@@ -119,9 +120,9 @@ void ring_verbs_forget(struct ring *ring)
 	ring_buf_pool_set_owner(r->base.tx_pool, NULL);
 	/* Our own fds (not verbs objects) are the child's copies: closed. */
 	if (r->wait_ep >= 0)
-		close(r->wait_ep);
+		OS_CALL(close, r->wait_ep);
 	if (r->stash_fd >= 0)
-		close(r->stash_fd);
+		OS_CALL(close, r->stash_fd);
 	r->wait_ep = r->stash_fd = -1;
 	r->base.wait_fd = -1;
 }
@@ -203,8 +204,8 @@ static int ring_verbs_create(struct ring_verbs *r, const char **what)
 	*what = "cannot create a completion channel";
 	if (!(r->channel = ibv_create_comp_channel(r->ctx)))
 		return -(errno ? errno : ENOMEM);
-	int fl = fcntl(r->channel->fd, F_GETFL);
-	if (fl < 0 || fcntl(r->channel->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+	int fl = OS_CALL(fcntl, r->channel->fd, F_GETFL);
+	if (fl < 0 || OS_CALL(fcntl, r->channel->fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	*what = "cannot create the completion queues";
 	if (!(r->rx_cq = ibv_create_cq(r->ctx, (int)r->sizes.rx_descs, r, r->channel, 0)) ||
@@ -235,15 +236,15 @@ static int ring_verbs_create(struct ring_verbs *r, const char **what)
 		ring_verbs_moderate(r, (uint16_t)(r->vcfg.cq_mod_count > 0xffff ? 0xffff : r->vcfg.cq_mod_count),
 				    (uint16_t)(r->vcfg.cq_mod_period_us > 0xffff ? 0xffff : r->vcfg.cq_mod_period_us));
 	*what = "cannot make the wait fd";
-	r->wait_ep = epoll_create1(EPOLL_CLOEXEC);
+	r->wait_ep = OS_CALL(epoll_create1, EPOLL_CLOEXEC);
 	r->stash_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (r->wait_ep < 0 || r->stash_fd < 0)
 		return -errno;
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = r->channel->fd };
-	if (epoll_ctl(r->wait_ep, EPOLL_CTL_ADD, r->channel->fd, &ev) < 0)
+	if (OS_CALL(epoll_ctl, r->wait_ep, EPOLL_CTL_ADD, r->channel->fd, &ev) < 0)
 		return -errno;
 	ev.data.fd = r->stash_fd;
-	if (epoll_ctl(r->wait_ep, EPOLL_CTL_ADD, r->stash_fd, &ev) < 0)
+	if (OS_CALL(epoll_ctl, r->wait_ep, EPOLL_CTL_ADD, r->stash_fd, &ev) < 0)
 		return -errno;
 	r->base.wait_fd = r->wait_ep;
 	return 0;
