@@ -503,11 +503,15 @@ uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg)
 
 bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked)
 {
-	if (pcb->snd_una == pcb->snd_max)
+	if (pcb->snd_una == pcb->snd_max) {
+		/* all acknowledged (every ACK of a ping-pong): no RTO, no
+		 * probe, without tcp_arm_tlp's walk through its conditions */
 		pcb->rto_at = 0;
-	else
+		pcb->tlp_at = 0;
+	} else {
 		tcp_arm_rto(pcb);
-	tcp_arm_tlp(pcb);
+		tcp_arm_tlp(pcb);
+	}
 	if (data_acked && pcb->cb.sent) {
 		pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
 		if (callback_killed(pcb))

@@ -291,6 +291,7 @@ static void pcb_unhash(struct tcp_pcb *pcb)
 {
 	if (pcb->hashed == TCP_HASH_NONE)
 		return;
+	pcb->ctx->last_conn = NULL;
 	struct tcp_hash *h = table_of(pcb->ctx, pcb->hashed);
 	bool found = false;
 	for (struct tcp_pcb **pp = &h->bucket[pcb_hash(pcb, pcb->hashed) & h->mask]; *pp;
@@ -321,6 +322,7 @@ static void pcb_hash_into(struct tcp_pcb *pcb, uint8_t table)
 		return;
 	}
 	uint32_t k = pcb_hash(pcb, table) & h->mask;
+	pcb->ctx->last_conn = NULL;
 	pcb->hnext = h->bucket[k];
 	h->bucket[k] = pcb;
 	pcb->hashed = table;
@@ -452,6 +454,13 @@ struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport
 	uint64_t steps = 0;
 
 	ctx->cnt.lookups++;
+	struct tcp_pcb *last = ctx->last_conn;
+	if (last && last->remote_port == rport && last->local_port == lport && last->remote_ip == rip &&
+	    last->local_ip == lip && !last->dead && last->state != TCP_CLOSED) {
+		VMA_ASSERT(last->hashed == TCP_HASH_CONN && last->ctx == ctx);
+		ctx->cnt.lookup_steps++;
+		return last;
+	}
 	if (ctx->conns.bucket) {
 		struct tcp_pcb *p = ctx->conns.bucket[conn_hash(ctx, lip, lport, rip, rport) & ctx->conns.mask];
 		for (; p; p = p->hnext) {
@@ -460,6 +469,7 @@ struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport
 			if (p->remote_port == rport && p->local_port == lport && p->remote_ip == rip &&
 			    p->local_ip == lip && !p->dead && p->state != TCP_CLOSED) {
 				ctx->cnt.lookup_steps += steps;
+				ctx->last_conn = p;
 				return p;
 			}
 		}

@@ -373,6 +373,10 @@ struct tcp_ctx {
 	struct tcp_pcb *pcbs;
 	unsigned npcbs, ndead;
 	struct tcp_hash conns;           /* synchronized/SYN pcbs by 4-tuple */
+	/* The conns lookup's last hit, tried before hashing: a ping-pong's or a
+	 * stream's segments come one connection at a time. Cleared whenever a
+	 * pcb enters or leaves conns, so it is always what the hash would give. */
+	struct tcp_pcb *last_conn;
 	struct tcp_hash ports;           /* bound, unconnected pcbs (listeners) by local port */
 	unsigned depth;                  /* >0 inside input/timers: frees are deferred */
 	uint64_t isn_key[2];
