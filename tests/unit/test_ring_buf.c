@@ -183,6 +183,35 @@ START_TEST(chain_free_drops_one_reference_per_part_into_each_own_pool)
 }
 END_TEST
 
+START_TEST(linearize_copies_the_chain_into_the_first_frame_or_refuses)
+{
+	struct ring_buf_pool *pool = ring_buf_pool_create("lin", 4, 64);
+	struct ring_buf *a = ring_buf_alloc(pool), *b = ring_buf_alloc(pool), *c = ring_buf_alloc(pool);
+	memset(a->data, 'a', 20);
+	memset(b->data, 'b', 30);
+	memset(c->data, 'c', 10);
+	a->len = 20, b->len = 30, c->len = 10;
+	a->next = b, b->next = c;
+	ck_assert_int_eq(ring_buf_linearize(a), 0);
+	ck_assert_ptr_null(a->next);
+	ck_assert_uint_eq(a->len, 60);
+	ck_assert_uint_eq(a->tot_len, 60);
+	for (unsigned i = 0; i < 60; i++)
+		ck_assert_int_eq(a->data[i], i < 20 ? 'a' : i < 50 ? 'b' : 'c');
+	ck_assert_uint_eq(counters_of(pool).free_now, 3);   /* b and c went back */
+	/* past the first frame's end: refused, the chain left as it was */
+	b = ring_buf_alloc(pool);
+	b->len = (uint32_t)(a->head + a->size - a->data) - 60 + 1;
+	a->next = b;
+	ck_assert_int_eq(ring_buf_linearize(a), -EMSGSIZE);
+	ck_assert_ptr_eq(a->next, b);
+	ck_assert_uint_eq(a->len, 60);
+	ring_buf_free(a);
+	ck_assert_uint_eq(counters_of(pool).free_now, 4);
+	ring_buf_pool_destroy(pool);
+}
+END_TEST
+
 START_TEST(bad_pool_sizes_are_refused)
 {
 	ck_assert_ptr_null(ring_buf_pool_create("zero", 0, 64));
@@ -433,6 +462,7 @@ int main(void)
 	tcase_add_test(tc, tx_alloc_returns_null_and_counts_when_all_frames_are_taken);
 	tcase_add_test(tc, rx_pool_exhaustion_drops_counts_and_recovers);
 	tcase_add_test(tc, sizes_are_powers_of_two_within_the_memory_cap);
+	tcase_add_test(tc, linearize_copies_the_chain_into_the_first_frame_or_refuses);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include "log/vlog.h"
@@ -161,6 +162,23 @@ void ring_buf_free(struct ring_buf *buf)
 		}
 		buf = next;
 	}
+}
+
+int ring_buf_linearize(struct ring_buf *buf)
+{
+	uint32_t len = buf->len;
+	const uint8_t *end = buf->head + buf->size;
+
+	for (struct ring_buf *seg = buf->next; seg; seg = seg->next) {
+		if (buf->data + len + seg->len > end)
+			return -EMSGSIZE;
+		memcpy(buf->data + len, seg->data, seg->len);
+		len += seg->len;
+	}
+	ring_buf_free(buf->next);
+	buf->next = NULL;
+	buf->len = buf->tot_len = len;
+	return 0;
 }
 
 void ring_buf_pool_read_counters(const struct ring_buf_pool *pool, struct ring_buf_pool_counters *out)

@@ -75,6 +75,10 @@ void ring_buf_ref(struct ring_buf *buf);
  * buffer reaching 0 goes back to its own pool. NULL is ignored. Whoever
  * keeps part of a chain holds a reference on each of its buffers. */
 void ring_buf_free(struct ring_buf *buf);
+/* Copies the rest of buf's chain behind its first part and frees those
+ * parts (a backend that sends one frame per descriptor: AF_XDP, verbs).
+ * -EMSGSIZE, chain untouched, when it does not fit the first frame. */
+int ring_buf_linearize(struct ring_buf *buf);
 
 void ring_buf_pool_read_counters(const struct ring_buf_pool *pool,
 				 struct ring_buf_pool_counters *out);

@@ -367,24 +367,6 @@ static struct ring_buf *ring_verbs_tx_alloc(struct ring *ring)
 	return buf;
 }
 
-/* A chain goes out as one frame: its parts are copied behind the first. */
-static int ring_verbs_linearize(struct ring_buf *buf)
-{
-	uint32_t len = buf->len;
-	const uint8_t *end = buf->head + buf->size;
-
-	for (struct ring_buf *seg = buf->next; seg; seg = seg->next) {
-		if (buf->data + len + seg->len > end)
-			return -EMSGSIZE;
-		memcpy(buf->data + len, seg->data, seg->len);
-		len += seg->len;
-	}
-	ring_buf_free(buf->next);
-	buf->next = NULL;
-	buf->len = buf->tot_len = len;
-	return 0;
-}
-
 static int ring_verbs_tx_send(struct ring *ring, struct ring_buf *buf)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
@@ -394,7 +376,7 @@ static int ring_verbs_tx_send(struct ring *ring, struct ring_buf *buf)
 	if (buf->pool != ring->tx_pool)
 		err = -EINVAL;
 	else if (buf->next)
-		err = ring_verbs_linearize(buf);
+		err = ring_buf_linearize(buf);
 	if (!err && (buf->data < buf->head || buf->data + buf->len > buf->head + buf->size || !buf->len))
 		err = -EMSGSIZE;
 	if (!err && r->sq_posted + r->sq_queued == depth) {

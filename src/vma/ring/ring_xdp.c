@@ -287,25 +287,6 @@ static uint64_t ring_xdp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Copies the rest of buf's chain behind its first part (AF_XDP sends one
- * frame per descriptor) and frees those parts. */
-static int ring_xdp_linearize(struct ring_buf *buf)
-{
-	uint32_t len = buf->len;
-	const uint8_t *end = buf->head + buf->size;
-
-	for (struct ring_buf *seg = buf->next; seg; seg = seg->next) {
-		if (buf->data + len + seg->len > end)
-			return -EMSGSIZE;
-		memcpy(buf->data + len, seg->data, seg->len);
-		len += seg->len;
-	}
-	ring_buf_free(buf->next);
-	buf->next = NULL;
-	buf->len = buf->tot_len = len;
-	return 0;
-}
-
 static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
@@ -314,7 +295,7 @@ static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
 	if (buf->pool != ring->tx_pool)
 		err = -EINVAL;
 	else if (buf->next)
-		err = ring_xdp_linearize(buf);
+		err = ring_buf_linearize(buf);
 	if (!err && (buf->data < buf->head || buf->data + buf->len > buf->head + buf->size || !buf->len))
 		err = -EMSGSIZE;
 	if (!err && ring_xsk_prod_free(&r->tx, 1) < 1) {
