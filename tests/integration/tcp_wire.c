@@ -87,6 +87,7 @@ struct pkt {
 	int8_t wscale;                   /* -1: no option */
 	uint8_t ts, sackok;
 	uint16_t mss;
+	uint32_t sack_l, sack_r;         /* the first SACK block, 0 0: none */
 };
 
 #define PKT_MAX 400000
@@ -103,7 +104,21 @@ static void *capture_loop(void *arg)
 		struct pollfd p = { .fd = cap_fd, .events = POLLIN };
 		if (poll(&p, 1, 100) <= 0)
 			continue;
-		ssize_t n = recv(cap_fd, f, sizeof(f), MSG_DONTWAIT);
+		/* The kernel's receive time of the frame, not the time this
+		 * thread got to it: a capture thread descheduled on a loaded
+		 * host bunched 2.9 ms of frames into one instant and made a
+		 * prompt retransmission look late. */
+		char ctl[CMSG_SPACE(sizeof(struct timespec))];
+		struct iovec iov = { .iov_base = f, .iov_len = sizeof(f) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+		ssize_t n = recvmsg(cap_fd, &mh, MSG_DONTWAIT);
+		double t = now_ms();
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+				struct timespec ts;
+				memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+				t = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+			}
 		if (n < 14 + 20 + 20 || f[12] != 0x08 || f[13] != 0x00)
 			continue;
 		const uint8_t *ip = f + 14;
@@ -117,7 +132,7 @@ static void *capture_loop(void *arg)
 			continue;
 		struct pkt *k = &pkts[npkts];
 		memset(k, 0, sizeof(*k));
-		k->t = now_ms();
+		k->t = t;
 		memcpy(&k->src, ip + 12, 4);
 		k->sport = (uint16_t)(th[0] << 8 | th[1]);
 		k->dport = (uint16_t)(th[2] << 8 | th[3]);
@@ -146,6 +161,11 @@ static void *capture_loop(void *arg)
 				k->sackok = 1;
 			else if (kind == 8)
 				k->ts = 1;
+			else if (kind == 5 && th[i + 1] >= 10) {
+				const uint8_t *b = th + i + 2;
+				k->sack_l = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+				k->sack_r = (uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+			}
 			i += th[i + 1];
 		}
 		npkts = npkts + 1;
@@ -272,8 +292,43 @@ static void tail_metrics(void)
 	metric("tail_probe_us", probe_ms * 1000);
 }
 
+/* TCP_WIRE_DUMP=PORT: every captured frame of that port on stderr, times
+ * from the first, sequence numbers from the test side's first data byte,
+ * for reading a failed comparison by eye. */
+static void dump_port(int port)
+{
+	double t0 = -1;
+	uint32_t tseq = 0, pseq = 0;
+	int tany = 0, pany = 0;
+	for (unsigned i = 0; i < npkts; i++) {
+		const struct pkt *k = &pkts[i];
+		int out = from_test(k, port);
+		if (!out && !to_test(k, port))
+			continue;
+		if (t0 < 0)
+			t0 = k->t;
+		if (out && !tany && !(k->flags & TCP_F_SYN)) {
+			tseq = k->seq;
+			tany = 1;
+		}
+		if (!out && !pany && !(k->flags & TCP_F_SYN)) {
+			pseq = k->seq;
+			pany = 1;
+		}
+		uint32_t base = out ? tseq : pseq, abase = out ? pseq : tseq;
+		fprintf(stderr, "DUMP %9.3f %s seq %u len %u ack %u fl %02x", k->t - t0, out ? "T>" : "<P",
+		        k->seq - base, k->len, k->ack - abase, k->flags);
+		if (k->sack_l || k->sack_r)
+			fprintf(stderr, " sack %u-%u", k->sack_l - abase, k->sack_r - abase);
+		fprintf(stderr, "\n");
+	}
+}
+
 static void analyse(void)
 {
+	const char *d = getenv("TCP_WIRE_DUMP");
+	if (d)
+		dump_port(atoi(d));
 	syn_metrics("syn", PORT_SYN, 0);
 	syn_metrics("syn_rcvbuf65536", PORT_SYN_RCVBUF, 0);
 	syn_metrics("synack_ecn_peer", PORT_ECN, 1);
@@ -450,6 +505,11 @@ static int run_peer(const char *ifname, const char *test_ip)
 	}
 	int big = 32 << 20;
 	setsockopt(cap_fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+	/* frame times from the kernel (CLOCK_REALTIME: only their differences
+	 * are used) */
+	int on = 1;
+	if (setsockopt(cap_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)))
+		perror("SO_TIMESTAMPNS (frame times are the capture thread's)");
 	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
 				  .sll_ifindex = (int)if_nametoindex(ifname) };
 	if (!ll.sll_ifindex || bind(cap_fd, (struct sockaddr *)&ll, sizeof(ll))) {

@@ -73,20 +73,20 @@ static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const stru
 	if (r->flags & TCP_TXSEG_RETRANS) {
 		/* The ACK may be for an earlier transmission when it came too
 		 * fast for this one (Linux's tcp_rack_advance: under min_rtt).
-		 * A tail loss probe's original left at least a PTO (2*srtt)
-		 * before it, so its ACK would have come already: the probe's
-		 * answer is taken down to half of min_rtt, as our clock is read
-		 * once per poll pass and a probe answered as fast as the fastest
-		 * sample would otherwise look too fast half the time (its SACK
-		 * ignored, an RTO on a lost tail instead of RACK). RFC 8985 also
-		 * has the echoed timestamp decide, but a receiver echoes the last
+		 * A tail loss probe is exempt: its original left at least a PTO
+		 * (2 * srtt + 2 ms) before it, so an ACK of the original would
+		 * have come before the probe was sent. Our min_rtt is no true
+		 * floor either: it is sampled on the busy connection (our clock
+		 * is read once per poll pass, the frames queue behind a burst),
+		 * and a probe on the idle path after a burst was answered in
+		 * 16-20 us where min_rtt said 38-60 (tcp_wire, 9708): with the
+		 * old min_rtt / 2 bound its SACK was ignored and the lost tail
+		 * waited for the RTO instead of RACK. RFC 8985 also has the
+		 * echoed timestamp decide, but a receiver echoes the last
 		 * in-order segment's TSval (RFC 7323 4.3), never the one of a
 		 * retransmission that arrived above a hole: that rule would hide
 		 * every tail loss probe from RACK. */
-		uint32_t too_fast = min_rtt_us(pcb);
-		if (r->flags & TCP_TXSEG_PROBE)
-			too_fast /= 2;
-		if (rtt < too_fast)
+		if (!(r->flags & TCP_TXSEG_PROBE) && rtt < min_rtt_us(pcb))
 			return;
 	} else if (rtt && rtt < pcb->min_rtt_us) {
 		pcb->min_rtt_us = rtt;
