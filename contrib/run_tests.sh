@@ -251,11 +251,11 @@ integration() {
 # kernel peers and between libvma processes, the Extra API, the t_* library
 # tests. Left out: the tests of the xdp backend's own machinery (XDP
 # program, vmad, shared UMEM, share groups across fork), hostile and
-# udp_migrate (pass, but timing-sensitive on a loaded machine), and
-# tcp_semantics and tcp_wire, whose timing-sensitive checks fail one
-# at a time in some runs on softverbs (docs/verbs.md, "Known weakness";
-# VERBS_PASS_TESTS='^(tcp_semantics|tcp_wire)$' runs them).
-VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_stream|tcp_conns|tcp_ctl_thread|tcp_apps|close_race|ring_shutdown|ring_flows|avoid_sys_calls|exception_handling|extra_api|extra_examples|extra_xtreme|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns|banner_config|bindings|dlopen|errno_equal|fork|iperf3|local_trust|mt_client|redis|tcp_echo_py)$'}
+# udp_migrate (pass, but timing-sensitive on a loaded machine).
+# tcp_semantics and tcp_wire run here too, each once more when it fails
+# (run.sh's retry): a timing-sensitive check of tcp_semantics fails now and
+# then on softverbs (docs/verbs.md, "Known weakness").
+VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_stream|tcp_conns|tcp_semantics|tcp_wire|tcp_ctl_thread|tcp_apps|close_race|ring_shutdown|ring_flows|avoid_sys_calls|exception_handling|extra_api|extra_examples|extra_xtreme|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns|banner_config|bindings|dlopen|errno_equal|fork|iperf3|local_trust|mt_client|redis|tcp_echo_py)$'}
 
 # verbs_step: step 6, when softverbs was built (rdma-core found).
 verbs_step() {

@@ -15,6 +15,7 @@
 # 10th to 9708 (the rules are loaded again before each run: their counters
 # restart).
 # run.sh-timeout: 240
+# run.sh-retry: 1 (times compared with the kernel's on a shared host)
 set -u
 ARG=${1:-$(dirname "$0")/../..}
 HERE=$(cd "$(dirname "$0")" && pwd)
