@@ -1,0 +1,103 @@
+#!/bin/bash
+# TCP goodput through a lossy router, kernel and libvma in the same run
+# (issue 13: "through the 1%+1% lossy router at least the kernel's goodput").
+#
+#   tests/bench/lossy_bench.sh [BUILDDIR]      (root)
+#
+# Topology: contrib/testbed.sh up routed (client lossy-c 198.18.1.1, router
+# lossy-r, server lossy-s 198.18.2.1) and impair DROP DUP (default 1 1: the
+# router drops 1% and duplicates 1% of what it forwards, both directions).
+# One iperf3 stream, client to server, SECONDS a run, in three pairings:
+#   kernel -> kernel, libvma sender -> kernel receiver,
+#   kernel sender -> libvma receiver;
+# ROUNDS rounds with the pairings interleaved (the machine is shared: what
+# it does moves all of them alike). Prints each run's goodput (what the
+# receiver got, MB/s) and the sender's retransmissions, then the median of
+# each pairing and its ratio to the kernel's median of the same run.
+# Environment: ROUNDS (5), SECONDS_PER_RUN (4), DROP (1), DUP (1),
+# LOSSY_PREFIX (lossy), BENCH_VMA_ENV (more VAR=value for the libvma end).
+set -u
+BUILD=${1:-build}
+[ "$(id -u)" = 0 ] || { echo "lossy_bench: needs root" >&2; exit 2; }
+BUILD=$(cd "$BUILD" && pwd) || exit 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+TESTBED="$HERE/../../contrib/testbed.sh"
+LIB=$BUILD/src/vma/.libs/libvma.so
+[ -f "$LIB" ] || { echo "lossy_bench: no $LIB (build first)" >&2; exit 2; }
+command -v iperf3 >/dev/null || { echo "lossy_bench: needs iperf3" >&2; exit 2; }
+ROUNDS=${ROUNDS:-5}
+SECS=${SECONDS_PER_RUN:-4}
+DROP=${DROP:-1}
+DUP=${DUP:-1}
+export TB_PREFIX=${LOSSY_PREFIX:-lossy}
+VMA="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-}"
+TMP=$(mktemp -d /tmp/lossy_bench.XXXXXX)
+cleanup() {
+	pkill -f "iperf3 -s -1 -B 198.18.2.1 -p 152" 2>/dev/null
+	bash "$TESTBED" down >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+bash "$TESTBED" up routed >/dev/null || { echo "lossy_bench: testbed up routed failed" >&2; exit 2; }
+bash "$TESTBED" impair "$DROP" "$DUP" >/dev/null || { echo "lossy_bench: impair failed" >&2; exit 2; }
+C="nsenter --net=/run/netns/$TB_PREFIX-c"
+S="nsenter --net=/run/netns/$TB_PREFIX-s"
+
+port=15200
+# one_run NAME SERVER_PREFIX CLIENT_PREFIX: appends "NAME MBps retrans" to $TMP/results
+one_run() {
+	local name=$1 spre=$2 cpre=$3 i
+	port=$((port + 1))
+	$S $spre iperf3 -s -1 -B 198.18.2.1 -p $port -J >"$TMP/srv.json" 2>"$TMP/srv.err" &
+	local spid=$!
+	for i in $(seq 50); do
+		$S ss -ltn 2>/dev/null | grep -q ":$port " && break
+		sleep 0.1
+	done
+	$C $cpre timeout $((SECS + 30)) iperf3 -c 198.18.2.1 -p $port -t "$SECS" -J >"$TMP/cli.json" 2>"$TMP/cli.err"
+	local crc=$?
+	wait "$spid"
+	local res
+	res=$(python3 - "$TMP/cli.json" <<-'EOF'
+	import json, sys
+	try:
+	    d = json.load(open(sys.argv[1]))
+	    e = d["end"]
+	    print("%.1f %d" % (e["sum_received"]["bits_per_second"] / 8e6, e["sum_sent"].get("retransmits", -1)))
+	except Exception as x:
+	    print("n/a n/a")
+	EOF
+	)
+	[ $crc = 0 ] || res="n/a n/a"
+	echo "$name $res" >>"$TMP/results"
+	printf '  %-26s %8s MB/s  retransmits %s\n' "$name" ${res}
+}
+
+echo "lossy_bench: iperf3 one stream through a router dropping $DROP% and duplicating $DUP%," \
+	"$SECS s a run, $ROUNDS rounds"
+for r in $(seq "$ROUNDS"); do
+	echo "round $r"
+	one_run kernel-kernel "" ""
+	one_run libvma-sender "" "$VMA"
+	one_run libvma-receiver "$VMA" ""
+done
+echo
+python3 - "$TMP/results" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, mbps, _ = line.split()
+    if mbps != "n/a":
+        rows.setdefault(name, []).append(float(mbps))
+base = statistics.median(rows["kernel-kernel"]) if rows.get("kernel-kernel") else None
+print("%-18s %8s %8s %8s  %s" % ("pairing", "median", "min", "max", "ratio to kernel (median)"))
+for name in ("kernel-kernel", "libvma-sender", "libvma-receiver"):
+    v = rows.get(name)
+    if not v:
+        print("%-18s %8s" % (name, "n/a"))
+        continue
+    m = statistics.median(v)
+    ratio = "%.2fx" % (m / base) if base else "n/a"
+    print("%-18s %8.1f %8.1f %8.1f  %s" % (name, m, min(v), max(v), ratio))
+EOF
