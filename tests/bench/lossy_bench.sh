@@ -33,7 +33,7 @@ export TB_PREFIX=${LOSSY_PREFIX:-lossy}
 VMA="env LD_PRELOAD=$LIB ${BENCH_VMA_ENV:-}"
 TMP=$(mktemp -d /tmp/lossy_bench.XXXXXX)
 cleanup() {
-	pkill -f "iperf3 -s -1 -B 198.18.2.1 -p 152" 2>/dev/null
+	pkill -f "iperf3 -s -1 -B 198.18.2.1 -p 1[5-9][0-9][0-9][0-9]" 2>/dev/null
 	bash "$TESTBED" down >/dev/null 2>&1
 	rm -rf "$TMP"
 }

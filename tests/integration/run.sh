@@ -48,6 +48,12 @@ echo "integration tests: library $LIBVMA, build dir ${BUILDDIR:-(none)}"
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/vma-it-logs.XXXXXX")
 trap 'rm -rf "$logdir"' EXIT
 passed=0 failed=0 skipped=0
+# failed_checks LOG: a test's FAIL lines on one line (at most 20), also
+# those a script prints for its sub-runs ("  [name] FAIL: ...",
+# "  | FAIL: ...").
+failed_checks() {
+	grep -E '^ *(\| *)?(\[[^]]*\] *)?FAIL' "$1" | head -20 | tr -s ' ' | paste -sd ';' -
+}
 # t_*.sh test the library and read LIBVMA; the other scripts here test one
 # part against the kernel and take the build dir as their argument.
 for script in "$here"/t_*.sh "$here"/*.sh; do
@@ -85,7 +91,7 @@ for script in "$here"/t_*.sh "$here"/*.sh; do
 		(cd "${BUILDDIR:-.}" && exec timeout -k 5 "$t" bash "$script" "${args[@]}") </dev/null >"$log" 2>&1
 		rc=$?
 		[ $rc -eq 0 ] || [ $rc -eq 77 ] || [ "$try" = "$tries" ] && break
-		first_fails="exit $rc: $(grep -E '^ *(\| *)?FAIL' "$log" | head -20 | tr -s ' ' | paste -sd ';' -)"
+		first_fails="exit $rc: $(failed_checks "$log")"
 	done
 	took=$(( $(date +%s) - start ))
 	case $rc in
@@ -108,7 +114,7 @@ for script in "$here"/t_*.sh "$here"/*.sh; do
 		echo "FAIL $name (exit $rc, ${took}s)"
 		[ -n "$first_fails" ] && echo "  first run: $first_fails"
 		# the failed checks first: a long log may be cut where it is read
-		echo "  failed checks: $(grep -E '^ *(\| *)?FAIL' "$log" | head -20 | tr -s ' ' | paste -sd ';' -)"
+		echo "  failed checks: $(failed_checks "$log")"
 		echo "---- log of $name ----"
 		sed 's/^/  | /' "$log"
 		echo "---- end of $name ----"

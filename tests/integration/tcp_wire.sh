@@ -139,12 +139,15 @@ bounded user_timeout_error_ms "k >= 900 && k <= 2500 && v >= 900 && v <= k + 500
 # the lost tail probed at Linux's PTO (2 * srtt + 2 ms, on the kernel's 4 ms
 # jiffies), the answer without an RTO
 # The delay is seen at the peer: from the original's arrival to the
-# retransmission's. Ours finds the loss at the third SACK as the kernel, but
-# its retransmission queues behind the segments already in the XSK's TX ring
-# (no TCP small queues: up to ~80 segments on veth, drained 32 a doorbell),
-# so the peer sees it a queue later: 0.1-1.2 ms on a quiet host, 2.9 ms seen
-# on a loaded CI host against the kernel's 0.07. Under the PTO of a 0.6 ms
-# srtt plus slack, and one segment resent (above): RACK's, no probe, no RTO.
+# retransmission's. Ours finds the loss at the third SACK as the kernel (a
+# debug trace in the stack showed it), but its retransmission queues behind
+# the segments already in the XSK's TX ring (no TCP small queues; the peer
+# sent up to ~90 ACKs, one per segment of ours, between the two), so the peer
+# sees it a queue later: 0.1-1.2 ms on a quiet host against the kernel's
+# 0.05-0.5. CI once saw 2.94 ms against the kernel's 0.07, when frame times
+# were still the capture thread's (a descheduled capture thread was seen to
+# bunch 2.9 ms of frames). The bound stays under the PTO of a 0.6 ms srtt
+# plus slack, and one segment resent (above) shows RACK's, no probe, no RTO.
 bounded recovery_delay_us "k > 0 && v > 0 && v <= k * 3 + 4000" "one loss in 2 MiB resent at the third SACK as the kernel, behind our TX queue"
 bounded tail_probe_us "k > 0 && v > 0 && v <= k * 2 + 20000" "tail loss probe after the last segment, as the kernel's PTO (ours on the internal thread's 10 ms tick while the application sleeps)"
 bounded tail_answer_ms "k < 100 && v < 100" "the lost tail recovered by probe and RACK, no RTO"
