@@ -53,13 +53,15 @@ summary=()
 
 note() { printf '== %s\n' "$*"; }
 
-# record PHASE PASSED FAILED [SKIPPED]
+# record PHASE PASSED FAILED [SKIPPED [WHICH]]: WHICH names what failed,
+# so the summary (the part of a long CI log that is surely read) says it.
 record() {
 	total_pass=$((total_pass + $2))
 	total_fail=$((total_fail + $3))
 	total_skip=$((total_skip + ${4:-0}))
-	summary+=("$(printf '%-28s %4d passed, %d failed%s' "$1" "$2" "$3" \
-		"$([ "${4:-0}" -gt 0 ] && echo ", $4 skipped")")")
+	summary+=("$(printf '%-28s %4d passed, %d failed%s%s' "$1" "$2" "$3" \
+		"$([ "${4:-0}" -gt 0 ] && echo ", $4 skipped")" \
+		"$([ -n "${5:-}" ] && echo " ($5)")")")
 }
 
 # run_logged NAME CMD...: run CMD with output in build-logs/NAME.log; on
@@ -80,7 +82,7 @@ run_logged() {
 # test's log ("NN%: Checks: N, Failures: F, Errors: E"); a program that
 # died before printing that counts as one failure.
 unit_results() {
-	local dir=$1 phase=$2 pass=0 fail=0 skip=0 trs logf line n f e res
+	local dir=$1 phase=$2 pass=0 fail=0 skip=0 trs logf line n f e res which=
 	for trs in "$dir"/tests/unit/*.trs; do
 		[ -e "$trs" ] || continue
 		logf=${trs%.trs}.log
@@ -100,6 +102,7 @@ unit_results() {
 			esac
 		fi
 		[ "$res" = PASS ] || [ "$res" = SKIP ] || {
+			which="${which:+$which }$(basename "${trs%.trs}")"
 			echo "!! $phase: ${trs#"$top"/} $res; its log:"
 			sed 's/^/   | /' "$logf" | tail -n 60
 		}
@@ -108,7 +111,7 @@ unit_results() {
 		echo "!! $phase: no unit test results found"
 		fail=1
 	fi
-	record "$phase" "$pass" "$fail" "$skip"
+	record "$phase" "$pass" "$fail" "$skip" "$which"
 }
 
 # build_and_check DIR PHASE CONFIGURE-ARGS...
@@ -241,7 +244,8 @@ integration() {
 	last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/$logname.log" | tail -1)
 	if [ -n "$last" ]; then
 		read -r it_pass _ it_fail _ it_skip _ <<<"$(tr -d ',' <<<"$last")"
-		record "$label" "$it_pass" "$it_fail" "${it_skip:-0}"
+		record "$label" "$it_pass" "$it_fail" "${it_skip:-0}" \
+			"$(sed -n 's/^FAIL \([^ ]*\) .*/\1/p' "$logs/$logname.log" | tr '\n' ' ' | sed 's/ $//')"
 	else
 		record "$label (runner)" 0 1
 	fi
