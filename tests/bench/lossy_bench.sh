@@ -7,13 +7,20 @@
 # Topology: contrib/testbed.sh up routed (client lossy-c 198.18.1.1, router
 # lossy-r, server lossy-s 198.18.2.1) and impair DROP DUP (default 1 1: the
 # router drops 1% and duplicates 1% of what it forwards, both directions).
-# One iperf3 stream, client to server, SECONDS a run, in three pairings:
-#   kernel -> kernel, libvma sender -> kernel receiver,
-#   kernel sender -> libvma receiver;
+# One iperf3 stream, client to server, SECONDS a run, in these pairings:
+#   kernel -> kernel, the kernel's default congestion control (the client
+#     namespace's net.ipv4.tcp_congestion_control, printed: bbr on the
+#     development machine, cubic on a stock Debian)
+#   kernel -> kernel with cubic (iperf3 -C cubic), when that is not the
+#     default: loss-based as ours, so it answers "as good as Linux's TCP
+#     under random loss"; BBR does not take random loss for congestion
+#   libvma sender -> kernel receiver, VMA_TCP_CC_ALGO as set (0, LWIP's
+#     NewReno, by default), and again with VMA_TCP_CC_ALGO=1 (Cubic)
+#   kernel sender (default congestion control) -> libvma receiver;
 # ROUNDS rounds with the pairings interleaved (the machine is shared: what
 # it does moves all of them alike). Prints each run's goodput (what the
 # receiver got, MB/s) and the sender's retransmissions, then the median of
-# each pairing and its ratio to the kernel's median of the same run.
+# each pairing and its ratios to the kernel's medians of the same run.
 # Environment: ROUNDS (5), SECONDS_PER_RUN (4), DROP (1), DUP (1),
 # LOSSY_PREFIX (lossy), BENCH_VMA_ENV (more VAR=value for the libvma end).
 set -u
@@ -42,6 +49,7 @@ trap 'exit 143' TERM INT
 bash "$TESTBED" up routed >/dev/null || { echo "lossy_bench: testbed up routed failed" >&2; exit 2; }
 bash "$TESTBED" impair "$DROP" "$DUP" >/dev/null || { echo "lossy_bench: impair failed" >&2; exit 2; }
 C="nsenter --net=/run/netns/$TB_PREFIX-c"
+KERNEL_CC=$($C sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown)
 S="nsenter --net=/run/netns/$TB_PREFIX-s"
 
 port=15200
@@ -55,7 +63,7 @@ one_run() {
 		$S ss -ltn 2>/dev/null | grep -q ":$port " && break
 		sleep 0.1
 	done
-	$C $cpre timeout $((SECS + 30)) iperf3 -c 198.18.2.1 -p $port -t "$SECS" -J >"$TMP/cli.json" 2>"$TMP/cli.err"
+	$C $cpre timeout $((SECS + 30)) iperf3 ${IPERF_CC:+-C $IPERF_CC} -c 198.18.2.1 -p $port -t "$SECS" -J >"$TMP/cli.json" 2>"$TMP/cli.err"
 	local crc=$?
 	wait "$spid"
 	local res
@@ -71,33 +79,42 @@ one_run() {
 	)
 	[ $crc = 0 ] || res="n/a n/a"
 	echo "$name $res" >>"$TMP/results"
-	printf '  %-26s %8s MB/s  retransmits %s\n' "$name" ${res}
+	printf '  %-28s %8s MB/s  retransmits %s\n' "$name" ${res}
 }
 
 echo "lossy_bench: iperf3 one stream through a router dropping $DROP% and duplicating $DUP%," \
-	"$SECS s a run, $ROUNDS rounds"
+	"$SECS s a run, $ROUNDS rounds; the kernel's congestion control: $KERNEL_CC"
 for r in $(seq "$ROUNDS"); do
 	echo "round $r"
-	one_run kernel-kernel "" ""
+	one_run "kernel-kernel-$KERNEL_CC" "" ""
+	[ "$KERNEL_CC" = cubic ] || IPERF_CC=cubic one_run kernel-kernel-cubic "" ""
 	one_run libvma-sender "" "$VMA"
+	one_run libvma-sender-cubic "" "$VMA VMA_TCP_CC_ALGO=1"
 	one_run libvma-receiver "$VMA" ""
 done
 echo
-python3 - "$TMP/results" <<'EOF'
+python3 - "$TMP/results" "$KERNEL_CC" <<'EOF'
 import statistics, sys
-rows = {}
+rows, order = {}, []
 for line in open(sys.argv[1]):
     name, mbps, _ = line.split()
+    if name not in order:
+        order.append(name)
     if mbps != "n/a":
         rows.setdefault(name, []).append(float(mbps))
-base = statistics.median(rows["kernel-kernel"]) if rows.get("kernel-kernel") else None
-print("%-18s %8s %8s %8s  %s" % ("pairing", "median", "min", "max", "ratio to kernel (median)"))
-for name in ("kernel-kernel", "libvma-sender", "libvma-receiver"):
+def median(name):
+    return statistics.median(rows[name]) if rows.get(name) else None
+bases = [("kernel-kernel-" + sys.argv[2], "x " + sys.argv[2])]
+if sys.argv[2] != "cubic":
+    bases.append(("kernel-kernel-cubic", "x cubic"))
+print("%-28s %8s %8s %8s  %s" % ("pairing", "median", "min", "max",
+      "ratio to the kernel's median (" + ", ".join(b[1][2:] for b in bases) + ")"))
+for name in order:
     v = rows.get(name)
     if not v:
-        print("%-18s %8s" % (name, "n/a"))
+        print("%-28s %8s" % (name, "n/a"))
         continue
     m = statistics.median(v)
-    ratio = "%.2fx" % (m / base) if base else "n/a"
-    print("%-18s %8.1f %8.1f %8.1f  %s" % (name, m, min(v), max(v), ratio))
+    ratios = ["%.2f%s" % (m / median(b), label) if median(b) else "n/a" for b, label in bases]
+    print("%-28s %8.1f %8.1f %8.1f  %s" % (name, m, min(v), max(v), "  ".join(ratios)))
 EOF
