@@ -161,6 +161,9 @@ START_TEST(rack_finds_loss_before_three_dupacks)
 	ck_assert(!in.in_recovery);
 	ck_assert_uint_eq(in.unacked, 0);
 	ck_assert_uint_eq(c->tx_retransmits, 1);
+	/* a real loss: no D-SACK, the reduction stands */
+	ck_assert_uint_lt(in.cwnd, 10 * SEG);
+	ck_assert_uint_eq(c->tx_dsack_undos, 0);
 }
 END_TEST
 
@@ -179,14 +182,22 @@ START_TEST(dsack_widens_the_reordering_window)
 	th_run(w, 4);
 	ck_assert_uint_eq(c->tx_retransmits, 1);   /* taken for lost: spurious */
 	ack_only(10 * SEG);                         /* the original arrived: all in order */
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(pcb, &in);
+	ck_assert(!in.in_recovery);
+	ck_assert_uint_lt(in.cwnd, 10 * SEG);       /* recovery ended, reduced */
 	th_run(w, RTT_MS);
 	const uint32_t dsack5[] = { 4 * SEG, 5 * SEG };
 	ack_sack(10 * SEG, dsack5, 1);              /* and the resent copy: a D-SACK */
 	ck_assert_uint_eq(c->rx_dsacks, 1);
+	/* the only retransmission was needless: the reduction is undone
+	 * (Linux's TCPDSACKUndo), cwnd back to the initial window */
+	ck_assert_uint_eq(c->tx_dsack_undos, 1);
+	tcp_pcb_get_info(pcb, &in);
+	ck_assert_uint_ge(in.cwnd, 10 * SEG);
 	forget_frames();
 
-	/* the same 4 ms of reordering on the next flight (cwnd is 3 segments
-	 * now: no undo of the spurious reduction): no retransmission */
+	/* the same 4 ms of reordering on the next flight: no retransmission */
 	write_segs(3);
 	ck_assert_uint_eq(data_frames_new(), 3);
 	th_run(w, RTT_MS);
@@ -199,7 +210,6 @@ START_TEST(dsack_widens_the_reordering_window)
 	ck_assert_uint_eq(c->tx_retransmits, 1);
 	ck_assert_uint_eq(c->tx_rack_lost, 1);
 	ck_assert_uint_eq(c->tx_rto_expiries, 0);
-	struct tcp_pcb_info in;
 	tcp_pcb_get_info(pcb, &in);
 	ck_assert_uint_eq(in.unacked, 0);
 }

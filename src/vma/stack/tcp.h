@@ -103,6 +103,9 @@ struct tcp_counters {
 	 * probe repaired alone (Linux's TCPLossProbeRecovery); D-SACK blocks
 	 * received (RFC 2883) */
 	uint64_t tx_rack_lost, tx_tlp_recoveries, rx_dsacks;
+	/* cwnd reductions undone: D-SACKs reported every retransmission of
+	 * the recovery as needless (Linux's TCPDSACKUndo) */
+	uint64_t tx_dsack_undos;
 	/* Segments the fast path handled (tcp_fast.c): ACKs of new data, and
 	 * in-order data (a segment may count in both) */
 	uint64_t rx_fast_acks, rx_fast_data;

@@ -421,6 +421,7 @@ static void ecn_echo(struct tcp_pcb *pcb)
 	if (pcb->ecn_cwr_active || pcb->in_recovery || pcb->snd_una == pcb->snd_max)
 		return;
 	tcp_cc_on_loss(pcb);
+	pcb->undo_armed = false;   /* a mark is no loss a D-SACK could disprove (Linux's tcp_enter_cwr) */
 	pcb->ecn_cwr_active = true;
 	pcb->ecn_high = pcb->snd_max;
 	pcb->ecn_queue_cwr = true;
@@ -548,7 +549,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 		nnew = tcp_sack_update(pcb, &seg->opt, seg->ack, newly, sizeof(newly) / sizeof(newly[0]), &dsack);
 	if (pcb->ecn_ok && (seg->ecn_flags & TCP_ECE) && !(seg->flags & TCP_SYN))
 		ecn_echo(pcb);
-	uint32_t acked = 0, data_acked = 0;
+	uint32_t acked = 0, data_acked = 0, prior_una = pcb->snd_una;
 	if (SEQ_GT(seg->ack, pcb->snd_una)) {
 		acked = seg->ack - pcb->snd_una;
 		data_acked = tcp_ack_new(pcb, seg);
@@ -559,7 +560,7 @@ static bool process_ack(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	bool dsack_tlp = false;
 	if (dsack.start != dsack.end) {
 		dsack_tlp = pcb->tlp_high && pcb->tlp_retrans && dsack.end == pcb->tlp_high;
-		tcp_rack_dsack(pcb, &dsack);
+		tcp_rack_dsack(pcb, &dsack, prior_una);
 	}
 	uint32_t sacked_now = pcb->nsacked ? tcp_sack_bytes(pcb) : 0;
 	int64_t delivered = (int64_t)acked + (int64_t)sacked_now - (int64_t)prior_sacked;

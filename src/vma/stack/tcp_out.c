@@ -279,6 +279,9 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 	if (len && pcb->sbuf_len && SEQ_LT(seq, pcb->snd_max)) {
 		pcb->retransmits++, pcb->ctx->cnt.tx_retransmits++;
 		pcb->bytes_retrans += len;
+		if (pcb->undo_armed)
+			pcb->undo_retrans = (pcb->undo_retrans < 0 ? 0 : pcb->undo_retrans) +
+					    (int32_t)((len + pcb->mss - 1) / pcb->mss);
 	} else if (len) {
 		pcb->ctx->cnt.tx_payload_bytes += len;
 	} else if (!(flags & (TCP_SYN | TCP_FIN))) {

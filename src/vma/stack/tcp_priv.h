@@ -194,6 +194,14 @@ struct tcp_pcb {
 	/* PRR (RFC 6937, as Linux's tcp_cwnd_reduction): cwnd when recovery
 	 * began, bytes delivered and sent since */
 	uint32_t prior_cwnd, prr_delivered, prr_out;
+	/* Undo (Linux's tcp_try_undo_dsack and tcp_try_undo_recovery): from
+	 * a fast recovery's start (undo_marker = snd_una then) the segments
+	 * resent, less those D-SACKs below snd_una and above the marker
+	 * report as duplicates; none left: the reduction was needless and
+	 * cwnd and ssthresh go back. -1: nothing resent yet. */
+	bool undo_armed;
+	uint32_t undo_marker, prior_ssthresh;
+	int32_t undo_retrans;
 	struct tcp_range sacked[TCP_SCOREBOARD_MAX];
 	unsigned nsacked;
 	/* Every transmission still unacknowledged, one record per segment
@@ -546,7 +554,7 @@ void tcp_rack_init(struct tcp_pcb *pcb);
  * the latest-sent of them becomes RACK's segment. */
 void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigned nnew);
 /* A D-SACK came: the reordering window may widen (once per round). */
-void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d);
+void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t prior_una);
 /* Per ACK: a D-SACK round ends when snd_una passes it. */
 void tcp_rack_update_round(struct tcp_pcb *pcb);
 uint32_t tcp_rack_reo_wnd_us(const struct tcp_pcb *pcb);

@@ -144,10 +144,42 @@ void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigne
 	}
 }
 
-void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d)
+/* The reduction of the last recovery was needless: back to the window
+ * before it (Linux's tcp_undo_cwnd_reduction: the larger cwnd and
+ * ssthresh). */
+static void tcp_undo_reduction(struct tcp_pcb *pcb)
+{
+	pcb->undo_armed = false;
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+		return;
+	if (pcb->cwnd < pcb->prior_cwnd)
+		pcb->cwnd = pcb->prior_cwnd;
+	if (pcb->ssthresh < pcb->prior_ssthresh)
+		pcb->ssthresh = pcb->prior_ssthresh;
+	pcb->bytes_acked_ca = 0;
+	pcb->ctx->cnt.tx_dsack_undos++;
+}
+
+/* A D-SACK below prior_una and above the undo marker counts as one
+ * retransmission proven needless, whichever copy it reports (Linux's
+ * "dumb counting" in tcp_check_dsack). Out of recovery the undo comes at
+ * once; in recovery at its end (tcp_recovery_exit). */
+static void tcp_undo_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t prior_una)
+{
+	if (!pcb->undo_armed || pcb->undo_retrans <= 0 || SEQ_GT(d->end, prior_una) ||
+	    !SEQ_GT(d->end, pcb->undo_marker))
+		return;
+	int32_t segs = (int32_t)((d->end - d->start + pcb->mss - 1) / pcb->mss);
+	pcb->undo_retrans = pcb->undo_retrans > segs ? pcb->undo_retrans - segs : 0;
+	if (!pcb->undo_retrans && !pcb->in_recovery && !pcb->in_loss)
+		tcp_undo_reduction(pcb);
+}
+
+void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t prior_una)
 {
 	struct tcp_rack *k = &pcb->rack;
 	pcb->ctx->cnt.rx_dsacks++;
+	tcp_undo_dsack(pcb, d, prior_una);
 	/* A duplicate of a probe, or more duplicates than we ever resent (the
 	 * network duplicates too), says nothing about reordering (as Linux). */
 	if (pcb->tlp_high && pcb->tlp_retrans && d->end == pcb->tlp_high)
@@ -230,6 +262,10 @@ void tcp_recovery_enter(struct tcp_pcb *pcb)
 	pcb->recover = pcb->snd_max;
 	pcb->prior_cwnd = pcb->cwnd;
 	pcb->prr_delivered = pcb->prr_out = 0;
+	pcb->prior_ssthresh = pcb->ssthresh;
+	pcb->undo_armed = true;
+	pcb->undo_marker = pcb->snd_una;
+	pcb->undo_retrans = -1;
 	tcp_cc_set_ssthresh(pcb);
 	if (pcb->ecn_ok)
 		pcb->ecn_queue_cwr = true;   /* the window is being reduced: tell an ECN peer */
@@ -250,6 +286,8 @@ void tcp_recovery_exit(struct tcp_pcb *pcb)
 		tcp_cc_init(pcb);
 	else
 		pcb->cwnd = pcb->ssthresh;   /* PRR's end (Linux's tcp_end_cwnd_reduction) */
+	if (pcb->undo_armed && !pcb->undo_retrans)
+		tcp_undo_reduction(pcb);     /* every retransmission D-SACKed */
 	if (k->reo_wnd_persist)
 		k->reo_wnd_persist--;
 	if (!k->reo_wnd_persist)

@@ -82,6 +82,7 @@ static void on_rto(struct tcp_pcb *pcb)
 	if (pcb->snd_una == pcb->snd_max)
 		return;
 	tcp_cc_on_rto(pcb);
+	pcb->undo_armed = false;   /* no undo of an RTO's window here (Linux's tcp_try_undo_loss: not done) */
 	pcb->backoff++;
 	pcb->snd_nxt = pcb->snd_una;
 	/* The scoreboard stays (as Linux without reneging evidence): resending
