@@ -729,13 +729,6 @@ END_TEST
 
 /* ---- sleeping ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static bool readable(int fd, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -794,12 +787,12 @@ START_TEST(moderation_is_applied_and_adapts_to_the_rate)
 	 * burst (at least its last 36): a slow or descheduled round still
 	 * leaves every interval far above 100/s unless it lasts 72 ms, so
 	 * the outcome does not hang on where the interval edges fall. */
-	uint64_t busy_from = now_ns();
+	uint64_t busy_from = ring_verbs_clock_ns(CLOCK_MONOTONIC);
 	do {
 		for (int i = 0; i < 100; i++)
 			softverbs_test_inject(test_ifindex, f, len);
 		ck_assert_int_eq(drain(ring), 100);
-	} while (now_ns() - busy_from < 3000000u);
+	} while (ring_verbs_clock_ns(CLOCK_MONOTONIC) - busy_from < 3000000u);
 	/* Both at their caps: rate / 100 > 5, 1 s / 100 = 10 ms > 300 us. */
 	softverbs_test_rx_moderation(qpn, &count, &period);
 	ck_assert_uint_eq(count, 5);
