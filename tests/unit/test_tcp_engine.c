@@ -410,6 +410,30 @@ START_TEST(options_both_on)
 }
 END_TEST
 
+/* The side that accepted has one RTT sample from the handshake (the
+ * SYN-ACK's), with timestamps or without, so a receiver that never sends
+ * data resends its FIN at the 200 ms minimum, not the initial 1 s RTO. */
+static void accepted_side_samples_the_synack_rtt(enum tcp_ts_mode ts)
+{
+	sa.timestamps = sb.timestamps = ts;
+	th_init(w, &sa, &sb, 42);
+	w->delay_ms = 20;
+	th_listen(&w->side[1], 80);
+	th_connect(w, 0, 4000, 80);
+	ck_assert(th_run_until(w, both_connected, 500));
+	struct tcp_pcb_info ib;
+	tcp_pcb_get_info(w->side[1].pcb, &ib);
+	ck_assert(ib.ts_ok == (ts == TCP_TS_ON));
+	ck_assert_msg(ib.srtt_ms >= 30 && ib.srtt_ms <= 60, "srtt %u ms after a 40 ms handshake RTT", ib.srtt_ms);
+	ck_assert_uint_eq(ib.rto_ms, 200);
+}
+
+START_TEST(synack_rtt_with_timestamps) { accepted_side_samples_the_synack_rtt(TCP_TS_ON); }
+END_TEST
+
+START_TEST(synack_rtt_without_timestamps) { accepted_side_samples_the_synack_rtt(TCP_TS_OFF); }
+END_TEST
+
 /* Transmit stamps (tcp_tx_stamp_request): what the tx_stamp callback saw. */
 struct stamp_ev { unsigned kind; uint32_t start, end, hdr_len; };
 static struct stamp_ev stamps[256];
@@ -554,6 +578,8 @@ static Suite *suite(void)
 	tcase_add_test(t, zero_window_persist);
 	tcase_add_test(t, options_negotiated);
 	tcase_add_test(t, options_both_on);
+	tcase_add_test(t, synack_rtt_with_timestamps);
+	tcase_add_test(t, synack_rtt_without_timestamps);
 	tcase_add_test(t, tx_stamps_per_write);
 	tcase_add_test(t, tx_stamps_ring_full_and_resend);
 	suite_add_tcase(s, t);

@@ -242,6 +242,26 @@ void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms)
 		sock_tcp_orphans_reap_locked(ctx, now_ms, false);
 }
 
+/* How long exit waits for the FINs of its orphans to be acknowledged:
+ * SOCK_TCP_EXIT_FIN_RTOS retransmission timeouts of the slowest orphan
+ * whose FIN is not acknowledged yet, at least SOCK_TCP_EXIT_GRACE_MS and
+ * at most SOCK_TCP_EXIT_FIN_MAX_MS (below the 2 s a signal's exit path
+ * waits for the hooks). */
+static uint64_t sock_tcp_exit_fin_wait_ms(const struct sock_offload *ctx)
+{
+	uint64_t wait = SOCK_TCP_EXIT_GRACE_MS;
+	for (const struct sock_tcp_orphan *o = ctx->tcp_orphans; o; o = o->next) {
+		if (sock_tcp_orphan_settled(o))
+			continue;
+		struct tcp_pcb_info info;
+		tcp_pcb_get_info(o->pcb, &info);
+		uint64_t rto = (uint64_t)info.rto_ms << (info.backoff < 4 ? info.backoff : 4);
+		if (rto * SOCK_TCP_EXIT_FIN_RTOS > wait)
+			wait = rto * SOCK_TCP_EXIT_FIN_RTOS;
+	}
+	return wait < SOCK_TCP_EXIT_FIN_MAX_MS ? wait : SOCK_TCP_EXIT_FIN_MAX_MS;
+}
+
 void sock_tcp_exit(void *arg)
 {
 	struct sock_offload *ctx = arg;
@@ -262,7 +282,9 @@ void sock_tcp_exit(void *arg)
 			sock_tcp_disconnect_locked(s, s->rxq_bytes > 0);
 		sock_tcp_all_del_locked(s);
 	}
-	uint64_t deadline = engine_now_ms() + SOCK_TCP_EXIT_GRACE_MS;
+	uint64_t start = engine_now_ms();
+	uint64_t exchange_deadline = start + SOCK_TCP_EXIT_GRACE_MS;
+	uint64_t acked_deadline = start + sock_tcp_exit_fin_wait_ms(ctx);
 	for (;;) {
 		sock_offload_progress_locked(ctx);
 		stack_timer_tick(ctx->stack, engine_now_ms());
@@ -270,12 +292,22 @@ void sock_tcp_exit(void *arg)
 		 * pass queued now, not at an unlock that is seconds away. */
 		sock_offload_tx_kick_locked(ctx);
 		/* Both FINs exchanged: once the rings close, a peer FIN still
-		 * on its way would meet the kernel and draw an RST. */
-		bool settled = true;
-		for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o && settled; o = o->next)
-			settled = !o->pcb || tcp_pcb_state(o->pcb) == TCP_TIME_WAIT ||
-				  tcp_pcb_state(o->pcb) == TCP_CLOSED;
-		if (settled || engine_now_ms() >= deadline)
+		 * on its way would meet the kernel and draw an RST. Waiting
+		 * for the peer's FIN is worth SOCK_TCP_EXIT_GRACE_MS (it waits
+		 * on the peer's application); our own FIN, while it is not
+		 * acknowledged, is worth a few retransmissions: reset, it
+		 * would end a peer that already has every byte with
+		 * ECONNRESET. */
+		bool exchanged = true, acked = true;
+		for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o; o = o->next) {
+			if (!o->pcb)
+				continue;
+			enum tcp_state st = tcp_pcb_state(o->pcb);
+			exchanged = exchanged && (st == TCP_TIME_WAIT || st == TCP_CLOSED);
+			acked = acked && sock_tcp_orphan_settled(o);
+		}
+		uint64_t now = engine_now_ms();
+		if (exchanged || now >= acked_deadline || (acked && now >= exchange_deadline))
 			break;
 	}
 	sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), true);

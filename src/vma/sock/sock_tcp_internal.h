@@ -27,8 +27,15 @@
 #define SOCK_TCP_RCVBUF_DEFAULT 131072u
 #define SOCK_TCP_SNDBUF_DEFAULT 131072u
 #define SOCK_TCP_NEIGH_TIMEOUT_MS 1000
-/* How long close()/exit wait for FINs to leave before resetting. */
+/* How long exit waits for the peers' FINs before resetting. */
 #define SOCK_TCP_EXIT_GRACE_MS 200
+/* How long exit waits for its own FINs to be acknowledged: this many
+ * RTOs, capped. A lone FIN is resent as Linux does, the tail loss probe
+ * one RTO after it (the PTO of a single segment is the delayed-ACK bound,
+ * 200 ms), then at the RTO and at twice it: three resends take 4 RTOs, the
+ * fifth waits for the ACK of the last. */
+#define SOCK_TCP_EXIT_FIN_RTOS 5
+#define SOCK_TCP_EXIT_FIN_MAX_MS 1500
 /* An orphan (closed by the app, finishing in the background) that makes
  * no progress for this long is reset, like Linux's tcp_fin_timeout. */
 #define SOCK_TCP_ORPHAN_TIMEOUT_MS 60000

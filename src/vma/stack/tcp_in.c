@@ -905,11 +905,17 @@ static void synchronized_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 			ctx->cnt.rx_accept_queue_full++;
 			return;
 		}
-		if (pcb->rtt_timing && !pcb->backoff) {
-			if (!pcb->ts_ok)
-				tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+		/* The SYN-ACK's RTT, as Linux's tcp_synack_rtt_meas: from the
+		 * echoed timestamp when there is one (a retransmitted SYN-ACK
+		 * too), else from the timed SYN-ACK unless it was resent. A
+		 * side that only receives gets no other sample, and its FIN
+		 * would wait for the initial 1 s RTO. */
+		if (pcb->ts_ok && seg->opt.has_ts && seg->opt.ts_ecr)
+			tcp_rtt_sample(pcb, (uint32_t)ctx->now_ms - seg->opt.ts_ecr);
+		else if (pcb->rtt_timing && !pcb->backoff)
+			tcp_rtt_sample(pcb, (uint32_t)(ctx->now_ms - pcb->rtt_start_ms));
+		if (pcb->rtt_timing && !pcb->backoff)
 			tcp_rtt_sample_us(pcb, ctx->now_us - pcb->rtt_start_us);
-		}
 		pcb->rtt_timing = false;
 		pcb->snd_una = seg->ack;
 		pcb->snd_wnd = seg->wnd << pcb->snd_wscale;
