@@ -2589,7 +2589,10 @@ static void test_tx_timestamping_opt_id_base(void)
 		       outq_after, ts_kind(e.ee.ee_info), e.ee.ee_data, e.len, want_low, want);
 		flags = 0;
 		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
-		usleep(200000);   /* the drain ends */
+		/* The peer answers a command only after its drain: a drain
+		 * still reading (200 ms did not always do on a loaded host)
+		 * would take the next round's fill with its last 64 KiB read. */
+		ASK("INFO %d", key);
 		while (ts_errq_read(fd, &e), e.len >= 0)
 			;
 	}
