@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_tcp_harness.h"
 
@@ -434,6 +435,36 @@ END_TEST
 START_TEST(synack_rtt_without_timestamps) { accepted_side_samples_the_synack_rtt(TCP_TS_OFF); }
 END_TEST
 
+/* Exit's handoff (tcp_pcb_export_closed): a closed connection whose data
+ * and FIN are unacknowledged exports its data without the FIN; once the
+ * FIN is acknowledged there is nothing to hand over. The open-connection
+ * export refuses a closed one. */
+START_TEST(export_closed_until_the_fin_is_acknowledged)
+{
+	open_pair();
+	struct tcp_pcb *a = w->side[0].pcb;
+	w->drop_all = true;
+	ck_assert_int_eq(tcp_write(a, "0123456789", 10, 0), 10);
+	tcp_shutdown(a, true, true);
+	th_run(w, 5);
+	ck_assert_int_eq(tcp_pcb_state(a), TCP_FIN_WAIT_1);
+	struct tcp_pcb_export ex;
+	ck_assert_int_eq(tcp_pcb_export(a, &ex), -EINVAL);
+	ck_assert_int_eq(tcp_pcb_export_closed(a, &ex), 0);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(a, &in);
+	ck_assert_uint_eq(ex.snd_queue_seq, in.snd_una);
+	ck_assert_uint_eq(ex.snd_len[0] + ex.snd_len[1], 10);
+	ck_assert(!memcmp(ex.snd_data[0], "0123456789", ex.snd_len[0]));
+	ck_assert_uint_eq(ex.snd_nxt, in.snd_una + 11);   /* the data and our FIN */
+	ck_assert_uint_eq(ex.rcv_nxt, in.rcv_nxt);
+	w->drop_all = false;
+	th_run(w, 2000);
+	ck_assert_int_ne(tcp_pcb_state(a), TCP_FIN_WAIT_1);
+	ck_assert_int_eq(tcp_pcb_export_closed(a, &ex), -EINVAL);
+}
+END_TEST
+
 /* Transmit stamps (tcp_tx_stamp_request): what the tx_stamp callback saw. */
 struct stamp_ev { unsigned kind; uint32_t start, end, hdr_len; };
 static struct stamp_ev stamps[256];
@@ -580,6 +611,7 @@ static Suite *suite(void)
 	tcase_add_test(t, options_both_on);
 	tcase_add_test(t, synack_rtt_with_timestamps);
 	tcase_add_test(t, synack_rtt_without_timestamps);
+	tcase_add_test(t, export_closed_until_the_fin_is_acknowledged);
 	tcase_add_test(t, tx_stamps_per_write);
 	tcase_add_test(t, tx_stamps_ring_full_and_resend);
 	suite_add_tcase(s, t);

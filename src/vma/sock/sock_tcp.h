@@ -19,9 +19,9 @@ struct sock_obj *sock_tcp_new(int fd, int domain, int type, int protocol);
  * finishes background closes. */
 void sock_tcp_tick_locked(struct sock_offload *ctx, uint64_t now_ms);
 /* Exit hook (before the rings close): FIN for every open connection,
- * up to SOCK_TCP_EXIT_GRACE_MS for the peers' FINs and a few RTOs (at
- * most SOCK_TCP_EXIT_FIN_MAX_MS) for our FINs to be acknowledged, RST for
- * those whose FIN is not. */
+ * up to SOCK_TCP_EXIT_GRACE_MS of progress, then what is unacknowledged
+ * goes to the kernel (TCP_REPAIR), or without CAP_NET_ADMIN waits a few
+ * RTOs more (at most SOCK_TCP_EXIT_FIN_MAX_MS) and is reset. */
 void sock_tcp_exit(void *ctx);
 /* fork (sock_offload_before_fork / after_fork_child): listeners of ctx stop
  * being steered (lock held); in the child, every socket of the parent's

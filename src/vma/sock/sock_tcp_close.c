@@ -12,18 +12,6 @@
 
 #define SOCK_TCP_EXIT_LOCK_TRIES 100000
 
-/* Connections the app closed that still finish their handshake, on their
- * lane's list (ctx->tcp_orphans). Guarded by the lane's lock. */
-struct sock_tcp_orphan {
-	struct sock_tcp_orphan *next;
-	struct tcp_pcb *pcb;         /* NULL once the engine freed it (err) */
-	int if_slot;
-	struct ring_flow flow;
-	bool flow_held;
-	bool flow_by_listener;       /* as sock_tcp's */
-	uint64_t deadline_ms;
-};
-
 /* ---- lists (each lane's ctx->tcp_all) ---- */
 
 void sock_tcp_all_add_locked(struct sock_tcp *s)
@@ -285,6 +273,7 @@ void sock_tcp_exit(void *arg)
 	uint64_t start = engine_now_ms();
 	uint64_t exchange_deadline = start + SOCK_TCP_EXIT_GRACE_MS;
 	uint64_t acked_deadline = start + sock_tcp_exit_fin_wait_ms(ctx);
+	bool handed_over = false;
 	for (;;) {
 		sock_offload_progress_locked(ctx);
 		stack_timer_tick(ctx->stack, engine_now_ms());
@@ -309,6 +298,19 @@ void sock_tcp_exit(void *arg)
 		uint64_t now = engine_now_ms();
 		if (exchanged || now >= acked_deadline || (acked && now >= exchange_deadline))
 			break;
+		if (now >= exchange_deadline && !handed_over) {
+			/* What is still unacknowledged goes to the kernel, which
+			 * finishes it after we exit, as its own closed sockets;
+			 * without CAP_NET_ADMIN it stays here until the deadline. */
+			handed_over = true;
+			unsigned handed = 0;
+			for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o; o = o->next)
+				if (!sock_tcp_orphan_settled(o) && sock_tcp_handoff_orphan_locked(ctx, o) == 0)
+					handed++;
+			if (handed)
+				vlog_details("exit: %u closed connection(s) with data or a FIN unacknowledged handed to the kernel",
+					     handed);
+		}
 	}
 	sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), true);
 	sock_offload_progress_locked(ctx);   /* the RSTs leave */

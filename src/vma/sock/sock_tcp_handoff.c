@@ -46,10 +46,12 @@ static int sock_tcp_handoff_queue(int fd, int queue)
 	return sock_tcp_handoff_opt(fd, TCP_REPAIR_QUEUE, &queue, sizeof(queue));
 }
 
+/* Never blocks (the socket's buffers were sized for the queues first): a
+ * full buffer fails the handoff instead of hanging the caller. */
 static int sock_tcp_handoff_write(int fd, const uint8_t *data, uint32_t len)
 {
 	while (len) {
-		ssize_t n = OS_CALL(send, fd, data, len, MSG_NOSIGNAL);
+		ssize_t n = OS_CALL(send, fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -126,27 +128,45 @@ static bool sock_tcp_handoff_alive(const struct ring_flow *f)
 	return alive;
 }
 
+/* The connection's addresses (network order) and the bytes received but
+ * not read yet, which the kernel socket's receive queue takes. */
+struct sock_tcp_handoff_conn {
+	uint32_t local_ip, remote_ip;
+	uint16_t local_port, remote_port;
+	const struct ring_buf *rxq_head;
+	uint32_t rxq_bytes;
+};
+
 /* Builds the kernel connection on k. 0 or -errno. */
-static int sock_tcp_handoff_build(struct sock_tcp *s, int k, const struct tcp_pcb_export *ex)
+static int sock_tcp_handoff_build(const struct sock_tcp_handoff_conn *c, int k, const struct tcp_pcb_export *ex)
 {
 	int one = 1;
 	int err = sock_tcp_handoff_opt(k, TCP_REPAIR, &one, sizeof(one));
 	if (err)
 		return err;
+	/* Room for the queues: a send buffer at tcp_wmem's default (16 KiB)
+	 * would make the repair-mode writes wait. FORCE passes wmem_max and
+	 * rmem_max (CAP_NET_ADMIN, which TCP_REPAIR needed already); the
+	 * kernel doubles the value. */
+	int snd = (int)(ex->snd_len[0] + ex->snd_len[1]), rcv = (int)c->rxq_bytes;
+	if (snd > 0 && OS_CALL(setsockopt, k, SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)) != 0)
+		OS_CALL(setsockopt, k, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
+	if (rcv > 0 && OS_CALL(setsockopt, k, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) != 0)
+		OS_CALL(setsockopt, k, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 	/* Sequence numbers go in before connect: it makes the socket
 	 * ESTABLISHED from them without a handshake. */
 	uint32_t seq = ex->snd_queue_seq;
 	if ((err = sock_tcp_handoff_queue(k, TCP_SEND_QUEUE)) ||
 	    (err = sock_tcp_handoff_opt(k, TCP_QUEUE_SEQ, &seq, sizeof(seq))))
 		return err;
-	seq = ex->rcv_nxt - s->rxq_bytes;
+	seq = ex->rcv_nxt - c->rxq_bytes;
 	if ((err = sock_tcp_handoff_queue(k, TCP_RECV_QUEUE)) ||
 	    (err = sock_tcp_handoff_opt(k, TCP_QUEUE_SEQ, &seq, sizeof(seq))))
 		return err;
-	struct sockaddr_in local = { .sin_family = AF_INET, .sin_port = s->local_port };
-	local.sin_addr.s_addr = s->local_ip;
-	struct sockaddr_in remote = { .sin_family = AF_INET, .sin_port = s->remote_port };
-	remote.sin_addr.s_addr = s->remote_ip;
+	struct sockaddr_in local = { .sin_family = AF_INET, .sin_port = c->local_port };
+	local.sin_addr.s_addr = c->local_ip;
+	struct sockaddr_in remote = { .sin_family = AF_INET, .sin_port = c->remote_port };
+	remote.sin_addr.s_addr = c->remote_ip;
 	/* Repair mode forces the bind past the listener holding the port. */
 	if (OS_CALL(bind, k, (struct sockaddr *)&local, sizeof(local)) != 0 ||
 	    OS_CALL(connect, k, (struct sockaddr *)&remote, sizeof(remote)) != 0)
@@ -178,7 +198,7 @@ static int sock_tcp_handoff_build(struct sock_tcp *s, int k, const struct tcp_pc
 			return err;
 	if ((err = sock_tcp_handoff_queue(k, TCP_RECV_QUEUE)))
 		return err;
-	for (struct ring_buf *b = s->rxq_head; b; b = b->link)
+	for (const struct ring_buf *b = c->rxq_head; b; b = b->link)
 		if (b->len && (err = sock_tcp_handoff_write(k, b->data, b->len)))
 			return err;
 	struct tcp_repair_window win = {
@@ -207,7 +227,9 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (k < 0)
 		return -errno;
-	int err = sock_tcp_handoff_build(s, k, &ex);
+	struct sock_tcp_handoff_conn conn = { s->local_ip, s->remote_ip, s->local_port, s->remote_port,
+					      s->rxq_head, s->rxq_bytes };
+	int err = sock_tcp_handoff_build(&conn, k, &ex);
 	if (err) {
 		OS_CALL(close, k);
 		if (err != -EPERM)
@@ -261,5 +283,36 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	__atomic_store_n(&s->obj.ops, &sock_tcp_kernel_ops, __ATOMIC_RELEASE);
 	if (s->stats)
 		s->stats->offloaded = 0;
+	return 0;
+}
+
+int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orphan *o)
+{
+	struct tcp_pcb_export ex;
+	if (!o->pcb || tcp_pcb_export_closed(o->pcb, &ex) != 0)
+		return -EINVAL;
+	struct sock_tcp_handoff_conn conn = { 0 };
+	tcp_pcb_get_addr(o->pcb, &conn.local_ip, &conn.local_port, &conn.remote_ip, &conn.remote_port);
+	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (k < 0)
+		return -errno;
+	int err = sock_tcp_handoff_build(&conn, k, &ex);
+	if (err) {
+		OS_CALL(close, k);
+		return err;
+	}
+	/* The peer's segments go to the kernel from here (the entry of a
+	 * connection a listener's entry steered goes when the rings close). */
+	if (o->flow_held && o->flow.remote_port &&
+	    sock_offload_flow_to_kernel_locked(ctx, o->if_slot, &o->flow) == 0)
+		o->flow_held = false;
+	int off = 0;
+	sock_tcp_handoff_opt(k, TCP_REPAIR, &off, sizeof(off));
+	/* Closed as the application closed ours: the kernel sends what is
+	 * left, then its FIN, and finishes the connection after we exit. */
+	OS_CALL(close, k);
+	tcp_set_callbacks(o->pcb, NULL, NULL);
+	tcp_pcb_forget(o->pcb);
+	o->pcb = NULL;
 	return 0;
 }

@@ -27,9 +27,11 @@
 #define SOCK_TCP_RCVBUF_DEFAULT 131072u
 #define SOCK_TCP_SNDBUF_DEFAULT 131072u
 #define SOCK_TCP_NEIGH_TIMEOUT_MS 1000
-/* How long exit waits for the peers' FINs before resetting. */
+/* How long exit progresses its closing connections itself (the peers' FINs,
+ * and ours before the kernel takes over what is unacknowledged). */
 #define SOCK_TCP_EXIT_GRACE_MS 200
-/* How long exit waits for its own FINs to be acknowledged: this many
+/* Without TCP_REPAIR to hand them to the kernel, how long exit waits
+ * for its own FINs to be acknowledged: this many
  * RTOs, capped. A lone FIN is resent as Linux does, the tail loss probe
  * one RTO after it (the PTO of a single segment is the delayed-ACK bound,
  * 200 ms), then at the RTO and at twice it: three resends take 4 RTOs, the
@@ -308,10 +310,28 @@ void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections);
  * copy of the parent's listener drops the parent's state. */
 void sock_tcp_listen_fork_release_locked(struct sock_tcp *l);
 void sock_tcp_listen_forget_parent(struct sock_tcp *l);
+/* Connections the app closed that still finish their handshake, on their
+ * lane's list (ctx->tcp_orphans). Guarded by the lane's lock. */
+struct sock_tcp_orphan {
+	struct sock_tcp_orphan *next;
+	struct tcp_pcb *pcb;         /* NULL once the engine freed it (err) */
+	int if_slot;
+	struct ring_flow flow;
+	bool flow_held;
+	bool flow_by_listener;       /* as sock_tcp's */
+	uint64_t deadline_ms;
+};
+
 /* fork: hands an established connection that no epoll set watches to the
  * kernel (TCP_REPAIR) so a child can use it (sock_tcp_handoff.c). Lock
  * held. 0, or -errno with the connection left offloaded. */
 int sock_tcp_handoff_locked(struct sock_tcp *s);
+/* At exit: a connection the application closed whose FIN is not
+ * acknowledged yet goes to a kernel socket the same way, which is then
+ * closed, so the kernel finishes it after the process is gone, as it
+ * finishes its own closed sockets. 0, or -errno with the orphan unchanged
+ * (-EPERM without CAP_NET_ADMIN). */
+int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orphan *o);
 /* An accept or poll on a listener a fork left dormant or inherited: joins
  * this process's context and the port's share group. */
 void sock_tcp_fork_join(struct sock_tcp *s);

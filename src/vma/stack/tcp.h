@@ -373,6 +373,12 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *out);
 /* Fills *out for an ESTABLISHED pcb with no FIN queued, sent or received
  * and nothing held out of order; -EINVAL otherwise. */
 int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *out);
+/* The same for a pcb the application closed (tcp_shutdown with our FIN
+ * queued) whose FIN is not acknowledged yet: ESTABLISHED or CLOSE_WAIT with
+ * data still to send, FIN_WAIT_1, CLOSING, LAST_ACK. The send buffer holds
+ * the data only (the kernel taking over sends its own FIN); rcv_nxt counts
+ * the peer's FIN when it came. -EINVAL otherwise. */
+int tcp_pcb_export_closed(const struct tcp_pcb *pcb, struct tcp_pcb_export *out);
 /* Frees the pcb without sending anything (its connection now lives
  * elsewhere: the kernel took it over). No callback runs. */
 void tcp_pcb_forget(struct tcp_pcb *pcb);

@@ -874,11 +874,8 @@ void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *l
 	if (remote_port) *remote_port = pcb->remote_port;
 }
 
-int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
+static void tcp_pcb_export_fill(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
 {
-	if (pcb->dead || pcb->state != TCP_ESTABLISHED || pcb->fin_queued || pcb->fin_sent || pcb->fin_rcvd ||
-	    pcb->ooo || pcb->in_batch || pcb->rd_shut || pcb->wr_shut)
-		return -EINVAL;
 	memset(o, 0, sizeof(*o));
 	o->snd_queue_seq = pcb->sbuf_seq;
 	o->snd_nxt = pcb->snd_nxt;
@@ -886,7 +883,8 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
 	o->snd_wl1 = pcb->snd_wl1;
 	o->snd_wnd = pcb->snd_wnd;
 	o->max_snd_wnd = pcb->max_snd_wnd;
-	o->rcv_wnd = pcb->rcv_adv - pcb->rcv_nxt;
+	/* the peer's FIN takes a sequence number past what we advertised */
+	o->rcv_wnd = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : 0;
 	o->mss = pcb->mss;
 	o->snd_wscale = pcb->snd_wscale;
 	o->rcv_wscale = pcb->rcv_wscale;
@@ -901,6 +899,28 @@ int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
 	o->snd_len[0] = first;
 	o->snd_data[1] = pcb->sbuf;
 	o->snd_len[1] = pcb->sbuf_len - first;
+}
+
+int tcp_pcb_export(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
+{
+	if (pcb->dead || pcb->state != TCP_ESTABLISHED || pcb->fin_queued || pcb->fin_sent || pcb->fin_rcvd ||
+	    pcb->ooo || pcb->in_batch || pcb->rd_shut || pcb->wr_shut)
+		return -EINVAL;
+	tcp_pcb_export_fill(pcb, o);
+	return 0;
+}
+
+int tcp_pcb_export_closed(const struct tcp_pcb *pcb, struct tcp_pcb_export *o)
+{
+	if (pcb->dead || pcb->in_batch || !pcb->fin_queued)
+		return -EINVAL;
+	switch (pcb->state) {
+	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING: case TCP_LAST_ACK:
+		break;
+	default:
+		return -EINVAL;   /* our FIN is acknowledged, or there is no connection */
+	}
+	tcp_pcb_export_fill(pcb, o);
 	return 0;
 }
 
