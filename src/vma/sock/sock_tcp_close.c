@@ -296,7 +296,7 @@ void sock_tcp_exit(void *arg)
 			acked = acked && sock_tcp_orphan_settled(o);
 		}
 		uint64_t now = engine_now_ms();
-		if (exchanged || now >= acked_deadline || (acked && now >= exchange_deadline))
+		if (exchanged || (acked && now >= exchange_deadline))
 			break;
 		if (now >= exchange_deadline && !handed_over) {
 			/* What is still unacknowledged goes to the kernel, which
@@ -310,7 +310,10 @@ void sock_tcp_exit(void *arg)
 			if (handed)
 				vlog_details("exit: %u closed connection(s) with data or a FIN unacknowledged handed to the kernel",
 					     handed);
+			continue;   /* the handed ones are settled: look again */
 		}
+		if (now >= acked_deadline)
+			break;
 	}
 	sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), true);
 	sock_offload_progress_locked(ctx);   /* the RSTs leave */
