@@ -19,7 +19,9 @@
 #           exits; the peer must read 200 KB and then EOF.
 #   passive (port 9812): the peer connects, sends 200 KB, shuts down its
 #           write side and waits; the test side reads to EOF, close()s and
-#           exits; the peer must then read EOF (not ECONNRESET).
+#           exits; the peer must then read EOF (not ECONNRESET), and a
+#           new listener (SO_REUSEADDR) binds the port at once while that
+#           connection still finishes, as after a kernel server's exit.
 #   window  (port 9813, no drops): the peer (SO_RCVBUF 16 KiB) accepts and
 #           reads nothing for 2 s; the test side sends without blocking
 #           until EAGAIN, close()s and exits with its data unacknowledged
@@ -146,6 +148,16 @@ else:
     c.close()
 '
 
+# A new listener on the port a closing connection still holds.
+REBIND_PY='
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(1); print("rebind ok")
+except OSError as e:
+    print("rebind", e)
+'
+
 fail=0
 check() { if [ "$1" = 1 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 wait_ready() { for _ in $(seq 100); do grep -qx ready "$1" && return 0; sleep 0.05; done; return 1; }
@@ -180,6 +192,10 @@ scenario() {
 		t0=$(date +%s%N)
 		wait $tpid; trc=$?
 		t1=$(date +%s%N)
+		# A restarted server binds its port again (SO_REUSEADDR) while
+		# the closed connection still finishes (our last FIN is dropped)
+		local rebind
+		rebind=$($B python3 -c "$REBIND_PY" $TEST_ADDR "$port" 2>&1 | tail -1)
 		wait $peer; peer=
 	fi
 	in1=$(tcp_segs)
@@ -193,6 +209,10 @@ scenario() {
 	check "$([ "$outcome" = "peer got $want end EOF" ] && echo 1)" \
 		"$name/$run: the peer read $want bytes and EOF (${outcome:-no report: $(tail -2 "$pout" | tr '\n' ' ')})"
 	check "$([ "$drops" = "$want_drops" ] && echo 1)" "$name/$run: the peer's namespace dropped $want_drops FINs of the test side (dropped $drops)"
+	if [ "$mode" = passive ]; then
+		check "$([ "$rebind" = "rebind ok" ] && echo 1)" \
+			"$name/$run: a new listener binds the port (SO_REUSEADDR) while the connection finishes ($rebind)"
+	fi
 	if [ "$run" = libvma ]; then
 		check "$([ $ms -lt 2000 ] && echo 1)" "$name/$run: the test side exited within 2 s of its close ($ms ms)"
 		if [ "$mode" = window ]; then

@@ -62,6 +62,18 @@ static int sock_tcp_handoff_write(int fd, const uint8_t *data, uint32_t len)
 	return 0;
 }
 
+/* Ends repair mode: the kernel probes the peer's window. Leaving it also
+ * takes back the forced port reuse repair mode gave (sk_reuse goes to "no
+ * reuse"), so the connection would keep a restarted server from binding
+ * its port even with SO_REUSEADDR; the connections of such a server (and
+ * most clients') have SO_REUSEADDR, so it is set again. */
+static void sock_tcp_handoff_leave_repair(int k)
+{
+	int off = 0, one = 1;
+	sock_tcp_handoff_opt(k, TCP_REPAIR, &off, sizeof(off));
+	OS_CALL(setsockopt, k, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+}
+
 /* Options the application set on its socket that the kernel socket taking
  * over must have too. */
 static void sock_tcp_handoff_copy_options(int from, int to)
@@ -252,8 +264,7 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 			s->flow_held = false;
 	}
 	sock_tcp_flow_put_locked(s);
-	int off = 0;
-	sock_tcp_handoff_opt(k, TCP_REPAIR, &off, sizeof(off));
+	sock_tcp_handoff_leave_repair(k);
 	if (fl_flags != -1) {
 		/* O_NONBLOCK as the application last set it: under
 		 * VMA_AVOID_SYS_CALLS_ON_TCP_FD the old kernel socket never saw it. */
@@ -306,8 +317,7 @@ int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orp
 	if (o->flow_held && o->flow.remote_port &&
 	    sock_offload_flow_to_kernel_locked(ctx, o->if_slot, &o->flow) == 0)
 		o->flow_held = false;
-	int off = 0;
-	sock_tcp_handoff_opt(k, TCP_REPAIR, &off, sizeof(off));
+	sock_tcp_handoff_leave_repair(k);
 	/* Closed as the application closed ours: the kernel sends what is
 	 * left, then its FIN, and finishes the connection after we exit. */
 	OS_CALL(close, k);
