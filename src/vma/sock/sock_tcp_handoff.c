@@ -225,6 +225,21 @@ static int sock_tcp_handoff_build(const struct sock_tcp_handoff_conn *c, int k, 
 	return sock_tcp_handoff_queue(k, TCP_NO_QUEUE);
 }
 
+/* A kernel socket built from ex in repair mode (still in it), or -errno
+ * with nothing left open. */
+static int sock_tcp_handoff_open(const struct sock_tcp_handoff_conn *c, const struct tcp_pcb_export *ex)
+{
+	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (k < 0)
+		return -errno;
+	int err = sock_tcp_handoff_build(c, k, ex);
+	if (err) {
+		OS_CALL(close, k);
+		return err;
+	}
+	return k;
+}
+
 int sock_tcp_handoff_locked(struct sock_tcp *s)
 {
 	struct tcp_pcb_export ex;
@@ -236,18 +251,14 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 		return -EINVAL;
 	int fd_flags = OS_CALL(fcntl, fd, F_GETFD, 0);
 	int fl_flags = OS_CALL(fcntl, fd, F_GETFL, 0);
-	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (k < 0)
-		return -errno;
 	struct sock_tcp_handoff_conn conn = { s->local_ip, s->remote_ip, s->local_port, s->remote_port,
 					      s->rxq_head, s->rxq_bytes };
-	int err = sock_tcp_handoff_build(&conn, k, &ex);
-	if (err) {
-		OS_CALL(close, k);
-		if (err != -EPERM)
+	int k = sock_tcp_handoff_open(&conn, &ex);
+	if (k < 0) {
+		if (k != -EPERM)
 			vlog_debug("fd %d: handing the connection to the kernel failed (%s); it stays offloaded", fd,
-				   strerror(-err));
-		return err;
+				   strerror(-k));
+		return k;
 	}
 	sock_tcp_handoff_copy_options(fd, k);
 	/* What the old kernel socket never had (VMA_AVOID_SYS_CALLS_ON_TCP_FD,
@@ -272,7 +283,7 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 		OS_CALL(fcntl, k, F_SETFL, (void *)(long)fl_flags);
 	}
 	if (OS_CALL(dup3, k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-		err = -errno;
+		int err = -errno;
 		OS_CALL(close, k);
 		vlog_warn("fd %d: dup3 failed while handing the connection to the kernel (%s); it is lost", fd,
 			  strerror(-err));
@@ -304,14 +315,9 @@ int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orp
 		return -EINVAL;
 	struct sock_tcp_handoff_conn conn = { 0 };
 	tcp_pcb_get_addr(o->pcb, &conn.local_ip, &conn.local_port, &conn.remote_ip, &conn.remote_port);
-	int k = OS_CALL(socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int k = sock_tcp_handoff_open(&conn, &ex);
 	if (k < 0)
-		return -errno;
-	int err = sock_tcp_handoff_build(&conn, k, &ex);
-	if (err) {
-		OS_CALL(close, k);
-		return err;
-	}
+		return k;
 	/* The peer's segments go to the kernel from here (the entry of a
 	 * connection a listener's entry steered goes when the rings close). */
 	if (o->flow_held && o->flow.remote_port &&
