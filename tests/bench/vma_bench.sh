@@ -240,11 +240,14 @@ connrate_run() {
 # xapi_run NAME KIND PROTO SIZE: vma_udp_lat ping-pong, both ends receiving
 # the same way: the kernel (blocking, then busy-polling with SO_BUSY_POLL),
 # and under libvma (VMA_SPEC=latency) by recv, the receive callback,
-# recvfrom_zcopy and socketxtreme_poll (with VMA_SOCKETXTREME=1).
+# recvfrom_zcopy and socketxtreme_poll (with VMA_SOCKETXTREME=1), and
+# libvma-mix: one run of recv, zcopy and xtreme interleaved (vma_udp_lat -r
+# mix: both ends switch every 100 round trips), whose rows the targets use:
+# separate runs differ by 10% on a virtual machine whatever they run.
 # The configurations run in turn, BENCH_XAPI_ROUNDS (3) times over, so a
 # change of the host's load touches every method alike; the report gives
 # each configuration's median and the spread over the rounds.
-XAPI_CONFIGS=(kernel kernel-bp libvma-recv libvma-cb libvma-zcopy libvma-xtreme)
+XAPI_CONFIGS=(kernel kernel-bp libvma-recv libvma-cb libvma-zcopy libvma-xtreme libvma-mix)
 XAPI_ROUNDS=${BENCH_XAPI_ROUNDS:-3}
 xapi_run() {
 	local name=$1 kind=$2 proto=$3 size=$4 prog=$BUILD/tools/udp_lat/vma_udp_lat config mode env flags round
@@ -261,7 +264,7 @@ xapi_run() {
 		libvma-*)
 			mode=${config#libvma-}
 			env="LD_PRELOAD=$LIBVMA VMA_SPEC=latency ${VMA_ENV_EXTRA[*]}"
-			[ "$mode" = xtreme ] && env="$env VMA_SOCKETXTREME=1" ;;
+			[ "$mode" = xtreme ] || [ "$mode" = mix ] && env="$env VMA_SOCKETXTREME=1" ;;
 		esac
 		measure_run "$name" "$config" "$kind" "$proto" "$size" \
 			"env $env $prog -s -i $SERVER_IP -p {PORT} -r $mode $flags" \

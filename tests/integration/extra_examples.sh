@@ -24,6 +24,8 @@
 #    header and against its own declarations of the ABI): every member
 #    with its documented result, with and without VMA_SOCKETXTREME=1, and
 #    without libvma (vma_get_api() NULL: the plain-socket fallback).
+#  - vma_udp_lat (the benchmark's latency tool): every receive method
+#    alone and interleaved (-r mix), both ends under libvma, none lost.
 # The receiving namespace's kernel Udp InDatagrams stay flat under the
 # offloaded runs.
 set -u
@@ -215,6 +217,43 @@ for p in api_members api_members_local; do
 	rc=$?
 	[ $rc = 0 ] && grep -q 'ok (fallback)' "$WORK/am.out"
 	check $? "$p without libvma: vma_get_api() NULL, plain sockets"
+done
+
+# vma_udp_lat (tools/udp_lat), the benchmark's latency tool: each receive
+# method alone, then interleaved (-r mix), both ends under libvma; every
+# round answered with the same bytes, the mix's rounds split evenly among
+# its methods, both namespaces' kernel Udp counters flat.
+LAT=$BUILD/tools/udp_lat/vma_udp_lat
+[ -x "$LAT" ] || make -C "$BUILD" -s tools/udp_lat/vma_udp_lat >/dev/null 2>&1
+udp_in_a() { $A awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
+lat_port=18300
+for mode in recv cb zcopy xtreme mix; do
+	lat_port=$((lat_port + 1))
+	u0=$(udp_in); a0=$(udp_in_a)
+	$B $VMA VMA_SOCKETXTREME=1 timeout 30 "$LAT" -s -i 198.18.0.2 -p $lat_port -r $mode -x 3000 \
+		>"$WORK/lat_srv.out" 2>&1 &
+	lat_srv=$!
+	sleep 0.5
+	$A $VMA VMA_SOCKETXTREME=1 timeout 30 "$LAT" -c 198.18.0.2 -p $lat_port -r $mode -n 3000 -w 0 -b 50 \
+		>"$WORK/lat.out" 2>&1
+	rc=$?
+	wait $lat_srv
+	src=$?
+	u1=$(udp_in); a1=$(udp_in_a)
+	cat "$WORK/lat.out"
+	if [ $mode = mix ]; then
+		# 3000 rounds in blocks of 50: 20 blocks each of recv, zcopy, xtreme.
+		want="mix-recv:1000 mix-zcopy:1000 mix-xtreme:1000"
+		served="served 3000 recv 1000 zcopy 1000 xtreme 1000"
+	else
+		want="$mode:3000"
+		served="served 3000"
+	fi
+	got=$(sed -n 's/^mode=\([a-z-]*\) rounds=\([0-9]*\) lost=0 .*/\1:\2/p' "$WORK/lat.out" | tr '\n' ' ' | sed 's/ $//')
+	[ $rc = 0 ] && [ $src = 0 ] && [ "$got" = "$want" ] && grep -qx "vma_udp_lat: $served" "$WORK/lat_srv.out"
+	check $? "vma_udp_lat -r $mode: 3000 round trips, none lost, by method $got (want $want); server: $(tail -1 "$WORK/lat_srv.out")"
+	[ $((u1 - u0)) -lt 10 ] && [ $((a1 - a0)) -lt 10 ]
+	check $? "vma_udp_lat -r $mode offloaded (Udp InDatagrams server +$((u1 - u0)), client +$((a1 - a0)))"
 done
 
 [ $fail = 0 ] && echo "extra_examples: all checks passed"

@@ -16,6 +16,12 @@
  *   xtreme   socketxtreme_poll() on the socket's ring fd, the packet read in
  *            the ring frame, socketxtreme_free_vma_packets() (needs
  *            VMA_SOCKETXTREME=1)
+ *   mix      recv, zcopy and (under VMA_SOCKETXTREME=1) xtreme in turn, both
+ *            ends switching together every -b BLOCK round trips (100): each
+ *            method's samples come from the same moments of the run, so a
+ *            change of the host's speed (a shared or virtual machine drifts
+ *            by 10% between runs) touches them alike and their difference
+ *            is the methods' own. One line per method, its mode "mix-M".
  * -d USEC: the client sends a dummy packet (VMA_SND_FLAGS_DUMMY) every USEC
  * while it waits between rounds (-g USEC gap), the warm-up of the seed.
  *
@@ -26,7 +32,8 @@
  * buffer (the copy recvfrom makes):
  *   mode=M rounds=N lost=N avg_us=X p50_us=X p99_us=X p999_us=X
  * The server echoes every datagram to its sender; -x COUNT stops it after
- * COUNT datagrams (0: never). Exit 0; 1 on a setup error or when every
+ * COUNT datagrams (0: never), and it prints "served N" (in a mix, followed
+ * by how many each method received). Exit 0; 1 on a setup error or when every
  * round was lost; 2 on usage; 3 when the mode needs libvma and it is not
  * loaded (vma_get_api() is NULL). */
 #include <arpa/inet.h>
@@ -50,12 +57,21 @@
 #define LAT_MAX_SIZE 1472
 #define LAT_COMPLETIONS 16
 
-enum lat_mode { LAT_RECV, LAT_CB, LAT_ZCOPY, LAT_XTREME };
-static const char *const lat_mode_names[] = { "recv", "cb", "zcopy", "xtreme" };
+enum lat_mode { LAT_RECV, LAT_CB, LAT_ZCOPY, LAT_XTREME, LAT_MIX };
+static const char *const lat_mode_names[] = { "recv", "cb", "zcopy", "xtreme", "mix" };
+#define LAT_MODES 5
+/* mix: the methods taken in turn (cb is left out: a registered callback
+ * runs for every datagram, whatever reads it afterwards). */
+#define LAT_MIX_MAX 3
 
 struct lat {
-	enum lat_mode mode;
+	enum lat_mode mode;        /* as asked: a method, or mix */
+	enum lat_mode method;      /* the method of the next receive */
 	bool spin;
+	/* mix: the methods in turn, BLOCK round trips each */
+	enum lat_mode mix[LAT_MIX_MAX];
+	int nmix;
+	long block;
 	int fd;
 	int ring_fd;
 	struct vma_api_t *api;
@@ -127,11 +143,11 @@ struct lat_msg {
 
 static void lat_release(struct lat *l, struct lat_msg *m)
 {
-	if (l->mode == LAT_ZCOPY && m->zc.packet_id) {
+	if (m->zc.packet_id) {
 		if (l->api->free_packets(l->fd, &m->zc, 1) != 0)
 			perror("vma_udp_lat: free_packets");
 		m->zc.packet_id = NULL;
-	} else if (l->mode == LAT_XTREME && m->xt) {
+	} else if (m->xt) {
 		if (l->api->socketxtreme_free_vma_packets(m->xt, 1) != 0)
 			perror("vma_udp_lat: socketxtreme_free_vma_packets");
 		m->xt = NULL;
@@ -162,7 +178,8 @@ static int lat_receive(struct lat *l, void *buf, size_t len, struct lat_msg *m, 
 		socklen_t fl = sizeof(m->from);
 		ssize_t n = -1;
 		m->niov = 0;
-		switch (l->mode) {
+		switch (l->method) {
+		case LAT_MIX:   /* never a method */
 		case LAT_RECV:
 		case LAT_CB:
 			n = recvfrom(l->fd, buf, len, l->spin ? MSG_DONTWAIT : 0, (struct sockaddr *)&m->from, &fl);
@@ -228,6 +245,25 @@ static int lat_receive(struct lat *l, void *buf, size_t len, struct lat_msg *m, 
 	}
 }
 
+/* Whether the run receives by method m (alone or in the mix). */
+static bool lat_uses(const struct lat *l, enum lat_mode m)
+{
+	if (l->mode == m)
+		return true;
+	for (int i = 0; l->mode == LAT_MIX && i < l->nmix; i++)
+		if (l->mix[i] == m)
+			return true;
+	return false;
+}
+
+/* The method for round seq: the asked one, or its turn in the mix. */
+static enum lat_mode lat_method_for(const struct lat *l, uint64_t seq)
+{
+	if (l->mode != LAT_MIX)
+		return l->mode;
+	return l->mix[(seq / (uint64_t)l->block) % (uint64_t)l->nmix];
+}
+
 static int lat_socket(struct lat *l, const char *bind_ip, int port, bool server)
 {
 	l->fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -250,7 +286,7 @@ static int lat_socket(struct lat *l, const char *bind_ip, int port, bool server)
 	}
 	if (l->mode == LAT_RECV)
 		return 0;
-	if (!l->api) {
+	if (!l->api || (l->mode == LAT_MIX && !(l->api->vma_extra_supported_mask & VMA_EXTRA_API_RECVFROM_ZCOPY))) {
 		fprintf(stderr, "vma_udp_lat: mode %s needs libvma (vma_get_api() is NULL)\n", lat_mode_names[l->mode]);
 		return -3;
 	}
@@ -258,7 +294,15 @@ static int lat_socket(struct lat *l, const char *bind_ip, int port, bool server)
 		perror("vma_udp_lat: register_recv_callback");
 		return -1;
 	}
-	if (l->mode == LAT_XTREME) {
+	if (l->mode == LAT_MIX) {
+		/* recv and zcopy always, xtreme when SocketXtreme is on. */
+		l->nmix = 0;
+		l->mix[l->nmix++] = LAT_RECV;
+		l->mix[l->nmix++] = LAT_ZCOPY;
+		if (l->api->vma_extra_supported_mask & VMA_EXTRA_API_SOCKETXTREME_POLL)
+			l->mix[l->nmix++] = LAT_XTREME;
+	}
+	if (lat_uses(l, LAT_XTREME)) {
 		/* One interface on this testbed: the socket's one ring. */
 		if (l->api->get_socket_rings_fds(l->fd, &l->ring_fd, 1) != 1) {
 			perror("vma_udp_lat: get_socket_rings_fds");
@@ -276,9 +320,14 @@ static int lat_server(struct lat *l, const char *ip, int port, long stop_after)
 	printf("vma_udp_lat: server on port %d, mode %s\n", port, lat_mode_names[l->mode]);
 	fflush(stdout);
 	char buf[LAT_MAX_SIZE + 64];
-	long served = 0;
+	long served = 0, served_by[LAT_MODES] = { 0 };
+	uint64_t next_seq = 0;
 	while (!lat_stop && (!stop_after || served < stop_after)) {
 		struct lat_msg m = { 0 };
+		/* In a mix, the method of the round the client is in: the
+		 * sequence number after the last one seen (a lost datagram
+		 * does not put the two ends out of step). */
+		l->method = lat_method_for(l, next_seq);
 		int r = lat_receive(l, buf, sizeof(buf), &m, 0);
 		if (r < 0)
 			return 1;
@@ -290,10 +339,19 @@ static int lat_server(struct lat *l, const char *ip, int port, long stop_after)
 				      .msg_iovlen = (size_t)m.niov };
 		if (sendmsg(l->fd, &out, 0) != (ssize_t)m.len)
 			perror("vma_udp_lat: sendmsg");
+		if (m.niov && m.iov[0].iov_len >= sizeof(next_seq)) {
+			memcpy(&next_seq, m.iov[0].iov_base, sizeof(next_seq));
+			next_seq++;
+		}
 		lat_release(l, &m);
 		served++;
+		served_by[l->method]++;
 	}
-	printf("vma_udp_lat: served %ld\n", served);
+	printf("vma_udp_lat: served %ld", served);
+	for (int k = 0; l->mode == LAT_MIX && k < LAT_MODES; k++)
+		if (served_by[k])
+			printf(" %s %ld", lat_mode_names[k], served_by[k]);
+	printf("\n");
 	return 0;
 }
 
@@ -322,17 +380,20 @@ static int lat_client(struct lat *l, const char *ip, int port, long count, long 
 		perror("vma_udp_lat: connect");
 		return 1;
 	}
-	if (l->mode == LAT_XTREME && l->api->get_socket_rings_fds(l->fd, &l->ring_fd, 1) != 1) {
+	if (lat_uses(l, LAT_XTREME) && l->api->get_socket_rings_fds(l->fd, &l->ring_fd, 1) != 1) {
 		perror("vma_udp_lat: get_socket_rings_fds");
 		return 1;
 	}
 	l->filter = true;
-	int64_t *half = calloc((size_t)count, sizeof(*half));
-	if (!half)
-		return 1;
+	/* Half round trips by method (one method unless mix), count in all. */
+	int64_t *half[LAT_MODES] = { 0 };
+	long measured[LAT_MODES] = { 0 }, total = 0;
+	for (int m = 0; m < LAT_MODES; m++)
+		if (lat_uses(l, (enum lat_mode)m) && !(half[m] = calloc((size_t)count, sizeof(int64_t))))
+			return 1;
 	char out[LAT_MAX_SIZE], in[LAT_MAX_SIZE + 64];
 	memset(out, 0xa5, (size_t)size);
-	long measured = 0, lost = 0, dummies = 0;
+	long lost = 0, dummies = 0;
 	int64_t stop_at = seconds > 0 ? lat_now_ns() + (int64_t)(seconds * 1e9) : 0;
 	for (uint64_t seq = 0; seq < (uint64_t)(count + warmup) && !lat_stop; seq++) {
 		if (stop_at && seq >= (uint64_t)warmup && lat_now_ns() > stop_at)
@@ -341,6 +402,7 @@ static int lat_client(struct lat *l, const char *ip, int port, long count, long 
 			lat_gap(l, gap_us * 1000LL, dummy_us * 1000LL, out, (size_t)size, &dummies);
 		memcpy(out, &seq, sizeof(seq));
 		l->want_seq = seq;
+		l->method = lat_method_for(l, seq);
 		int64_t start = lat_now_ns(), end = 0;
 		if (send(l->fd, out, (size_t)size, 0) != size) {
 			lost++;
@@ -353,46 +415,58 @@ static int lat_client(struct lat *l, const char *ip, int port, long count, long 
 				return 1;
 			if (r == 0)
 				break;   /* timed out */
-			/* Checked where it lies (the ring frame for the lent modes). */
+			/* Checked where it lies (the ring frame for the lent
+			 * modes). The reply is in hand once checked: giving the
+			 * frames back is after its use, as in an application. */
 			bool same = lat_same(&m, out, (size_t)size);
-			lat_release(l, &m);
-			if (same) {
+			if (same)
 				end = lat_now_ns();
+			lat_release(l, &m);
+			if (same)
 				break;
-			}
 		}
 		if (!end) {
 			lost++;
 			continue;
 		}
-		if (seq >= (uint64_t)warmup && measured < count)
-			half[measured++] = (end - start) / 2;
+		if (seq >= (uint64_t)warmup && total < count) {
+			half[l->method][measured[l->method]++] = (end - start) / 2;
+			total++;
+		}
 	}
-	if (!measured) {
+	if (!total) {
 		printf("mode=%s rounds=0 lost=%ld\n", lat_mode_names[l->mode], lost);
 		return 1;
 	}
-	qsort(half, (size_t)measured, sizeof(*half), lat_cmp);
-	double sum = 0;
-	for (long i = 0; i < measured; i++)
-		sum += (double)half[i];
-	printf("mode=%s rounds=%ld lost=%ld avg_us=%.3f p50_us=%.3f p99_us=%.3f p999_us=%.3f", lat_mode_names[l->mode],
-	       measured, lost, sum / (double)measured / 1000.0, (double)half[measured / 2] / 1000.0,
-	       (double)half[(measured * 99) / 100] / 1000.0, (double)half[(measured * 999) / 1000] / 1000.0);
-	if (dummy_us)
-		printf(" dummies=%ld", dummies);
-	if (l->mode == LAT_CB)
-		printf(" cb_dropped=%llu", (unsigned long long)l->cb_dropped);
-	printf("\n");
-	free(half);
+	for (int k = 0; k < LAT_MODES; k++) {
+		long n = measured[k];
+		if (!n)
+			continue;
+		qsort(half[k], (size_t)n, sizeof(int64_t), lat_cmp);
+		double sum = 0;
+		for (long i = 0; i < n; i++)
+			sum += (double)half[k][i];
+		/* A mix's losses are the run's: they are not told apart. */
+		printf("mode=%s%s rounds=%ld lost=%ld avg_us=%.3f p50_us=%.3f p99_us=%.3f p999_us=%.3f",
+		       l->mode == LAT_MIX ? "mix-" : "", lat_mode_names[k], n, lost, sum / (double)n / 1000.0,
+		       (double)half[k][n / 2] / 1000.0, (double)half[k][(n * 99) / 100] / 1000.0,
+		       (double)half[k][(n * 999) / 1000] / 1000.0);
+		if (dummy_us)
+			printf(" dummies=%ld", dummies);
+		if (k == LAT_CB)
+			printf(" cb_dropped=%llu", (unsigned long long)l->cb_dropped);
+		printf("\n");
+	}
+	for (int k = 0; k < LAT_MODES; k++)
+		free(half[k]);
 	return 0;
 }
 
 static void lat_usage(const char *prog)
 {
 	fprintf(stderr,
-		"usage: %s -s [-i ADDR] -p PORT [-r recv|cb|zcopy|xtreme] [-x COUNT] [--spin]\n"
-		"       %s -c ADDR -p PORT [-r MODE] [-n COUNT] [-m SIZE] [-w WARMUP] [-t SECONDS]\n"
+		"usage: %s -s [-i ADDR] -p PORT [-r recv|cb|zcopy|xtreme|mix] [-b BLOCK] [-x COUNT] [--spin]\n"
+		"       %s -c ADDR -p PORT [-r MODE] [-b BLOCK] [-n COUNT] [-m SIZE] [-w WARMUP] [-t SECONDS]\n"
 		"          [-g GAP_USEC [-d DUMMY_USEC]] [--spin]\n",
 		prog, prog);
 }
@@ -400,13 +474,13 @@ static void lat_usage(const char *prog)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = { { "spin", no_argument, NULL, 'S' }, { NULL, 0, NULL, 0 } };
-	struct lat l = { .mode = LAT_RECV, .fd = -1, .ring_fd = -1 };
+	struct lat l = { .mode = LAT_RECV, .fd = -1, .ring_fd = -1, .block = 100 };
 	const char *ip = NULL;
 	bool server = false, client = false;
 	int port = 0, c;
 	long count = 100000, size = 64, warmup = 1000, stop_after = 0, gap_us = 0, dummy_us = 0;
 	double seconds = 0;
-	while ((c = getopt_long(argc, argv, "sc:i:p:r:n:m:w:t:x:g:d:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "sc:i:p:r:n:m:w:t:x:g:d:b:", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': server = true; break;
 		case 'c': client = true; ip = optarg; break;
@@ -419,12 +493,13 @@ int main(int argc, char **argv)
 		case 'x': stop_after = atol(optarg); break;
 		case 'g': gap_us = atol(optarg); break;
 		case 'd': dummy_us = atol(optarg); break;
+		case 'b': l.block = atol(optarg); break;
 		case 'S': l.spin = true; break;
 		case 'r': {
 			int m;
-			for (m = 0; m < 4 && strcmp(optarg, lat_mode_names[m]); m++)
+			for (m = 0; m < LAT_MODES && strcmp(optarg, lat_mode_names[m]); m++)
 				;
-			if (m == 4) {
+			if (m == LAT_MODES) {
 				lat_usage(argv[0]);
 				return 2;
 			}
@@ -435,7 +510,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (server == client || port <= 0 || port > 65535 || count <= 0 || size < (long)sizeof(uint64_t) ||
-	    size > LAT_MAX_SIZE || warmup < 0 || gap_us < 0 || dummy_us < 0 || (l.spin && l.mode != LAT_RECV)) {
+	    size > LAT_MAX_SIZE || warmup < 0 || gap_us < 0 || dummy_us < 0 || l.block <= 0 || (l.spin && l.mode != LAT_RECV)) {
 		lat_usage(argv[0]);
 		return 2;
 	}
@@ -445,6 +520,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	/* NULL without libvma: only the recv mode then works. */
 	l.api = vma_get_api();
+	l.method = l.mode;
 	if (server)
 		return lat_server(&l, ip, port, stop_after);
 	return lat_client(&l, ip, port, count, size, warmup, seconds, gap_us, dummy_us);

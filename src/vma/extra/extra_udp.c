@@ -54,32 +54,30 @@ struct extra_udp_holds {
 
 /* ---- finding the socket ---- */
 
-/* The offloaded UDP socket behind fd, pinned, or NULL with errno: EBADF
- * for a negative fd, EINVAL for anything else we do not offload. */
-static struct sock_udp *extra_udp_get(int fd)
+/* The offloaded socket behind fd, pinned (one lookup, one pin): a TCP one
+ * in *t or a UDP one in *u, the other NULL. NULL for both with errno:
+ * EBADF for a negative fd, EINVAL for anything else we do not offload. */
+static struct sock_obj *extra_sock_get(int fd, struct sock_tcp **t, struct sock_udp **u)
 {
+	*t = NULL;
+	*u = NULL;
 	if (fd < 0) {
 		errno = EBADF;
 		return NULL;
 	}
 	struct sock_obj *obj = sock_fd_get(fd);
-	if (!obj || obj->ops != &sock_udp_ops) {
-		errno = EINVAL;
-		return NULL;
+	if (obj && obj->ops == &sock_udp_ops) {
+		sock_obj_pin(obj);
+		*u = sock_udp_of(obj);
+		return obj;
 	}
-	sock_obj_pin(obj);
-	return sock_udp_of(obj);
-}
-
-/* The offloaded TCP socket behind fd, pinned, or NULL (no errno): the
- * members then take their UDP path. */
-static struct sock_tcp *extra_tcp_get(int fd)
-{
-	struct sock_obj *obj = fd >= 0 ? sock_fd_get(fd) : NULL;
-	if (!obj || obj->ops != &sock_tcp_offload_ops)
-		return NULL;
-	sock_obj_pin(obj);
-	return (struct sock_tcp *)obj;
+	if (obj && obj->ops == &sock_tcp_offload_ops) {
+		sock_obj_pin(obj);
+		*t = (struct sock_tcp *)obj;
+		return obj;
+	}
+	errno = EINVAL;
+	return NULL;
 }
 
 static void extra_udp_put(struct sock_udp *s)
@@ -331,13 +329,14 @@ int extra_udp_run_callbacks(struct sock_udp *s)
 
 int extra_register_recv_callback(int fd, vma_recv_callback_t callback, void *context)
 {
-	struct sock_tcp *t = extra_tcp_get(fd);
+	struct sock_tcp *t;
+	struct sock_udp *s;
+	extra_sock_get(fd, &t, &s);
 	if (t) {
 		int rc = extra_tcp_register(t, callback, context);
 		sock_obj_unpin(&t->obj);
 		return rc;
 	}
-	struct sock_udp *s = extra_udp_get(fd);
 	if (!s)
 		return -1;
 	if (!sock_udp_ctx(s)) {
@@ -481,13 +480,14 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 	bool force = (*flags & MSG_VMA_ZCOPY_FORCE) != 0;
 	int base = *flags & ~(MSG_VMA_ZCOPY_FORCE | MSG_VMA_ZCOPY);
 	*flags = base;
-	struct sock_tcp *t = extra_tcp_get(fd);
+	struct sock_tcp *t;
+	struct sock_udp *s;
+	extra_sock_get(fd, &t, &s);
 	if (t) {
 		int rc = extra_tcp_recvfrom_zcopy(t, buf, len, flags, base, force, from, fromlen);
 		sock_obj_unpin(&t->obj);
 		return rc;
 	}
-	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		if (force || fd < 0)
 			return -1;
@@ -601,13 +601,14 @@ out:
 
 int extra_free_packets(int fd, struct vma_packet_t *pkts, size_t count)
 {
-	struct sock_tcp *t = extra_tcp_get(fd);
+	struct sock_tcp *t;
+	struct sock_udp *s;
+	extra_sock_get(fd, &t, &s);
 	if (t) {
 		int rc = extra_tcp_free_packets(t, pkts, count);
 		sock_obj_unpin(&t->obj);
 		return rc;
 	}
-	struct sock_udp *s = extra_udp_get(fd);
 	if (!s) {
 		errno = EINVAL;
 		return -1;
