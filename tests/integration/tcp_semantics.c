@@ -2559,16 +2559,34 @@ static void test_tx_timestamping_opt_id_base(void)
 	if (fd < 0)
 		return;
 	for (int tcp_base = 0; tcp_base < 2; tcp_base++) {
-		size_t filled = fill_until_eagain(fd);
+		/* The fill can end with the peer's window still open: a Linux
+		 * receiver whose reader sleeps delays its ACKs (its window
+		 * would not grow), so once our 128 KiB send buffer is all in
+		 * flight nothing moves for the fill's 40 ms; the delayed ACK
+		 * then takes all of it and SIOCOUTQ reads 0 (CI, and here with
+		 * a 20 ms pause: 92 segments in flight, window 365 KB). Fill
+		 * again until bytes stay queued, as the window then shuts. */
+		size_t filled = 0;
+		int outq = -1, outq_after = -1;
+		for (int fills = 0; fills < 40 && outq <= 0; fills++) {
+			filled += fill_until_eagain(fd);
+			ioctl(fd, SIOCOUTQ, &outq);
+		}
 		/* ACKs of segments still in flight may land between reading
 		 * SIOCOUTQ and the set (CI: 32 KiB did, on the kernel too):
 		 * the base is somewhere between the two reads around it. */
-		int outq = -1, outq_after = -1;
-		ioctl(fd, SIOCOUTQ, &outq);
 		int flags = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
 			    SOF_TIMESTAMPING_OPT_TSONLY | (tcp_base ? TS_OPT_ID_TCP : 0);
 		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
 		ioctl(fd, SIOCOUTQ, &outq_after);
+		struct sock_tcp_info ti;
+		socklen_t til = sizeof(ti);
+		memset(&ti, 0, sizeof(ti));
+		getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &til);
+		printf("INFO: OPT_ID%s round: filled %zu bytes, SIOCOUTQ %d then %d (snd_wnd %u, cwnd %u, unacked %u, "
+		       "notsent %u, probes %u, backoff %u)\n",
+		       tcp_base ? "_TCP" : "", filled, outq, outq_after, ti.tcpi_snd_wnd, ti.tcpi_snd_cwnd, ti.tcpi_unacked,
+		       ti.tcpi_notsent_bytes, ti.tcpi_probes, ti.tcpi_backoff);
 		ask_send("DRAIN %d %zu 65536 0", key, filled + 200);
 		ask_wait();
 		static unsigned char b[200];
