@@ -143,6 +143,61 @@ START_TEST(test_copy_sums_and_copies)
 }
 END_TEST
 
+/* The fold by rotation against the textbook one (halves added until no
+ * carry is left), on edge values and random ones of every magnitude. */
+static uint16_t slow_fold(uint64_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+START_TEST(test_fold_edges)
+{
+	const uint64_t edge[] = { 0, 1, 0xffff, 0x10000, 0x1fffe, 0xffffffffu, 0x100000000ull, 0xfffffffffffffffeull,
+				  0xffffffffffffffffull, 0x8000000000000000ull, 0xffff0000ffff0000ull, 0x0000ffff0000ffffull };
+	for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++)
+		ck_assert_uint_eq(stack_csum_fold(edge[i]), slow_fold(edge[i]));
+	srand(99);
+	for (int i = 0; i < 100000; i++) {
+		uint64_t v = ((uint64_t)rand() << 62) ^ ((uint64_t)rand() << 31) ^ (uint64_t)rand();
+		v >>= rand() % 64;
+		ck_assert_uint_eq(stack_csum_fold(v), slow_fold(v));
+	}
+}
+END_TEST
+
+/* The inline word sums (headers, options) against the naive sum. */
+START_TEST(test_word_helpers)
+{
+	uint8_t buf[60], dst[64];
+	srand(7);
+	for (int iter = 0; iter < 2000; iter++) {
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (uint8_t)rand();
+		if (iter % 3 == 0)
+			memset(buf, 0xff, sizeof(buf));   /* the largest words: carries everywhere */
+		uint32_t n = (uint32_t)(rand() % 16);
+		uint64_t start = iter % 2 ? 0xffffffffffffff00ull : 0;   /* a running sum near the top */
+		uint16_t want = naive_sum(buf, 4 * n);
+		/* added to a running sum: its fold plus ours, end-around */
+		uint32_t both = slow_fold(start) + stack_csum_fold(stack_csum_words32(0, buf, n));
+		both = (both & 0xffff) + (both >> 16);
+		ck_assert_uint_eq(stack_csum_fold(stack_csum_words32(start, buf, n)), both);
+		ck_assert_uint_eq(as_be(stack_csum_fold(stack_csum_words32(0, buf, n))), want);
+		memset(dst, 0xa5, sizeof(dst));
+		ck_assert_uint_eq(as_be(stack_csum_fold(stack_csum_copy_words32(0, dst, buf, n))), want);
+		ck_assert_int_eq(memcmp(dst, buf, 4 * n), 0);
+		ck_assert_uint_eq(dst[4 * n], 0xa5);
+		memset(dst, 0xa5, sizeof(dst));
+		ck_assert_uint_eq(as_be(stack_csum_fold(stack_csum_copy12(0, dst, buf))), naive_sum(buf, 12));
+		ck_assert_int_eq(memcmp(dst, buf, 12), 0);
+		ck_assert_uint_eq(dst[12], 0xa5);
+		ck_assert_uint_eq(as_be(stack_csum_fold(stack_csum_hdr20(buf))), naive_sum(buf, 20));
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("stack_csum");
@@ -154,6 +209,8 @@ int main(void)
 	tcase_add_test(tc, test_copy_sums_and_copies);
 	tcase_add_test(tc, test_pseudo_header);
 	tcase_add_test(tc, test_chain_odd_splits);
+	tcase_add_test(tc, test_fold_edges);
+	tcase_add_test(tc, test_word_helpers);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -75,7 +75,7 @@ uint64_t stack_csum_add(uint64_t sum, const void *p, size_t len)
 	}
 	sum = add_carry(sum, l0 + l1);   /* each under 2^62: no overflow */
 	sum = add_carry(sum, l2 + l3);
-	return sum_tail(sum, b, len);
+	return len ? sum_tail(sum, b, len) : sum;
 }
 
 uint64_t stack_csum_copy(uint64_t sum, void *dst, const void *src, size_t len)
@@ -107,9 +107,11 @@ uint64_t stack_csum_copy(uint64_t sum, void *dst, const void *src, size_t len)
 		d += 8;
 		len -= 8;
 	}
-	memcpy(d, s, len);
 	sum = add_carry(sum, l0 + l1);
 	sum = add_carry(sum, l2 + l3);
+	if (!len)
+		return sum;
+	memcpy(d, s, len);
 	return sum_tail(sum, s, len);
 }
 
@@ -121,18 +123,6 @@ uint64_t stack_csum_add_odd(uint64_t sum, uint64_t part, uint32_t offset)
 		part = (uint16_t)((f << 8) | (f >> 8));
 	}
 	return add_carry(sum, part);
-}
-
-uint16_t stack_csum_fold(uint64_t sum)
-{
-	/* Word positions of 32- and 64-bit loads are all multiples of 16 bits, so
-	 * adding the halves together keeps the one's-complement value. */
-	sum = (sum & 0xffffffffu) + (sum >> 32);
-	sum = (sum & 0xffffffffu) + (sum >> 32);
-	sum = (sum & 0xffffu) + (sum >> 16);
-	sum = (sum & 0xffffu) + (sum >> 16);
-	sum = (sum & 0xffffu) + (sum >> 16);
-	return (uint16_t)sum;
 }
 
 uint64_t stack_csum_chain(uint64_t sum, const struct ring_buf *buf, uint32_t len)

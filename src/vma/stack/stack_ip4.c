@@ -16,9 +16,9 @@ static uint32_t subnet_broadcast(const struct stack_netif *nif)
 	return nif->ip | ~nif->netmask;
 }
 
-static bool is_broadcast(const struct stack_netif *nif, uint32_t addr)
+static bool is_broadcast(uint32_t subnet_bcast, uint32_t addr)
 {
-	return addr == 0xffffffffu || addr == subnet_broadcast(nif);
+	return addr == 0xffffffffu || addr == subnet_bcast;
 }
 
 static void drop(struct ring_buf *pkt, uint64_t *counter)
@@ -46,7 +46,10 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 		drop(pkt, &st->cnt.rx_drop_ip_bad_length);
 		return;
 	}
-	if (stack_csum_fold(stack_csum_add(0, h, hlen)) != 0xffff) {
+	/* hlen is whole words; without options (always, from TCP peers) the
+	 * five words are summed unrolled */
+	uint64_t hsum = hlen == STACK_IP4_HLEN ? stack_csum_hdr20(h) : stack_csum_words32(0, h, hlen / 4);
+	if (stack_csum_fold(hsum) != 0xffff) {
 		drop(pkt, &st->cnt.rx_drop_ip_bad_checksum);
 		return;
 	}
@@ -60,14 +63,15 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 	ip.ifindex = nif->ifindex;
 	ip.l4_csum_trusted = nif->rx_l4_csum_trusted;
 
-	if (stack_ip4_is_multicast(ip.src) || is_broadcast(nif, ip.src)) {
+	uint32_t bcast = subnet_broadcast(nif);
+	if (stack_ip4_is_multicast(ip.src) || is_broadcast(bcast, ip.src)) {
 		drop(pkt, &st->cnt.rx_drop_ip_bad_source);
 		return;
 	}
-	if (stack_ip4_is_multicast(ip.dst) || is_broadcast(nif, ip.dst))
+	if (ip.dst == nif->ip && nif->ip != 0)
+		ip.dst_is_multi = false;   /* first: nearly every packet, and never a group's */
+	else if (stack_ip4_is_multicast(ip.dst) || is_broadcast(bcast, ip.dst))
 		ip.dst_is_multi = true;
-	else if (ip.dst == nif->ip && nif->ip != 0)
-		ip.dst_is_multi = false;
 	else {
 		drop(pkt, &st->cnt.rx_drop_ip_not_for_us);
 		return;

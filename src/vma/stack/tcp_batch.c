@@ -41,8 +41,8 @@ static struct ring_buf *take(struct tcp_pcb *pcb)
 	struct ring_buf *chain = pcb->batch_head;
 	unlink_pcb(pcb->ctx, pcb);
 	pcb->batch_head = pcb->batch_tail = NULL;
-	if (chain)
-		stack_buf_chain_fix_tot_len(chain);
+	if (chain && chain->next)
+		stack_buf_chain_fix_tot_len(chain);   /* one buffer's is right */
 	return chain;
 }
 

@@ -16,7 +16,7 @@
  * stack send it: NOP, NOP, kind 8, length 10. */
 static bool ts_only(const uint8_t *o, uint32_t len, uint32_t *val, uint32_t *ecr)
 {
-	if (len != 12 || o[0] != 1 || o[1] != 1 || o[2] != 8 || o[3] != 10)
+	if (len != TCP_TS_OPT_LEN || stack_get32(o) != TCP_TS_OPT_HEAD)
 		return false;
 	*val = stack_get32(o + 4);
 	*ecr = stack_get32(o + 8);
@@ -90,6 +90,7 @@ bool tcp_fast_path(struct tcp_pcb *pcb, struct tcp_rx *rx, uint32_t hlen)
 		if (!tcp_data_in_order(pcb, seg))
 			return true;   /* closed by the recv callback */
 	}
-	tcp_output(pcb);
+	if (!tcp_output_idle(pcb))
+		tcp_output(pcb);
 	return true;
 }

@@ -321,6 +321,7 @@ static void established(struct tcp_pcb *pcb)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
 
+
 static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
 	struct tcp_seg *seg = &rx->seg;
@@ -980,25 +981,6 @@ static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct tcp_rx 
 	memcpy(from.src_mac, rx->src_mac, 6);
 	ctx->cnt.rx_strays_passed++;
 	ctx->stray_fn(ctx->stray_arg, dest_arg, &from, rx->hdr, rx->len);
-}
-
-/* Per segment of a connection past LISTEN: its counters and quick-ACK mode. */
-void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg)
-{
-	struct tcp_ctx *ctx = pcb->ctx;
-	pcb->segs_in++;
-	pcb->last_ack_rx_ms = ctx->now_ms;
-	if (seg->len) {
-		/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
-		 * data, and after a silence longer than the RTO (the sender
-		 * restarts from a small window: it needs our ACKs now) */
-		if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
-			tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
-		pcb->last_data_rx_ms = ctx->now_ms;
-		pcb->data_segs_in++;
-		if (seg->len > pcb->rcv_mss)
-			pcb->rcv_mss = seg->len;
-	}
 }
 
 void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf *pkt,

@@ -68,7 +68,7 @@ static inline uint32_t sbuf_wrap(const struct tcp_pcb *pcb, uint32_t i)
 }
 
 /* Copies [seq, seq + len) of the send buffer to dst; returns their sum. */
-static uint64_t sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst, uint32_t len)
+static inline __attribute__((always_inline)) uint64_t sbuf_copy_out(const struct tcp_pcb *pcb, uint32_t seq, uint8_t *dst, uint32_t len)
 {
 	uint32_t idx = sbuf_wrap(pcb, pcb->sbuf_off + (seq - pcb->sbuf_seq));
 	uint32_t first = tcp_min32(len, pcb->sbuf_size - idx);
@@ -96,8 +96,9 @@ static int emit_stamped(struct tcp_pcb *pcb, const struct stack_netif *nif, stru
 
 /* One frame: the template's headers, this segment's fields and options,
  * and data_len bytes of data_pcb's send buffer copied and summed in one
- * pass. stamp_pcb: the segment's data ends stamped writes. */
-static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_tmpl *t,
+ * pass. stamp_pcb: the segment's data ends stamped writes. Inlined into
+ * tcp_send_segment, the per-segment caller; emit_other serves the rest. */
+static inline __attribute__((always_inline)) int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct tcp_tmpl *t,
 		const struct tcp_emit *e, const struct tcp_pcb *data_pcb, uint32_t data_len,
 		struct tcp_pcb *stamp_pcb)
 {
@@ -136,11 +137,15 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 	memcpy(th + STACK_TCP_ACK, &ack, 4);
 	memcpy(th + STACK_TCP_DOFF, &doff_flags, 2);
 	memcpy(th + STACK_TCP_WND, &wnd, 2);
-	memcpy(th + TCP_HLEN, e->opts, e->optlen);
 	/* the header is a multiple of 4 bytes: the data's sum adds as it is */
 	uint64_t sum = t->tcp_sum + htons((uint16_t)(thlen + data_len)) + seq + ack + doff_flags + wnd;
-	if (e->optlen)
-		sum = stack_csum_add(sum, e->opts, e->optlen);
+	/* options are whole words; the timestamps alone (nearly every
+	 * segment) are copied and summed unrolled */
+	_Static_assert(TCP_TS_OPT_LEN == 12, "stack_csum_copy12 copies the timestamps option");
+	if (e->optlen == TCP_TS_OPT_LEN)
+		sum = stack_csum_copy12(sum, th + TCP_HLEN, e->opts);
+	else
+		sum = stack_csum_copy_words32(sum, th + TCP_HLEN, e->opts, e->optlen / 4);
 	if (data_len)
 		sum = add_carry(sum, sbuf_copy_out(data_pcb, e->seq, th + thlen, data_len));
 	uint16_t c = stack_csum_finish(sum);
@@ -153,7 +158,16 @@ static int emit(struct tcp_ctx *ctx, const struct stack_netif *nif, const struct
 	return nif->tx_send(nif->ctx, b);
 }
 
-uint32_t tcp_rcv_window(struct tcp_pcb *pcb)
+/* A segment without data that no send buffer feeds: resets, SYN cookies. */
+static __attribute__((noinline)) int emit_other(struct tcp_ctx *ctx, const struct stack_netif *nif,
+						  const struct tcp_tmpl *t, const struct tcp_emit *e)
+{
+	return emit(ctx, nif, t, e, NULL, 0, NULL);
+}
+
+/* The window to advertise now (its right edge moved per receiver SWS
+ * avoidance). */
+static uint32_t rcv_window(struct tcp_pcb *pcb)
 {
 	uint32_t avail = pcb->rcv_buf > pcb->rcv_unread ? pcb->rcv_buf - pcb->rcv_unread : 0;
 	avail = tcp_min32(avail, 65535u << pcb->rcv_wscale);
@@ -200,7 +214,8 @@ static uint32_t build_opts(struct tcp_pcb *pcb, uint8_t flags, uint32_t len, uin
 		return n;
 	}
 	if (pcb->ts_ok) {
-		o[n++] = 1; o[n++] = 1; o[n++] = 8; o[n++] = 10;
+		stack_put32(o + n, TCP_TS_OPT_HEAD);
+		n += 4;
 		stack_put32(o + n, (uint32_t)pcb->ctx->now_ms);
 		stack_put32(o + n + 4, pcb->ts_recent);
 		n += 8;
@@ -255,7 +270,7 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 		}
 	}
 	e.flags = flags;
-	uint32_t win = tcp_rcv_window(pcb);
+	uint32_t win = rcv_window(pcb);
 	e.wnd = (flags & TCP_SYN) ? (uint16_t)tcp_min32(win, 65535) : (uint16_t)(win >> pcb->rcv_wscale);
 	if ((flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK))
 		pcb->rcv_adv = pcb->rcv_nxt + e.wnd;   /* a SYN's window is never scaled */
@@ -319,7 +334,7 @@ void tcp_send_rst(struct tcp_pcb *pcb)
 {
 	struct tcp_emit e = { .seq = pcb->snd_nxt, .ack = pcb->rcv_nxt, .flags = TCP_RST | TCP_ACK };
 	pcb->ctx->cnt.tx_rsts++;
-	emit(pcb->ctx, pcb->nif, pcb_tmpl(pcb), &e, NULL, 0, NULL);
+	emit_other(pcb->ctx, pcb->nif, pcb_tmpl(pcb), &e);
 }
 
 /* A segment to the sender of rx that no connection sends (a reset, a SYN
@@ -329,7 +344,7 @@ static void reply(struct tcp_ctx *ctx, const struct tcp_rx *rx, const struct tcp
 	struct tcp_tmpl t;
 	const struct stack_netif *nif = rx->nif ? rx->nif : ctx->nif;
 	tmpl_build(&t, ctx->st, nif, rx->ip->dst, rx->ip->src, rx->dport, rx->sport, rx->src_mac);
-	emit(ctx, nif, &t, e, NULL, 0, NULL);
+	emit_other(ctx, nif, &t, e);
 }
 
 /* RFC 9293 3.5.2: the reset for a segment that belongs to no connection. */
@@ -363,16 +378,6 @@ void tcp_send_synack_cookie(struct tcp_ctx *ctx, const struct tcp_rx *rx, uint32
 	stack_put16(e.opts + 2, (uint16_t)mss);
 	ctx->cnt.tx_syncookies++;
 	reply(ctx, rx, &e);
-}
-
-void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
-{
-	if (!n)
-		return;   /* also: a TIME_WAIT pcb has no buffer left */
-	VMA_ASSERT(n <= pcb->sbuf_len && pcb->sbuf_len <= pcb->sbuf_size);
-	pcb->sbuf_len -= n;
-	pcb->sbuf_off = sbuf_wrap(pcb, pcb->sbuf_off + n);
-	pcb->sbuf_seq += n;
 }
 
 /* ---- transmit stamps (SO_TIMESTAMPING on a stream) ---- */
@@ -529,7 +534,8 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	uint32_t idx = sbuf_wrap(pcb, pcb->sbuf_off + pcb->sbuf_len);
 	uint32_t first = tcp_min32(n, pcb->sbuf_size - idx);
 	memcpy(pcb->sbuf + idx, data, first);
-	memcpy(pcb->sbuf, (const uint8_t *)data + first, n - first);
+	if (n > first)
+		memcpy(pcb->sbuf, (const uint8_t *)data + first, n - first);   /* wrapped */
 	pcb->sbuf_len += n;
 	VMA_ASSERT(pcb->sbuf_len <= pcb->sbuf_size);
 	if (flags & TCP_WRITE_MORE)
@@ -596,6 +602,8 @@ static void resend_lost(struct tcp_pcb *pcb, uint32_t *pipe)
 
 int tcp_output(struct tcp_pcb *pcb)
 {
+	if (tcp_output_idle(pcb))
+		return 0;
 	switch (pcb->state) {
 	case TCP_ESTABLISHED: case TCP_CLOSE_WAIT: case TCP_FIN_WAIT_1: case TCP_CLOSING:
 	case TCP_LAST_ACK:
@@ -716,7 +724,7 @@ void tcp_recved(struct tcp_pcb *pcb, uint32_t len)
 	/* A pure window update only when the window the peer knows is at most
 	 * half of what we could offer now (as Linux): otherwise the new edge
 	 * rides on the next ACK or data segment, and a ping-pong of small
-	 * messages never pays for an extra ACK. tcp_rcv_window (run by the send)
+	 * messages never pays for an extra ACK. rcv_window (run by the send)
 	 * applies receiver SWS avoidance. */
 	uint32_t known = SEQ_GT(pcb->rcv_adv, pcb->rcv_nxt) ? pcb->rcv_adv - pcb->rcv_nxt : 0;
 	uint32_t avail = pcb->rcv_buf > pcb->rcv_unread ? pcb->rcv_buf - pcb->rcv_unread : 0;

@@ -9,6 +9,10 @@
 
 #define TCP_HLEN          20u
 #define TCP_MAX_OPT_LEN   40u
+/* The timestamps option as every stack aligns it (RFC 7323 appendix A):
+ * NOP, NOP, kind 8, length 10, TSval, TSecr. */
+#define TCP_TS_OPT_LEN    12u
+#define TCP_TS_OPT_HEAD   0x0101080au
 #define TCP_SACK_MAX_BLOCKS 4u   /* we generate at most 3 (with timestamps) */
 #define TCP_SCOREBOARD_MAX 32u
 #define TCP_MAX_WSCALE    14u
@@ -431,8 +435,6 @@ uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg);
 void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack);
 bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked);
 bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg);
-/* A segment reached a connection past LISTEN: counters, quick-ACK mode. */
-void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg);
 /* tcp_fast.c: the predicted segment of an established connection (in
  * order, an ACK, the window unchanged, timestamps only): true when it was
  * handled, false for the full path (nothing changed then). */
@@ -509,9 +511,27 @@ int tcp_send_segment(struct tcp_pcb *pcb, uint32_t seq, uint32_t len, uint8_t fl
 void tcp_send_ack(struct tcp_pcb *pcb);
 void tcp_send_rst_reply(struct tcp_ctx *ctx, const struct tcp_rx *rx);
 void tcp_send_rst(struct tcp_pcb *pcb);
-uint32_t tcp_rcv_window(struct tcp_pcb *pcb);
 uint32_t tcp_flight(const struct tcp_pcb *pcb);
-void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n);
+/* Nothing new to send, nothing lost, no FIN, no ACK owed (after every
+ * ACK of a ping-pong): tcp_output would do nothing. Per-segment callers
+ * test it inline, before paying for the call. */
+static inline bool tcp_output_idle(const struct tcp_pcb *pcb)
+{
+	return pcb->snd_nxt == pcb->sbuf_seq + pcb->sbuf_len && !pcb->ack_now && !pcb->fin_queued &&
+	       !pcb->txq.lost_segs;
+}
+/* The first n bytes of the send buffer were acknowledged. */
+static inline void tcp_sbuf_drop(struct tcp_pcb *pcb, uint32_t n)
+{
+	if (!n)
+		return;   /* also: a TIME_WAIT pcb has no buffer left */
+	VMA_ASSERT(n <= pcb->sbuf_len && pcb->sbuf_len <= pcb->sbuf_size);
+	pcb->sbuf_len -= n;
+	pcb->sbuf_off += n;
+	if (pcb->sbuf_off >= pcb->sbuf_size)
+		pcb->sbuf_off -= pcb->sbuf_size;
+	pcb->sbuf_seq += n;
+}
 void tcp_arm_rto(struct tcp_pcb *pcb);
 /* Bytes in flight during recovery (RFC 6675 pipe, Linux's
  * tcp_packets_in_flight in bytes): sent, not acknowledged, not SACKed,
@@ -536,9 +556,28 @@ static inline struct tcp_txseg *tcp_txq_at(const struct tcp_txq *q, uint32_t off
 void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin);
 /* Offset of the first record ending after seq (count when none). */
 uint32_t tcp_txq_find(const struct tcp_txq *q, uint32_t seq);
-void tcp_txq_unlink(struct tcp_txq *q, struct tcp_txseg *r);
 /* The oldest record left (cumulatively acknowledged); the oldest starts at una. */
-void tcp_txq_pop(struct tcp_txq *q);
+void tcp_txq_pop_any(struct tcp_txq *q);
+static inline void tcp_txq_pop(struct tcp_txq *q)
+{
+	struct tcp_txseg *r = &q->seg[q->head];
+	/* Nearly always the oldest record is also the oldest transmission in
+	 * flight, neither lost nor SACKed: it leaves the head of both lists. */
+	if ((r->flags & (TCP_TXSEG_LOST | TCP_TXSEG_SACKED)) || q->thead != q->head) {
+		tcp_txq_pop_any(q);
+		return;
+	}
+	q->thead = r->tnext;
+	if (r->tnext != TCP_TXQ_NONE)
+		q->seg[r->tnext].tprev = TCP_TXQ_NONE;
+	else
+		q->ttail = TCP_TXQ_NONE;
+	r->tprev = r->tnext = TCP_TXQ_NONE;
+	q->head = (q->head + 1) & q->mask;
+	q->count--;
+	if (q->lost_hint)
+		q->lost_hint--;
+}
 void tcp_txq_trim(struct tcp_txq *q, uint32_t una);
 void tcp_txq_mark_lost(struct tcp_pcb *pcb, struct tcp_txseg *r);
 void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r);
@@ -556,10 +595,23 @@ void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigne
 /* A D-SACK came: the reordering window may widen (once per round). */
 void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t prior_una);
 /* Per ACK: a D-SACK round ends when snd_una passes it. */
-void tcp_rack_update_round(struct tcp_pcb *pcb);
+static inline void tcp_rack_update_round(struct tcp_pcb *pcb)
+{
+	struct tcp_rack *k = &pcb->rack;
+	if (k->dsack_round_on && SEQ_GEQ(pcb->snd_una, k->dsack_round))
+		k->dsack_round_on = false;
+}
 uint32_t tcp_rack_reo_wnd_us(const struct tcp_pcb *pcb);
 /* Marks records lost per RACK and arms its timer; returns the newly lost. */
-uint32_t tcp_rack_detect_loss(struct tcp_pcb *pcb);
+uint32_t tcp_rack_detect_loss_walk(struct tcp_pcb *pcb);
+static inline uint32_t tcp_rack_detect_loss(struct tcp_pcb *pcb)
+{
+	if (pcb->txq.thead == TCP_TXQ_NONE) {
+		pcb->rack_at = 0;   /* nothing in flight (every ACK of a ping-pong) */
+		return 0;
+	}
+	return tcp_rack_detect_loss_walk(pcb);
+}
 /* Recovery begins / ends (PRR, the reordering window's persistence). */
 void tcp_recovery_enter(struct tcp_pcb *pcb);
 void tcp_recovery_exit(struct tcp_pcb *pcb);
@@ -609,6 +661,25 @@ void tcp_rcv_space_adjust(struct tcp_pcb *pcb);
 void tcp_rcv_rtt_update(struct tcp_pcb *pcb, uint32_t sample_us, bool win_dep);
 /* Quick-ACK mode: up to max immediate ACKs (Linux's tcp_incr_quickack) */
 void tcp_quickack_grant(struct tcp_pcb *pcb, uint32_t max);
+/* Per segment of a connection past LISTEN: its counters and quick-ACK mode
+ * (inline: the fast path runs it for every segment). */
+static inline void tcp_segment_arrived(struct tcp_pcb *pcb, const struct tcp_seg *seg)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	pcb->segs_in++;
+	pcb->last_ack_rx_ms = ctx->now_ms;
+	if (seg->len) {
+		/* Quick-ACK mode (Linux's tcp_event_data_recv): at the first
+		 * data, and after a silence longer than the RTO (the sender
+		 * restarts from a small window: it needs our ACKs now) */
+		if (!pcb->data_segs_in || ctx->now_ms - pcb->last_data_rx_ms > pcb->rto_ms)
+			tcp_quickack_grant(pcb, TCP_MAX_QUICKACKS);
+		pcb->last_data_rx_ms = ctx->now_ms;
+		pcb->data_segs_in++;
+		if (seg->len > pcb->rcv_mss)
+			pcb->rcv_mss = seg->len;
+	}
+}
 
 /* tcp_timer.c */
 void tcp_rtt_sample(struct tcp_pcb *pcb, uint32_t rtt_ms);
@@ -632,7 +703,7 @@ static inline uint32_t tcp_max32(uint32_t a, uint32_t b) { return a > b ? a : b;
  * the 40-byte maximum), come out of it or the frame would exceed the MTU. */
 static inline uint32_t tcp_seg_max(const struct tcp_pcb *pcb)
 {
-	uint32_t opt = (pcb->sack_ok && pcb->ooo) ? TCP_MAX_OPT_LEN : (pcb->ts_ok ? 12u : 0u);
+	uint32_t opt = (pcb->sack_ok && pcb->ooo) ? TCP_MAX_OPT_LEN : (pcb->ts_ok ? TCP_TS_OPT_LEN : 0u);
 	return pcb->mss > opt + 32 ? pcb->mss - opt : 32;
 }
 

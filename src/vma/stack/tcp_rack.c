@@ -59,7 +59,7 @@ struct rack_acc {
 	uint32_t xmit_us, rtt_us, order;
 };
 
-static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const struct tcp_txseg *r)
+static inline void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const struct tcp_txseg *r)
 {
 	struct tcp_rack *k = &pcb->rack;
 	uint32_t rtt = (uint32_t)pcb->ctx->now_us - r->xmit_us;
@@ -99,25 +99,13 @@ static void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, const stru
 	}
 }
 
-void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigned nnew)
+/* The records newly SACKed, in sequence order: a record counts once the
+ * scoreboard covers all of it. Out of line: the cumulative ACK's path
+ * (tcp_rack_on_ack) saves no registers for these loops. */
+static __attribute__((noinline)) void rack_on_sack(struct tcp_pcb *pcb, struct rack_acc *acc,
+						   const struct tcp_range *newly, unsigned nnew)
 {
 	struct tcp_txq *q = &pcb->txq;
-	struct tcp_rack *k = &pcb->rack;
-	struct rack_acc acc;
-	acc.any = false;
-	if (!q->seg)
-		return;
-	/* cumulatively acknowledged: lowest first, as step 3 wants */
-	while (q->count && SEQ_LEQ(tcp_txq_at(q, 0)->end, pcb->snd_una)) {
-		struct tcp_txseg *r = tcp_txq_at(q, 0);
-		if (!(r->flags & TCP_TXSEG_SACKED))
-			rack_delivered(pcb, &acc, r);
-		tcp_txq_pop(q);
-	}
-	if (q->count)
-		tcp_txq_trim(q, pcb->snd_una);
-	/* newly SACKed, in sequence order: a record counts once the scoreboard
-	 * covers all of it */
 	for (unsigned i = 0; i < nnew; i++) {
 		uint32_t s = SEQ_LT(newly[i].start, pcb->snd_una) ? pcb->snd_una : newly[i].start, e = newly[i].end;
 		for (uint32_t off = SEQ_LT(s, e) ? tcp_txq_find(q, s) : q->count; off < q->count; off++) {
@@ -131,9 +119,31 @@ void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigne
 			    !(tcp_sack_is_sacked(pcb, r->start, &run_end) && SEQ_GEQ(run_end, r->end)))
 				continue;
 			tcp_txq_mark_sacked(q, r);
-			rack_delivered(pcb, &acc, r);
+			rack_delivered(pcb, acc, r);
 		}
 	}
+}
+
+void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigned nnew)
+{
+	struct tcp_txq *q = &pcb->txq;
+	struct tcp_rack *k = &pcb->rack;
+	struct rack_acc acc;
+	acc.any = false;
+	acc.xmit_us = acc.rtt_us = acc.order = 0;   /* read only once any is set */
+	if (!q->seg)
+		return;
+	/* cumulatively acknowledged: lowest first, as step 3 wants */
+	while (q->count && SEQ_LEQ(tcp_txq_at(q, 0)->end, pcb->snd_una)) {
+		struct tcp_txseg *r = tcp_txq_at(q, 0);
+		if (!(r->flags & TCP_TXSEG_SACKED))
+			rack_delivered(pcb, &acc, r);
+		tcp_txq_pop(q);
+	}
+	if (q->count)
+		tcp_txq_trim(q, pcb->snd_una);
+	if (nnew)
+		rack_on_sack(pcb, &acc, newly, nnew);
 	if (!acc.any)
 		return;
 	k->rtt_us = acc.rtt_us;
@@ -197,13 +207,6 @@ void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t pri
 	k->reo_wnd_persist = TCP_RACK_PERSIST;
 }
 
-void tcp_rack_update_round(struct tcp_pcb *pcb)
-{
-	struct tcp_rack *k = &pcb->rack;
-	if (k->dsack_round_on && SEQ_GEQ(pcb->snd_una, k->dsack_round))
-		k->dsack_round_on = false;
-}
-
 uint32_t tcp_rack_reo_wnd_us(const struct tcp_pcb *pcb)
 {
 	const struct tcp_rack *k = &pcb->rack;
@@ -215,7 +218,7 @@ uint32_t tcp_rack_reo_wnd_us(const struct tcp_pcb *pcb)
 	return w < cap ? (uint32_t)w : cap;
 }
 
-uint32_t tcp_rack_detect_loss(struct tcp_pcb *pcb)
+uint32_t tcp_rack_detect_loss_walk(struct tcp_pcb *pcb)
 {
 	struct tcp_txq *q = &pcb->txq;
 	const struct tcp_rack *k = &pcb->rack;

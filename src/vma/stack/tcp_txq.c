@@ -48,9 +48,9 @@ static uint16_t txq_index(const struct tcp_txq *q, const struct tcp_txseg *r)
 	return (uint16_t)(r - q->seg);
 }
 
-static void link_tail(struct tcp_txq *q, struct tcp_txseg *r)
+/* i: r's index, when the caller knows it (no division by the record size). */
+static void link_tail_at(struct tcp_txq *q, struct tcp_txseg *r, uint16_t i)
 {
-	uint16_t i = txq_index(q, r);
 	r->tnext = TCP_TXQ_NONE;
 	r->tprev = q->ttail;
 	if (q->ttail != TCP_TXQ_NONE)
@@ -60,7 +60,12 @@ static void link_tail(struct tcp_txq *q, struct tcp_txseg *r)
 	q->ttail = i;
 }
 
-void tcp_txq_unlink(struct tcp_txq *q, struct tcp_txseg *r)
+static void link_tail(struct tcp_txq *q, struct tcp_txseg *r)
+{
+	link_tail_at(q, r, txq_index(q, r));
+}
+
+static void txq_unlink(struct tcp_txq *q, struct tcp_txseg *r)
 {
 	if (r->tprev == TCP_TXQ_NONE && q->thead != txq_index(q, r))
 		return;   /* not on the list */
@@ -136,7 +141,7 @@ void tcp_txq_mark_lost(struct tcp_pcb *pcb, struct tcp_txseg *r)
 	struct tcp_txq *q = &pcb->txq;
 	if (r->flags & (TCP_TXSEG_LOST | TCP_TXSEG_SACKED))
 		return;
-	tcp_txq_unlink(q, r);
+	txq_unlink(q, r);
 	r->flags |= TCP_TXSEG_LOST;
 	q->lost_bytes += r->end - r->start;
 	q->lost_segs++;
@@ -152,7 +157,7 @@ void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r)
 	if (r->flags & TCP_TXSEG_SACKED)
 		return;
 	clear_lost(q, r);
-	tcp_txq_unlink(q, r);
+	txq_unlink(q, r);
 	r->flags |= TCP_TXSEG_SACKED;
 	q->sacked_segs++;
 }
@@ -164,35 +169,29 @@ static void append(struct tcp_txq *q, uint32_t start, uint32_t end, bool fin, ui
 		return;   /* never overwrite */
 	/* the records cover [snd_una, snd_max) without gaps */
 	VMA_ASSERT(!q->count || tcp_txq_at(q, q->count - 1)->end == start);
-	struct tcp_txseg *r = tcp_txq_at(q, q->count++);
+	uint16_t i = (uint16_t)((q->head + q->count++) & q->mask);
+	struct tcp_txseg *r = &q->seg[i];
 	r->start = start;
 	r->end = end;
 	r->xmit_us = now;
 	r->order = ++q->order;
 	r->flags = fin ? TCP_TXSEG_FIN : 0;
-	link_tail(q, r);
+	link_tail_at(q, r, i);
 }
 
-void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
+/* A retransmission: each record it touches was sent again now. Out of
+ * line, so the path of new data (tcp_txq_sent) saves no registers for it. */
+static __attribute__((noinline)) void txq_resent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin,
+						   uint32_t now)
 {
 	struct tcp_txq *q = &pcb->txq;
-	uint32_t now = (uint32_t)pcb->ctx->now_us;
-	if (!q->seg)
-		return;
-	/* A resent segment may reach past snd_max (cut on other boundaries
-	 * after an RTO): the new part gets its record. */
-	if (SEQ_LT(start, pcb->snd_max) && SEQ_GT(end, pcb->snd_max)) {
-		tcp_txq_sent(pcb, start, pcb->snd_max, false);
-		start = pcb->snd_max;
-	}
-	if (SEQ_GEQ(start, pcb->snd_max)) {
-		append(q, start, end, fin, now);
-		return;
-	}
-	/* A retransmission: each record it touches was sent again now. */
+	/* It may reach past snd_max (cut on other boundaries after an RTO):
+	 * the new part gets its record, after the resent ones in order of
+	 * transmission. */
+	uint32_t resent_end = SEQ_GT(end, pcb->snd_max) ? pcb->snd_max : end;
 	for (uint32_t k = tcp_txq_find(q, start); k < q->count; k++) {
 		struct tcp_txseg *r = tcp_txq_at(q, k);
-		if (!SEQ_LT(r->start, end))
+		if (!SEQ_LT(r->start, resent_end))
 			break;
 		if (r->flags & TCP_TXSEG_SACKED)
 			continue;
@@ -201,9 +200,24 @@ void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
 		r->xmit_us = now;
 		r->order = ++q->order;
 		if (on_list(q, r))
-			tcp_txq_unlink(q, r);
+			txq_unlink(q, r);
 		link_tail(q, r);
 	}
+	if (resent_end != end)
+		append(q, resent_end, end, fin, now);
+}
+
+void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
+{
+	struct tcp_txq *q = &pcb->txq;
+	uint32_t now = (uint32_t)pcb->ctx->now_us;
+	if (!q->seg)
+		return;
+	if (SEQ_GEQ(start, pcb->snd_max)) {
+		append(q, start, end, fin, now);
+		return;
+	}
+	txq_resent(pcb, start, end, fin, now);
 }
 
 void tcp_txq_rto_reset(struct tcp_pcb *pcb)
@@ -227,14 +241,14 @@ void tcp_txq_rto_reset(struct tcp_pcb *pcb)
 	}
 }
 
-void tcp_txq_pop(struct tcp_txq *q)
+void tcp_txq_pop_any(struct tcp_txq *q)
 {
 	VMA_ASSERT(q->count > 0 && q->head <= q->mask);
 	struct tcp_txseg *r = tcp_txq_at(q, 0);
 	clear_lost(q, r);
 	if (r->flags & TCP_TXSEG_SACKED)
 		q->sacked_segs--;
-	tcp_txq_unlink(q, r);
+	txq_unlink(q, r);
 	q->head = (q->head + 1) & q->mask;
 	q->count--;
 	if (q->lost_hint)
