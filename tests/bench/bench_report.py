@@ -195,7 +195,7 @@ def cmd_record(argv):
         rec.update(parse_pp_client(client))
     elif kind == "xapi":
         methods = parse_udp_lat_all(client)
-        if len(methods) > 1 or (methods and methods[0]["mode"].startswith("mix-")):
+        if len(methods) > 1 or any(m["mode"].startswith("mix-") for m in methods):
             # An interleaved run (-r mix): a record per method, named
             # CONFIG-METHOD; the run's CPU time is not theirs to split.
             for m in methods:

@@ -149,7 +149,8 @@ import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
 s.sendto(sys.argv[1].encode(), ('198.18.0.1', 17302)); print(s.recv(100).decode())" "$1"
 }
-udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
+# udp_in [NS_CMD]: Udp InDatagrams in the server's namespace, or in NS_CMD's ($A)
+udp_in() { ${1:-$B} awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 # VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.
 VMA="env LD_PRELOAD=${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB VMA_TRACELEVEL=warn"
 
@@ -225,11 +226,10 @@ done
 # its methods, both namespaces' kernel Udp counters flat.
 LAT=$BUILD/tools/udp_lat/vma_udp_lat
 [ -x "$LAT" ] || make -C "$BUILD" -s tools/udp_lat/vma_udp_lat >/dev/null 2>&1
-udp_in_a() { $A awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 lat_port=18300
 for mode in recv cb zcopy xtreme mix; do
 	lat_port=$((lat_port + 1))
-	u0=$(udp_in); a0=$(udp_in_a)
+	u0=$(udp_in); a0=$(udp_in "$A")
 	$B $VMA VMA_SOCKETXTREME=1 timeout 30 "$LAT" -s -i 198.18.0.2 -p $lat_port -r $mode -x 3000 \
 		>"$WORK/lat_srv.out" 2>&1 &
 	lat_srv=$!
@@ -239,7 +239,7 @@ for mode in recv cb zcopy xtreme mix; do
 	rc=$?
 	wait $lat_srv
 	src=$?
-	u1=$(udp_in); a1=$(udp_in_a)
+	u1=$(udp_in); a1=$(udp_in "$A")
 	cat "$WORK/lat.out"
 	if [ $mode = mix ]; then
 		# 3000 rounds in blocks of 50: 20 blocks each of recv, zcopy, xtreme.

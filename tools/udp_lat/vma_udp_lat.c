@@ -286,8 +286,12 @@ static int lat_socket(struct lat *l, const char *bind_ip, int port, bool server)
 	}
 	if (l->mode == LAT_RECV)
 		return 0;
-	if (!l->api || (l->mode == LAT_MIX && !(l->api->vma_extra_supported_mask & VMA_EXTRA_API_RECVFROM_ZCOPY))) {
+	if (!l->api) {
 		fprintf(stderr, "vma_udp_lat: mode %s needs libvma (vma_get_api() is NULL)\n", lat_mode_names[l->mode]);
+		return -3;
+	}
+	if (l->mode == LAT_MIX && !(l->api->vma_extra_supported_mask & VMA_EXTRA_API_RECVFROM_ZCOPY)) {
+		fprintf(stderr, "vma_udp_lat: mode mix needs recvfrom_zcopy, which this libvma does not offer\n");
 		return -3;
 	}
 	if (l->mode == LAT_CB && l->api->register_recv_callback(l->fd, lat_filter, l) != 0) {

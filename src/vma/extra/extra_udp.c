@@ -55,29 +55,28 @@ struct extra_udp_holds {
 /* ---- finding the socket ---- */
 
 /* The offloaded socket behind fd, pinned (one lookup, one pin): a TCP one
- * in *t or a UDP one in *u, the other NULL. NULL for both with errno:
- * EBADF for a negative fd, EINVAL for anything else we do not offload. */
-static struct sock_obj *extra_sock_get(int fd, struct sock_tcp **t, struct sock_udp **u)
+ * in *t or a UDP one in *u, the other NULL. Both NULL, with errno, for
+ * anything else: EBADF for a negative fd, EINVAL for what we do not offload. */
+static void extra_sock_get(int fd, struct sock_tcp **t, struct sock_udp **u)
 {
 	*t = NULL;
 	*u = NULL;
 	if (fd < 0) {
 		errno = EBADF;
-		return NULL;
+		return;
 	}
 	struct sock_obj *obj = sock_fd_get(fd);
 	if (obj && obj->ops == &sock_udp_ops) {
 		sock_obj_pin(obj);
 		*u = sock_udp_of(obj);
-		return obj;
+		return;
 	}
 	if (obj && obj->ops == &sock_tcp_offload_ops) {
 		sock_obj_pin(obj);
 		*t = (struct sock_tcp *)obj;
-		return obj;
+		return;
 	}
 	errno = EINVAL;
-	return NULL;
 }
 
 static void extra_udp_put(struct sock_udp *s)
