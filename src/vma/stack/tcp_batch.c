@@ -81,16 +81,20 @@ void tcp_batch_drop_pcb(struct tcp_pcb *pcb)
 	ring_buf_free(chain);
 }
 
-/* Links pcb at the end of the batch list (the oldest stream goes out
- * when all slots are taken); false when that closed pcb. */
-static bool join(struct tcp_pcb *pcb)
+/* All slots taken: the oldest stream goes out (out of line, rare); false
+ * when its recv closed pcb. */
+static __attribute__((noinline)) bool make_room(struct tcp_pcb *pcb)
+{
+	tcp_batch_flush_pcb(pcb->ctx->batch_first);
+	return !pcb->dead;
+}
+
+/* Links pcb at the end of the batch list; false when making room closed it. */
+static inline bool join(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
-	if (ctx->batch_count >= ctx->set.gro_streams_max) {
-		tcp_batch_flush_pcb(ctx->batch_first);
-		if (pcb->dead)
-			return false;
-	}
+	if (ctx->batch_count >= ctx->set.gro_streams_max && !make_room(pcb))
+		return false;
 	pcb->in_batch = true;
 	pcb->batch_next = NULL;
 	pcb->batch_head = pcb->batch_tail = NULL;
