@@ -39,9 +39,7 @@ for tree in "$@"; do
 	lib=$tree/build/src/vma/.libs/libvma_core.a
 	[ -f "$lib" ] || { echo "engine_instructions: $lib missing (configure and make $tree/build)" >&2; exit 2; }
 	bin=$work/teb$i
-	gcc -std=gnu11 -O2 -g -D_GNU_SOURCE -I"$tree/build" -I"$tree/src/vma" -I"$tree/include" -include config.h \
-	    -o "$bin" "$src" "$lib" -lpthread -ldl \
-	    $(pkg-config --libs libxdp libbpf libnl-route-3.0 libnl-3.0 2>/dev/null) -libverbs 2>/dev/null ||
+	# the bench uses the engine only: no libbpf, libxdp or verbs object is linked in
 	gcc -std=gnu11 -O2 -g -D_GNU_SOURCE -I"$tree/build" -I"$tree/src/vma" -I"$tree/include" -include config.h \
 	    -o "$bin" "$src" "$lib" -lpthread -ldl
 	read -r ir1 rt1 < <(run "$bin" pp 1)

@@ -28,20 +28,6 @@ static inline uint16_t stack_csum_fold(uint64_t sum)
 	uint32_t s = (uint32_t)((sum + (sum >> 32 | sum << 32)) >> 32);
 	return (uint16_t)((s + (s >> 16 | s << 16)) >> 16);
 }
-/* Sum of n 32-bit words at p (a header or its options: the caller knows
- * the length is a multiple of 4 and small), inline and from registers. */
-static inline uint64_t stack_csum_words32(uint64_t sum, const void *p, uint32_t n)
-{
-	const uint8_t *b = p;
-	uint64_t words = 0;   /* 2^32 words before it could overflow */
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t w;
-		__builtin_memcpy(&w, b + 4 * i, 4);
-		words += w;
-	}
-	sum += words;
-	return sum + (sum < words);   /* end-around carry */
-}
 /* Three words (12 bytes: the timestamps option) copied and summed,
  * unrolled: two loads, two stores. */
 static inline uint64_t stack_csum_copy12(uint64_t sum, void *dst, const void *p)
@@ -65,21 +51,6 @@ static inline uint64_t stack_csum_hdr20(const void *p)
 	__builtin_memcpy(&w23, (const uint8_t *)p + 8, 8);
 	__builtin_memcpy(&w4, (const uint8_t *)p + 16, 4);
 	return (w01 & 0xffffffffu) + (w01 >> 32) + (w23 & 0xffffffffu) + (w23 >> 32) + w4;
-}
-/* n words copied to dst as they are summed. */
-static inline uint64_t stack_csum_copy_words32(uint64_t sum, void *dst, const void *p, uint32_t n)
-{
-	const uint8_t *b = p;
-	uint8_t *d = dst;
-	uint64_t words = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t w;
-		__builtin_memcpy(&w, b + 4 * i, 4);
-		__builtin_memcpy(d + 4 * i, &w, 4);
-		words += w;
-	}
-	sum += words;
-	return sum + (sum < words);
 }
 /* The value for a checksum field: ~fold. */
 static inline uint16_t stack_csum_finish(uint64_t sum)

@@ -37,9 +37,9 @@ enum {
 };
 #define STACK_TCP_HLEN 20u
 
-/* Big-endian fields as one load or store and a byte swap (none on a big-endian host): byte by byte,
- * the compiler does not always merge them (the timestamps option's two
- * words cost 68 instructions a round trip stored that way). */
+/* Big-endian fields as one load or store and a byte swap (none on a
+ * big-endian host): byte by byte, the compiler did not always merge them
+ * (the timestamps option's two words cost 68 instructions a round trip). */
 static inline uint16_t stack_get16(const uint8_t *p)
 {
 	uint16_t v;

@@ -46,9 +46,9 @@ void stack_ip4_input(struct stack *st, const struct stack_netif *nif, struct rin
 		drop(pkt, &st->cnt.rx_drop_ip_bad_length);
 		return;
 	}
-	/* hlen is whole words; without options (always, from TCP peers) the
-	 * five words are summed unrolled */
-	uint64_t hsum = hlen == STACK_IP4_HLEN ? stack_csum_hdr20(h) : stack_csum_words32(0, h, hlen / 4);
+	/* without options (always, from TCP peers) the five words are summed
+	 * unrolled */
+	uint64_t hsum = hlen == STACK_IP4_HLEN ? stack_csum_hdr20(h) : stack_csum_add(0, h, hlen);
 	if (stack_csum_fold(hsum) != 0xffff) {
 		drop(pkt, &st->cnt.rx_drop_ip_bad_checksum);
 		return;

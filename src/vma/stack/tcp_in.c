@@ -321,7 +321,6 @@ static void established(struct tcp_pcb *pcb)
 		pcb->keepalive_at = pcb->ctx->now_ms + pcb->ka_idle_ms;
 }
 
-
 static void syn_sent_input(struct tcp_pcb *pcb, struct tcp_rx *rx)
 {
 	struct tcp_seg *seg = &rx->seg;

@@ -139,13 +139,15 @@ static inline __attribute__((always_inline)) int emit(struct tcp_ctx *ctx, const
 	memcpy(th + STACK_TCP_WND, &wnd, 2);
 	/* the header is a multiple of 4 bytes: the data's sum adds as it is */
 	uint64_t sum = t->tcp_sum + htons((uint16_t)(thlen + data_len)) + seq + ack + doff_flags + wnd;
-	/* options are whole words; the timestamps alone (nearly every
-	 * segment) are copied and summed unrolled */
+	/* the timestamps alone (nearly every segment) are copied and summed
+	 * unrolled; other options (a SYN's, SACK blocks) as they were */
 	_Static_assert(TCP_TS_OPT_LEN == 12, "stack_csum_copy12 copies the timestamps option");
-	if (e->optlen == TCP_TS_OPT_LEN)
+	if (e->optlen == TCP_TS_OPT_LEN) {
 		sum = stack_csum_copy12(sum, th + TCP_HLEN, e->opts);
-	else
-		sum = stack_csum_copy_words32(sum, th + TCP_HLEN, e->opts, e->optlen / 4);
+	} else if (e->optlen) {
+		memcpy(th + TCP_HLEN, e->opts, e->optlen);
+		sum = stack_csum_add(sum, e->opts, e->optlen);
+	}
 	if (data_len)
 		sum = add_carry(sum, sbuf_copy_out(data_pcb, e->seq, th + thlen, data_len));
 	uint16_t c = stack_csum_finish(sum);

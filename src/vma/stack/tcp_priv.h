@@ -557,27 +557,7 @@ void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin);
 /* Offset of the first record ending after seq (count when none). */
 uint32_t tcp_txq_find(const struct tcp_txq *q, uint32_t seq);
 /* The oldest record left (cumulatively acknowledged); the oldest starts at una. */
-void tcp_txq_pop_any(struct tcp_txq *q);
-static inline void tcp_txq_pop(struct tcp_txq *q)
-{
-	struct tcp_txseg *r = &q->seg[q->head];
-	/* Nearly always the oldest record is also the oldest transmission in
-	 * flight, neither lost nor SACKed: it leaves the head of both lists. */
-	if ((r->flags & (TCP_TXSEG_LOST | TCP_TXSEG_SACKED)) || q->thead != q->head) {
-		tcp_txq_pop_any(q);
-		return;
-	}
-	q->thead = r->tnext;
-	if (r->tnext != TCP_TXQ_NONE)
-		q->seg[r->tnext].tprev = TCP_TXQ_NONE;
-	else
-		q->ttail = TCP_TXQ_NONE;
-	r->tprev = r->tnext = TCP_TXQ_NONE;
-	q->head = (q->head + 1) & q->mask;
-	q->count--;
-	if (q->lost_hint)
-		q->lost_hint--;
-}
+void tcp_txq_pop(struct tcp_txq *q);
 void tcp_txq_trim(struct tcp_txq *q, uint32_t una);
 void tcp_txq_mark_lost(struct tcp_pcb *pcb, struct tcp_txseg *r);
 void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r);

@@ -241,7 +241,7 @@ void tcp_txq_rto_reset(struct tcp_pcb *pcb)
 	}
 }
 
-void tcp_txq_pop_any(struct tcp_txq *q)
+void tcp_txq_pop(struct tcp_txq *q)
 {
 	VMA_ASSERT(q->count > 0 && q->head <= q->mask);
 	struct tcp_txseg *r = tcp_txq_at(q, 0);
