@@ -190,6 +190,9 @@ START_TEST(dsack_widens_the_reordering_window)
 	const uint32_t dsack5[] = { 4 * SEG, 5 * SEG };
 	ack_sack(10 * SEG, dsack5, 1);              /* and the resent copy: a D-SACK */
 	ck_assert_uint_eq(c->rx_dsacks, 1);
+	tcp_pcb_get_info(pcb, &in);
+	ck_assert_uint_eq(in.dsack_dups, 1);        /* TCP_INFO's tcpi_dsack_dups */
+	ck_assert_uint_eq(in.retransmits, 1);
 	/* the only retransmission was needless: the reduction is undone
 	 * (Linux's TCPDSACKUndo), cwnd back to the initial window */
 	ck_assert_uint_eq(c->tx_dsack_undos, 1);
@@ -230,6 +233,10 @@ START_TEST(reordering_seen_keeps_the_window)
 	ack_only(6 * SEG);      /* segment 5 arrived late, within the window */
 	ack_only(10 * SEG);
 	ck_assert_uint_eq(c->tx_retransmits, 0);
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(pcb, &in);
+	ck_assert_uint_eq(in.reord_seen, 1);   /* TCP_INFO's tcpi_reord_seen: segment 5 */
+	ck_assert_uint_eq(in.dsack_dups, 0);
 	forget_frames();
 	/* now three SACKed segments past a late one: still a window */
 	write_segs(10);

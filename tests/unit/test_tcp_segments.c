@@ -296,6 +296,10 @@ START_TEST(ooo_full_segments_in_window_kept)
 	inject(3001, srv_iss + 1, 0x10, d, 1000);
 	ck_assert_uint_eq(w->side[1].rx_bytes, sizeof(d));
 	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	/* TCP_INFO's bytes_received counts what the queue handed over too */
+	tcp_pcb_get_info(w->side[1].pcb, &in);
+	ck_assert_uint_eq(in.bytes_received, sizeof(d));
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->rx_payload_bytes, sizeof(d));
 }
 END_TEST
 

@@ -389,6 +389,8 @@ SOCK_TCP_INFO_SAME(tcpi_delivery_rate);
 SOCK_TCP_INFO_SAME(tcpi_delivered_ce);
 SOCK_TCP_INFO_SAME(tcpi_bytes_retrans);
 SOCK_TCP_INFO_SAME(tcpi_rcv_ooopack);
+SOCK_TCP_INFO_SAME(tcpi_dsack_dups);
+SOCK_TCP_INFO_SAME(tcpi_reord_seen);
 SOCK_TCP_INFO_SAME(tcpi_snd_wnd);
 _Static_assert(sizeof(struct tcp_info) <= sizeof(struct sock_tcp_info), "headers newer than Linux 6.18");
 
@@ -479,6 +481,8 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_bytes_sent = in.bytes_sent;
 	ti->tcpi_bytes_retrans = in.bytes_retrans;
 	ti->tcpi_rcv_ooopack = in.rcv_ooopack;
+	ti->tcpi_reord_seen = in.reord_seen;
+	ti->tcpi_dsack_dups = in.dsack_dups;
 	ti->tcpi_snd_wnd = in.snd_wnd;
 	ti->tcpi_rcv_wnd = in.rcv_wnd;
 	ti->tcpi_total_rto = (uint16_t)(in.total_rto > UINT16_MAX ? UINT16_MAX : in.total_rto);

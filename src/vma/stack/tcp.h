@@ -205,6 +205,7 @@ struct tcp_pcb_info {
 	uint64_t bytes_sent, bytes_retrans;             /* payload sent (resends included), resent */
 	uint32_t data_segs_in, data_segs_out;           /* segments carrying payload */
 	uint32_t rcv_ooopack;                           /* segments queued out of order */
+	uint32_t reord_seen, dsack_dups;                /* delivered out of order; reported duplicate */
 	uint32_t total_rto;                             /* RTO expiries, SYN ones included */
 	uint32_t notsent;                               /* queued, never transmitted */
 	uint32_t pmtu;                                  /* the interface's IP MTU */

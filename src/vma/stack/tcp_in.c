@@ -675,10 +675,14 @@ bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
 	ctx->cnt.rx_payload_bytes += seg->len;
 	bool filled_hole = pcb->ooo != NULL;
 	if (filled_hole) {
+		uint32_t from = pcb->rcv_nxt;
 		struct ring_buf *more = tcp_ooo_take_ready(pcb);
 		if (more) {
 			b->next = more;
 			stack_buf_chain_fix_tot_len(b);
+			/* every advance of rcv_nxt is received bytes (Linux's tcp_rcv_nxt_update) */
+			pcb->bytes_received += pcb->rcv_nxt - from;
+			ctx->cnt.rx_payload_bytes += pcb->rcv_nxt - from;
 		}
 	}
 	pcb->segs_unacked++;

@@ -1071,6 +1071,8 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->data_segs_in = pcb->data_segs_in;
 	o->data_segs_out = pcb->data_segs_out;
 	o->rcv_ooopack = pcb->rcv_ooopack;
+	o->reord_seen = pcb->reord_seen;
+	o->dsack_dups = pcb->dsack_dups;
 	o->total_rto = pcb->total_rto;
 	o->notsent = tcp_sndbuf_notsent(pcb);
 	o->pmtu = pcb->nif ? pcb->nif->mtu : 0;

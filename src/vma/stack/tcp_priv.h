@@ -214,6 +214,8 @@ struct tcp_pcb {
 	struct tcp_rack rack;
 	uint64_t delivered_segs;         /* segments cumulatively or selectively acknowledged */
 	uint64_t dsack_bytes;            /* reported duplicate (D-SACK), ever */
+	uint32_t dsack_dups;             /* segments reported duplicate (tcpi_dsack_dups) */
+	uint32_t reord_seen;             /* segments delivered below one delivered later (tcpi_reord_seen) */
 	struct tcp_cc_state cc;
 	/* RTT (RFC 6298) */
 	uint32_t srtt_ms, rttvar_ms, rto_ms, backoff;

@@ -68,8 +68,10 @@ static inline void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, con
 	 * resent, so the network reordered it */
 	if (SEQ_GT(r->end, k->fack))
 		k->fack = r->end;
-	else if (SEQ_LT(r->end, k->fack) && !(r->flags & TCP_TXSEG_RETRANS))
+	else if (SEQ_LT(r->end, k->fack) && !(r->flags & TCP_TXSEG_RETRANS)) {
 		k->reordering_seen = true;
+		pcb->reord_seen++;   /* per segment (Linux counts per ACK that shows some) */
+	}
 	if (r->flags & TCP_TXSEG_RETRANS) {
 		/* The ACK may be for an earlier transmission when it came too
 		 * fast for this one (Linux's tcp_rack_advance: under min_rtt).
@@ -189,6 +191,7 @@ void tcp_rack_dsack(struct tcp_pcb *pcb, const struct tcp_range *d, uint32_t pri
 {
 	struct tcp_rack *k = &pcb->rack;
 	pcb->ctx->cnt.rx_dsacks++;
+	pcb->dsack_dups += (d->end - d->start + pcb->mss - 1) / pcb->mss;
 	tcp_undo_dsack(pcb, d, prior_una);
 	/* A duplicate of a probe, or more duplicates than we ever resent (the
 	 * network duplicates too), says nothing about reordering (as Linux). */
