@@ -1161,26 +1161,27 @@ static void check_tcp_info(int fd)
 	result(ti.tcpi_snd_wnd > 0 && ti.tcpi_rcv_wnd > 0 && ti.tcpi_notsent_bytes == 0,
 	       "TCP_INFO: windows known, nothing unsent", "snd_wnd %u, rcv_wnd %u, notsent %u", ti.tcpi_snd_wnd,
 	       ti.tcpi_rcv_wnd, ti.tcpi_notsent_bytes);
-	/* Nothing resent on this loss-free link, except what reordering made
-	 * a sender resend: a veth without NAPI (no XDP program on it, as with
+	/* Nothing resent on this loss-free link but for resends the peer
+	 * proved needless: a veth without NAPI (no XDP program on it, as with
 	 * the verbs backend's software device) hands frames to the per-CPU
 	 * backlog of the CPU that sent them, so a sender that transmits from
-	 * two CPUs (the writer, and the softirq of an ACK) can be reordered.
-	 * Linux then resends what RACK took for lost; the receiver must
-	 * report every such resend as a duplicate (D-SACK), so the count of
-	 * duplicates covers the resends (tcpi_dsack_dups, ours too). */
-	int spurious_only = ti.tcpi_reord_seen > 0 && ti.tcpi_dsack_dups >= ti.tcpi_total_retrans;
+	 * two CPUs (the writer, and the softirq of an ACK) can be reordered
+	 * and RACK resends; a tail loss probe resends when an ACK is late.
+	 * Either way the receiver must report each such resend as a
+	 * duplicate (D-SACK): the count of duplicates (tcpi_dsack_dups, ours
+	 * too) covers the resends. A real loss is never D-SACKed. */
+	int spurious_only = ti.tcpi_dsack_dups >= ti.tcpi_total_retrans;
 	result(ti.tcpi_rtt > 0 && ti.tcpi_rtt < 200000 && ti.tcpi_min_rtt < 200000 && ti.tcpi_rto >= 200000 &&
 		       ti.tcpi_max_pacing_rate == UINT64_MAX &&
 		       (ti.tcpi_reordering == 3 || (ti.tcpi_reord_seen > 0 && ti.tcpi_reordering > 3)) &&
 		       (ti.tcpi_total_retrans == 0 || spurious_only) && (ti.tcpi_bytes_retrans == 0 || spurious_only),
-	       "TCP_INFO: RTT sampled, RTO at least 200 ms, no pacing cap, reordering 3, nothing resent (but for reordering)",
+	       "TCP_INFO: RTT sampled, RTO at least 200 ms, no pacing cap, reordering 3, nothing resent but needless resends",
 	       "rtt %u, min_rtt %u, rto %u, max_pacing %llu, reordering %u, retrans %u / %llu bytes, reordering seen %u, "
 	       "D-SACKed %u",
 	       ti.tcpi_rtt, ti.tcpi_min_rtt, ti.tcpi_rto, (unsigned long long)ti.tcpi_max_pacing_rate, ti.tcpi_reordering,
 	       ti.tcpi_total_retrans, (unsigned long long)ti.tcpi_bytes_retrans, ti.tcpi_reord_seen, ti.tcpi_dsack_dups);
 	if (ti.tcpi_total_retrans)
-		printf("INFO: %s: %u resent on a reordering link, %u reported duplicate by the peer\n", role,
+		printf("INFO: %s: %u resent on a loss-free link, %u reported duplicate by the peer\n", role,
 		       ti.tcpi_total_retrans, ti.tcpi_dsack_dups);
 }
 

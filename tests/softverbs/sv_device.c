@@ -428,9 +428,21 @@ struct sv_device *sv_device_of(struct ibv_context *context)
 	return sv_ctx(context)->dev;
 }
 
+static pid_t sv_pid;
+
+pid_t sv_self_pid(void)
+{
+	pid_t pid = __atomic_load_n(&sv_pid, __ATOMIC_RELAXED);
+	if (!pid) {
+		pid = getpid();
+		__atomic_store_n(&sv_pid, pid, __ATOMIC_RELAXED);
+	}
+	return pid;
+}
+
 bool sv_ctx_usable(struct sv_context *c, const char *verb)
 {
-	if (c->pid == getpid())
+	if (c->pid == sv_self_pid())
 		return true;
 	sv_violation("%s on device %s in pid %d, which inherited it from pid %d (a forked child must not use "
 		     "its parent's verbs objects)", verb, c->dev->ibdev.name, (int)getpid(), (int)c->pid);
@@ -486,7 +498,7 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	c->dev = d;
-	c->pid = getpid();
+	c->pid = sv_self_pid();
 	const char *bf = getenv("MLX5_SHUT_UP_BF");
 	c->bf_disabled = bf && strcmp(bf, "1") == 0;
 	struct ibv_context *ctx = &c->vctx.context;
@@ -591,6 +603,7 @@ static void sv_atfork_child(void)
 	/* Every object is the parent's now (each records its pid). The
 	 * parent's kernel-path table must never be changed from here, nor
 	 * its wires read: a QP of the child's opens a wire of its own. */
+	__atomic_store_n(&sv_pid, 0, __ATOMIC_RELAXED);
 	pthread_mutex_init(&sv_lock, NULL);
 	sv_nft_forget();
 	for (struct sv_device *d = sv_devices; d; d = d->next) {

@@ -102,6 +102,9 @@ struct sv_pd {
 struct sv_context *sv_ctx(struct ibv_context *context);
 /* Fails (VIOLATION) when a forked child touches its parent's objects. */
 bool sv_ctx_usable(struct sv_context *c, const char *verb);
+/* This process's pid, kept across calls (getpid() is a system call, and
+ * ibv_poll_cq checks it on every poll); renewed in a forked child. */
+pid_t sv_self_pid(void);
 /* The MR of pd covering [addr, addr+len) with lkey, or NULL. */
 struct sv_mr *sv_mr_find(struct sv_pd *pd, uint64_t addr, uint32_t len, uint32_t lkey);
 struct sv_device *sv_device_of(struct ibv_context *context);

@@ -65,7 +65,7 @@ static int sv_nft_cmd(const char *fmt, ...)
 
 static bool sv_nft_ready(void)
 {
-	if (sv_nft && sv_nft_pid == getpid())
+	if (sv_nft && sv_nft_pid == sv_self_pid())
 		return true;
 	if (sv_nft_failed)
 		return false;
@@ -91,7 +91,7 @@ static bool sv_nft_ready(void)
 		sv_nft_buffer_output(sv_nft);
 	if (sv_nft_buffer_error)
 		sv_nft_buffer_error(sv_nft);
-	sv_nft_pid = getpid();
+	sv_nft_pid = sv_self_pid();
 	if (sv_nft_cmd("add table netdev softverbs_%d { flags owner; }", (int)sv_nft_pid)) {
 		sv_nft_failed = true;
 		sv_nft = NULL;
@@ -200,7 +200,7 @@ void sv_nft_del(const struct sv_rule *rule, const char *ifname)
 	char set[24], key[96];
 
 	(void)ifname;
-	if (!sv_nft || sv_nft_pid != getpid() || !sv_nft_key(rule, set, sizeof(set), key, sizeof(key)))
+	if (!sv_nft || sv_nft_pid != sv_self_pid() || !sv_nft_key(rule, set, sizeof(set), key, sizeof(key)))
 		return;
 	for (struct sv_nft_elem **p = &sv_nft_elems; *p; p = &(*p)->next) {
 		struct sv_nft_elem *e = *p;
