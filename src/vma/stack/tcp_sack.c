@@ -205,8 +205,15 @@ bool tcp_ooo_insert(struct tcp_pcb *pcb, struct ring_buf *buf, uint32_t seq)
 		return false;
 	}
 	/* The ring is short of frames: in-order data first (the sender
-	 * resends what we refuse here, and SACK never reported it). */
-	if (ring_buf_pool_pressured(buf->pool)) {
+	 * resends what we refuse here, and SACK never reported it). A
+	 * full-size segment is still kept within this connection's share of
+	 * the ring (receive admission: an eighth of the frames under pressure,
+	 * a thirty-second when critical): the frames are short because other
+	 * connections hold them (a peer pinning them with small segments past
+	 * holes), and refusing every connection's out-of-order data made one
+	 * loss on an honest bulk flow cost it its whole window. */
+	if (ring_buf_pool_pressured(buf->pool) &&
+	    (buf->len < TCP_OOO_FULL_SEG || ring_buf_pool_holder_full(buf->pool, pcb->ooo_count))) {
 		pcb->ctx->cnt.rx_ooo_pressure_dropped++;
 		pcb->ooo_starved = true;
 		return false;
