@@ -255,7 +255,6 @@ integration() {
 # kernel peers and between libvma processes, the Extra API, the t_* library
 # tests, hostile's floods. Left out: the tests of the xdp backend's own
 # machinery (XDP program, vmad, shared UMEM, share groups across fork).
-# udp_migrate runs its cases a-f here (case g: docs/verbs.md).
 # tcp_semantics and tcp_wire run here too, each once more when it fails
 # (run.sh's retry): a timing-sensitive check of tcp_semantics fails now and
 # then on softverbs (docs/verbs.md, "Known weakness").

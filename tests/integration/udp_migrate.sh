@@ -205,13 +205,6 @@ run_case() {
 }
 
 cases="a b c d e f g"
-if [ "${VMA_RING_BACKEND:-}" = verbs ] && [ -z "${MIG_CASES:-}" ]; then
-	# softverbs (the verbs pass' device) loses or duplicates a frame or two
-	# when a rule goes while traffic flows, as case g's forks make it do
-	# (docs/verbs.md, udp_migrate): a NIC swaps rules atomically.
-	echo "case g left out on the verbs backend: softverbs' rule removal is not atomic (docs/verbs.md)"
-	cases="a b c d e f"
-fi
 for c in ${MIG_CASES:-$cases}; do
 	case $c in
 	a) run_case a 20 10 recv - 2 1 2 2 ;;

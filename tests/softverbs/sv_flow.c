@@ -157,7 +157,19 @@ out:
 
 static void sv_flow_unlink(struct sv_flow *f)
 {
-	sv_flow_settle(f->qp->dev);
+	struct sv_device *dev = f->qp->dev;
+	sv_flow_settle(dev);
+	/* Tapping what the kernel did not get (sv_nft_tap), the element goes
+	 * first: every frame the hook took before it went is then in the tap,
+	 * and is received under the rule, which goes last (a NIC's frames
+	 * steered before the rule went are in the RQ). Tapping the netdev,
+	 * the rule goes first: a frame tapped between the two steps then
+	 * reaches neither, where the other order would give it to both. */
+	bool exact = dev->wire.exact && !dev->mem;
+	if (exact) {
+		sv_nft_del(&f->rule, dev->ifname);
+		sv_flow_settle(dev);
+	}
 	for (struct sv_flow **p = &sv_flows; *p; p = &(*p)->next) {
 		if (*p == f) {
 			*p = f->next;
@@ -166,8 +178,8 @@ static void sv_flow_unlink(struct sv_flow *f)
 	}
 	f->qp->flows--;
 	sv_stats.flows_destroyed++;
-	if (!f->qp->dev->mem)
-		sv_nft_del(&f->rule, f->qp->dev->ifname);
+	if (!exact && !dev->mem)
+		sv_nft_del(&f->rule, dev->ifname);
 	free(f);
 }
 

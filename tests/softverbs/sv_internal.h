@@ -55,6 +55,7 @@ struct sv_wire {
 	uint8_t *ring;               /* the receive socket's mmap'd TPACKET_V2 ring (NULL: recvmmsg) */
 	size_t ring_len;
 	uint32_t ring_head;
+	bool exact;                  /* rx taps the frames the kernel did not get (sv_nft_tap) */
 	/* mem: frames injected, not yet taken */
 	struct sv_frame memq[SV_MEMQ_CAP];
 	uint32_t memq_head, memq_count;
@@ -277,6 +278,11 @@ unsigned sv_flow_targets(const struct sv_device *dev, const uint8_t *frame, uint
 /* ---- kernel-path removal (sv_nft.c) ---- */
 
 void sv_nft_add(const struct sv_rule *rule, const char *ifname);
+/* The ifindex of the link the ingress hook of device ifindex duplicates
+ * the frames it takes from the kernel to, marked with this process's pid
+ * (the wire taps it: exactly the frames the kernel did not get), or 0: the
+ * wire taps the device itself. Sets the device's chains up. */
+int sv_nft_tap(int ifindex, const char *ifname);
 void sv_nft_del(const struct sv_rule *rule, const char *ifname);
 /* In a forked child: the parent's table stays the parent's. */
 void sv_nft_forget(void);

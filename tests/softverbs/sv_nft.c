@@ -1,7 +1,23 @@
 /* softverbs: taking steered frames away from the kernel. A real flow rule
- * gives matching frames to the QP and the kernel never sees them; our
+ * gives matching frames to the QP and the kernel never sees them; an
  * AF_PACKET tap only copies them. So every rule also drops its frames at
- * the netdev's nftables ingress hook, which runs after the taps.
+ * the netdev's nftables ingress hook.
+ *
+ * Which frames a QP gets and which the kernel gets must be one decision per
+ * frame, as on a NIC, where a rule is swapped atomically. A tap on the
+ * netdev itself sees frames before the ingress hook: a frame tapped while a
+ * rule and its nftables element were being removed went to neither (or,
+ * with the two steps the other way round, to both). So where it can, the
+ * hook also hands the frames it drops to the tap: "meta mark set PID dup to
+ * svNd", svNd one end of a veth pair made for device N, and the process
+ * taps svNd for the frames marked with its pid. The other end, svNp, must
+ * be up too (a veth without carrier drops what it is given before any tap
+ * sees it); an ingress chain with policy drop on it keeps the copies from
+ * the kernel's stack there. The drops are a second chain of each table at
+ * a later priority, so that every process's duplicates are made first (two
+ * processes with the same rule both get the frame, as both taps on the
+ * netdev did). Without a veth pair (no privilege, an old kernel), the
+ * netdev's own tap as before.
  *
  * One table per process, "table netdev softverbs_PID { flags owner; }":
  * the kernel deletes an owned table when the netlink socket that made it
@@ -11,6 +27,13 @@
  * refcounted: several rules (QPs) may drop the same frames. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <net/if.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +58,7 @@ static pid_t sv_nft_pid;
 struct sv_nft_dev {
 	struct sv_nft_dev *next;
 	int ifindex;
+	int tap_ifindex;   /* the veth end the hook duplicates to; 0: none */
 };
 static struct sv_nft_dev *sv_nft_devs;
 
@@ -102,38 +126,155 @@ static bool sv_nft_ready(void)
 	return true;
 }
 
-/* The chain and sets of one device, made on its first rule. */
-static bool sv_nft_device(int ifindex, const char *ifname)
+/* One rtnetlink request, answered by an ACK: 0 or -errno. */
+static int sv_rtnl(struct nlmsghdr *req)
+{
+	long fd = syscall(SYS_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	int err = -EIO;
+	if (syscall(SYS_sendto, fd, req, req->nlmsg_len, 0, &kernel, sizeof(kernel)) == (long)req->nlmsg_len) {
+		char buf[4096];
+		long n = syscall(SYS_recvfrom, fd, buf, sizeof(buf), 0, NULL, NULL);
+		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+		if (n >= (long)sizeof(*h) && NLMSG_OK(h, (unsigned long)n) && h->nlmsg_type == NLMSG_ERROR)
+			err = ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+	}
+	sv_sys_close((int)fd);
+	return err;
+}
+
+static struct rtattr *sv_rta_add(struct nlmsghdr *h, unsigned short type, const void *data, unsigned len)
+{
+	struct rtattr *a = (struct rtattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+	a->rta_type = type;
+	a->rta_len = (unsigned short)RTA_LENGTH(len);
+	if (len)
+		memcpy(RTA_DATA(a), data, len);
+	h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + RTA_ALIGN(a->rta_len);
+	return a;
+}
+
+static void sv_rta_end(struct nlmsghdr *h, struct rtattr *nest)
+{
+	nest->rta_len = (unsigned short)((char *)h + h->nlmsg_len - (char *)nest);
+}
+
+static int sv_link_up(int ifindex)
+{
+	union {
+		struct nlmsghdr h;
+		char buf[128];
+	} up;
+	memset(&up, 0, sizeof(up));
+	up.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+	up.h.nlmsg_type = RTM_NEWLINK;
+	up.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	struct ifinfomsg *ifi = NLMSG_DATA(&up.h);
+	ifi->ifi_family = AF_UNSPEC;
+	ifi->ifi_index = ifindex;
+	ifi->ifi_flags = IFF_UP;
+	ifi->ifi_change = IFF_UP;
+	return sv_rtnl(&up.h);
+}
+
+/* The veth end "svNd" the hook of device N duplicates to, made (with its
+ * peer "svNp") by the first process of the namespace and left for the
+ * others: its ifindex, or 0. */
+static int sv_tap_link(int ifindex)
+{
+	char name[IF_NAMESIZE], peer[IF_NAMESIZE];
+	snprintf(name, sizeof(name), "sv%dd", ifindex);
+	snprintf(peer, sizeof(peer), "sv%dp", ifindex);
+	int have = (int)if_nametoindex(name);
+	if (!have) {
+		union {
+			struct nlmsghdr h;
+			char buf[512];
+		} req;
+		memset(&req, 0, sizeof(req));
+		req.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+		req.h.nlmsg_type = RTM_NEWLINK;
+		req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+		sv_rta_add(&req.h, IFLA_IFNAME, name, (unsigned)strlen(name) + 1);
+		struct rtattr *info = sv_rta_add(&req.h, IFLA_LINKINFO, NULL, 0);
+		sv_rta_add(&req.h, IFLA_INFO_KIND, "veth", 5);
+		struct rtattr *data = sv_rta_add(&req.h, IFLA_INFO_DATA, NULL, 0);
+		struct rtattr *vpeer = sv_rta_add(&req.h, VETH_INFO_PEER, NULL, 0);
+		req.h.nlmsg_len += NLMSG_ALIGN(sizeof(struct ifinfomsg));   /* the peer's ifinfomsg, zero */
+		sv_rta_add(&req.h, IFLA_IFNAME, peer, (unsigned)strlen(peer) + 1);
+		sv_rta_end(&req.h, vpeer);
+		sv_rta_end(&req.h, data);
+		sv_rta_end(&req.h, info);
+		int err = sv_rtnl(&req.h);
+		if (err && err != -EEXIST)
+			return 0;
+		have = (int)if_nametoindex(name);
+		if (!have)
+			return 0;
+	}
+	int peer_index = (int)if_nametoindex(peer);
+	if (!peer_index || sv_nft_cmd("add chain netdev softverbs_%d p%d { type filter hook ingress device \"%s\" "
+				      "priority -500; policy drop; }", (int)sv_nft_pid, ifindex, peer))
+		return 0;
+	return sv_link_up(peer_index) == 0 && sv_link_up(have) == 0 ? have : 0;
+}
+
+/* The chain and sets of one device, made on its first rule or when its
+ * wire opens: the device's record, or NULL. */
+static struct sv_nft_dev *sv_nft_device(int ifindex, const char *ifname)
 {
 	for (struct sv_nft_dev *d = sv_nft_devs; d; d = d->next)
 		if (d->ifindex == ifindex)
-			return true;
+			return d;
 	int pid = (int)sv_nft_pid;
 	const char *nofrag = "ip frag-off & 0x3fff == 0";
+	static const char *const match[] = {
+		"ip daddr . meta l4proto . th dport . ip saddr . th sport @f5_%d",
+		"ip daddr . meta l4proto . th dport @f3_%d",
+		"meta l4proto . th dport @fa_%d",
+		"ip daddr . meta l4proto @fg_%d",
+	};
+	int tap = getenv("SOFTVERBS_NO_DUP") ? 0 : sv_tap_link(ifindex);
+	char tap_name[IF_NAMESIZE];
+	snprintf(tap_name, sizeof(tap_name), "sv%dd", ifindex);
 	if (sv_nft_cmd("add chain netdev softverbs_%d d%d { type filter hook ingress device \"%s\" priority -500; }",
 		       pid, ifindex, ifname) ||
+	    (tap && sv_nft_cmd("add chain netdev softverbs_%d x%d { type filter hook ingress device \"%s\" priority "
+			       "-400; }", pid, ifindex, ifname)) ||
 	    sv_nft_cmd("add set netdev softverbs_%d f5_%d { type ipv4_addr . inet_proto . inet_service . ipv4_addr . "
 		       "inet_service; }", pid, ifindex) ||
 	    sv_nft_cmd("add set netdev softverbs_%d f3_%d { type ipv4_addr . inet_proto . inet_service; }", pid,
 		       ifindex) ||
 	    sv_nft_cmd("add set netdev softverbs_%d fa_%d { type inet_proto . inet_service; }", pid, ifindex) ||
-	    sv_nft_cmd("add set netdev softverbs_%d fg_%d { type ipv4_addr . inet_proto; }", pid, ifindex) ||
-	    sv_nft_cmd("add rule netdev softverbs_%d d%d %s ip daddr . meta l4proto . th dport . ip saddr . th sport "
-		       "@f5_%d drop", pid, ifindex, nofrag, ifindex) ||
-	    sv_nft_cmd("add rule netdev softverbs_%d d%d %s ip daddr . meta l4proto . th dport @f3_%d drop", pid,
-		       ifindex, nofrag, ifindex) ||
-	    sv_nft_cmd("add rule netdev softverbs_%d d%d %s meta l4proto . th dport @fa_%d drop", pid, ifindex,
-		       nofrag, ifindex) ||
-	    sv_nft_cmd("add rule netdev softverbs_%d d%d %s ip daddr . meta l4proto @fg_%d drop", pid, ifindex,
-		       nofrag, ifindex))
-		return false;
+	    sv_nft_cmd("add set netdev softverbs_%d fg_%d { type ipv4_addr . inet_proto; }", pid, ifindex))
+		return NULL;
+	for (unsigned i = 0; i < sizeof(match) / sizeof(match[0]); i++) {
+		char m[128];
+		snprintf(m, sizeof(m), match[i], ifindex);
+		if (tap ? sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s meta mark set %d dup to \"%s\"", pid,
+				     ifindex, nofrag, m, pid, tap_name) ||
+				  sv_nft_cmd("add rule netdev softverbs_%d x%d %s %s drop", pid, ifindex, nofrag, m)
+			: sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s drop", pid, ifindex, nofrag, m))
+			return NULL;
+	}
 	struct sv_nft_dev *d = calloc(1, sizeof(*d));
 	if (!d)
-		return false;
+		return NULL;
 	d->ifindex = ifindex;
+	d->tap_ifindex = tap;
 	d->next = sv_nft_devs;
 	sv_nft_devs = d;
-	return true;
+	return d;
+}
+
+int sv_nft_tap(int ifindex, const char *ifname)
+{
+	if (!sv_nft_ready())
+		return 0;
+	struct sv_nft_dev *d = sv_nft_device(ifindex, ifname);
+	return d ? d->tap_ifindex : 0;
 }
 
 /* The set and element that drop what rule steers; false when nftables

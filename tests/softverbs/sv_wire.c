@@ -32,10 +32,15 @@ static long sv_setsockopt(int fd, int level, int name, const void *val, socklen_
 	return syscall(SYS_setsockopt, fd, level, name, val, len);
 }
 
-/* IPv4 TCP and UDP only: everything else is of no interest to a rule. */
-static int sv_attach_ipv4_filter(int fd)
+/* IPv4 TCP and UDP only: everything else is of no interest to a rule. On
+ * the link the ingress hook duplicates to (mark != 0), only the frames
+ * this process's rules took (marked with its pid). */
+static int sv_attach_ipv4_filter(int fd, uint32_t mark)
 {
 	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_AD_OFF + SKF_AD_MARK)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mark, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0),
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 4),
 		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 23),
@@ -45,6 +50,10 @@ static int sv_attach_ipv4_filter(int fd)
 		BPF_STMT(BPF_RET | BPF_K, 0),
 	};
 	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
+	if (!mark) {   /* the netdev itself: every frame, whatever its mark */
+		prog.filter += 3;
+		prog.len -= 3;
+	}
 
 	return (int)sv_setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
 }
@@ -52,17 +61,21 @@ static int sv_attach_ipv4_filter(int fd)
 static int sv_packet_open(struct sv_device *dev)
 {
 	int one = 1, rcvbuf = SV_RCVBUF;
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex };
+	int tap = sv_nft_tap(dev->ifindex, dev->ifname);
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = tap ? tap : dev->ifindex };
 
 	/* Protocol 0 until bound: nothing queues from other interfaces. */
 	long rx = syscall(SYS_socket, AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (rx < 0)
 		return -1;   /* EPERM without CAP_NET_RAW, as a raw QP */
 	dev->wire.rx_fd = (int)rx;
+	/* On the duplicates' link the frames are outgoing; on the netdev what
+	 * we send ourselves is. */
 	if (sv_setsockopt((int)rx, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) ||
-	    sv_setsockopt((int)rx, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) ||
-	    sv_attach_ipv4_filter((int)rx))
+	    (!tap && sv_setsockopt((int)rx, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one))) ||
+	    sv_attach_ipv4_filter((int)rx, tap ? (uint32_t)sv_self_pid() : 0))
 		return -1;
+	dev->wire.exact = tap != 0;
 	if (sv_setsockopt((int)rx, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
 		sv_setsockopt((int)rx, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	/* A TPACKET_V2 ring: an empty poll is a read of memory, not a system
@@ -90,7 +103,8 @@ static int sv_packet_open(struct sv_device *dev)
 	if (tx < 0)
 		return -1;
 	dev->wire.tx_fd = (int)tx;
-	sll.sll_protocol = 0;   /* transmit only */
+	sll.sll_protocol = 0;   /* transmit only, on the netdev */
+	sll.sll_ifindex = dev->ifindex;
 	if (sv_setsockopt((int)tx, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) ||
 	    syscall(SYS_bind, tx, &sll, sizeof(sll)))
 		return -1;
@@ -343,6 +357,17 @@ static long sv_late_us(void)
 	return late;
 }
 
+/* A frame a NIC would receive. Tapping the netdev: one arriving for this
+ * host (the kernel says which). Tapping the duplicates of the ingress hook
+ * (sv_nft_tap): every one is "outgoing" there, and the destination MAC says
+ * whether the NIC would have taken it (ours, or a group address). */
+static bool sv_wire_wanted(const struct sv_device *dev, uint8_t pkttype, const uint8_t *frame, uint32_t len)
+{
+	if (!dev->wire.exact)
+		return pkttype != PACKET_OTHERHOST && pkttype != PACKET_OUTGOING;
+	return pkttype == PACKET_OUTGOING && len >= 14 && ((frame[0] & 1) || memcmp(frame, dev->mac, 6) == 0);
+}
+
 static unsigned sv_ring_receive(struct sv_device *dev, unsigned max,
 				void (*deliver)(struct sv_device *, const uint8_t *, uint32_t))
 {
@@ -356,7 +381,7 @@ static unsigned sv_ring_receive(struct sv_device *dev, unsigned max,
 		const struct sockaddr_ll *from =
 			(const struct sockaddr_ll *)((uint8_t *)h + TPACKET_ALIGN(sizeof(struct tpacket2_hdr)));
 		uint8_t *data = (uint8_t *)h + h->tp_mac;
-		bool wanted = from->sll_pkttype != PACKET_OTHERHOST && from->sll_pkttype != PACKET_OUTGOING;
+		bool wanted = sv_wire_wanted(dev, from->sll_pkttype, data, h->tp_snaplen);
 		if (sv_late_us() >= 0) {
 			struct timespec now;
 			clock_gettime(CLOCK_REALTIME, &now);
@@ -438,7 +463,7 @@ unsigned sv_wire_receive(struct sv_device *dev, unsigned max,
 			uint32_t got = msgs[i].msg_len;
 			taken++;
 			if (got < sizeof(vh[i]) || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-			    from[i].sll_pkttype == PACKET_OTHERHOST || from[i].sll_pkttype == PACKET_OUTGOING)
+			    !sv_wire_wanted(dev, from[i].sll_pkttype, iov[i][1].iov_base, got - (uint32_t)sizeof(vh[i])))
 				continue;
 			sv_wire_frame(dev, &vh[i], iov[i][1].iov_base, got - (uint32_t)sizeof(vh[i]), deliver);
 		}
