@@ -161,18 +161,25 @@ static void sv_rta_end(struct nlmsghdr *h, struct rtattr *nest)
 	nest->rta_len = (unsigned short)((char *)h + h->nlmsg_len - (char *)nest);
 }
 
+/* An RTM_NEWLINK request in a zeroed buffer of size bytes: its ifinfomsg. */
+static struct ifinfomsg *sv_newlink(struct nlmsghdr *h, size_t size, unsigned short flags)
+{
+	memset(h, 0, size);
+	h->nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+	h->nlmsg_type = RTM_NEWLINK;
+	h->nlmsg_flags = (unsigned short)(NLM_F_REQUEST | NLM_F_ACK | flags);
+	struct ifinfomsg *ifi = NLMSG_DATA(h);
+	ifi->ifi_family = AF_UNSPEC;
+	return ifi;
+}
+
 static int sv_link_up(int ifindex)
 {
 	union {
 		struct nlmsghdr h;
 		char buf[128];
 	} up;
-	memset(&up, 0, sizeof(up));
-	up.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
-	up.h.nlmsg_type = RTM_NEWLINK;
-	up.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-	struct ifinfomsg *ifi = NLMSG_DATA(&up.h);
-	ifi->ifi_family = AF_UNSPEC;
+	struct ifinfomsg *ifi = sv_newlink(&up.h, sizeof(up), 0);
 	ifi->ifi_index = ifindex;
 	ifi->ifi_flags = IFF_UP;
 	ifi->ifi_change = IFF_UP;
@@ -193,10 +200,7 @@ static int sv_tap_link(int ifindex)
 			struct nlmsghdr h;
 			char buf[512];
 		} req;
-		memset(&req, 0, sizeof(req));
-		req.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
-		req.h.nlmsg_type = RTM_NEWLINK;
-		req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+		sv_newlink(&req.h, sizeof(req), NLM_F_CREATE | NLM_F_EXCL);
 		sv_rta_add(&req.h, IFLA_IFNAME, name, (unsigned)strlen(name) + 1);
 		struct rtattr *info = sv_rta_add(&req.h, IFLA_LINKINFO, NULL, 0);
 		sv_rta_add(&req.h, IFLA_INFO_KIND, "veth", 5);
