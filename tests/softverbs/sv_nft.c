@@ -14,9 +14,10 @@
  * be up too (a veth without carrier drops what it is given before any tap
  * sees it); an ingress chain with policy drop on it keeps the copies from
  * the kernel's stack there. The drops are a second chain of each table at
- * a later priority, so that every process's duplicates are made first (two
- * processes with the same rule both get the frame, as both taps on the
- * netdev did). Without a veth pair (no privilege, an old kernel), the
+ * a later priority, dropping what carries the process's mark, so that every
+ * process's duplicates are made first (two processes with the same rule both
+ * get the frame, as both taps on the netdev did) and a frame is dropped
+ * exactly when it was duplicated. Without a veth pair (no privilege, an old kernel), the
  * netdev's own tap as before.
  *
  * One table per process, "table netdev softverbs_PID { flags owner; }":
@@ -258,11 +259,16 @@ static struct sv_nft_dev *sv_nft_device(int ifindex, const char *ifname)
 		char m[128];
 		snprintf(m, sizeof(m), match[i], ifindex);
 		if (tap ? sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s meta mark set %d dup to \"%s\"", pid,
-				     ifindex, nofrag, m, pid, tap_name) ||
-				  sv_nft_cmd("add rule netdev softverbs_%d x%d %s %s drop", pid, ifindex, nofrag, m)
+				     ifindex, nofrag, m, pid, tap_name)
 			: sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s drop", pid, ifindex, nofrag, m))
 			return NULL;
 	}
+	/* The drop follows the duplicate's mark, not a second look at the sets:
+	 * an element deleted between the two chains would otherwise leave a
+	 * frame both duplicated and passed to the kernel. (A later process's
+	 * duplicate overwrites the mark; its own drop chain then drops.) */
+	if (tap && sv_nft_cmd("add rule netdev softverbs_%d x%d meta mark %d drop", pid, ifindex, pid))
+		return NULL;
 	struct sv_nft_dev *d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
