@@ -165,7 +165,7 @@ static void sv_flow_unlink(struct sv_flow *f)
 	 * steered before the rule went are in the RQ). Tapping the netdev,
 	 * the rule goes first: a frame tapped between the two steps then
 	 * reaches neither, where the other order would give it to both. */
-	bool exact = dev->wire.exact && !dev->mem;
+	bool exact = dev->wire.exact;
 	if (exact) {
 		sv_nft_del(&f->rule, dev->ifname);
 		sv_flow_settle(dev);

@@ -190,10 +190,10 @@ static int sv_link_up(int ifindex)
 /* The veth end "svNd" the hook of device N duplicates to, made (with its
  * peer "svNp") by the first process of the namespace and left for the
  * others: its ifindex, or 0. */
-static int sv_tap_link(int ifindex)
+static int sv_tap_link(int ifindex, char name[IF_NAMESIZE])
 {
-	char name[IF_NAMESIZE], peer[IF_NAMESIZE];
-	snprintf(name, sizeof(name), "sv%dd", ifindex);
+	char peer[IF_NAMESIZE];
+	snprintf(name, IF_NAMESIZE, "sv%dd", ifindex);
 	snprintf(peer, sizeof(peer), "sv%dp", ifindex);
 	int have = (int)if_nametoindex(name);
 	if (!have) {
@@ -241,9 +241,8 @@ static struct sv_nft_dev *sv_nft_device(int ifindex, const char *ifname)
 		"meta l4proto . th dport @fa_%d",
 		"ip daddr . meta l4proto @fg_%d",
 	};
-	int tap = getenv("SOFTVERBS_NO_DUP") ? 0 : sv_tap_link(ifindex);
 	char tap_name[IF_NAMESIZE];
-	snprintf(tap_name, sizeof(tap_name), "sv%dd", ifindex);
+	int tap = getenv("SOFTVERBS_NO_DUP") ? 0 : sv_tap_link(ifindex, tap_name);
 	if (sv_nft_cmd("add chain netdev softverbs_%d d%d { type filter hook ingress device \"%s\" priority -500; }",
 		       pid, ifindex, ifname) ||
 	    (tap && sv_nft_cmd("add chain netdev softverbs_%d x%d { type filter hook ingress device \"%s\" priority "

@@ -142,6 +142,7 @@ void sv_wire_close(struct sv_device *dev)
 	sv_sys_close(dev->wire.rx_fd);
 	sv_sys_close(dev->wire.tx_fd);
 	dev->wire.rx_fd = dev->wire.tx_fd = -1;
+	dev->wire.exact = false;
 	while (dev->wire.memq_count) {
 		free(dev->wire.memq[dev->wire.memq_head].data);
 		dev->wire.memq_head = (dev->wire.memq_head + 1) % SV_MEMQ_CAP;

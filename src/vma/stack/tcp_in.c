@@ -681,8 +681,9 @@ bool tcp_data_in_order(struct tcp_pcb *pcb, struct tcp_seg *seg)
 			b->next = more;
 			stack_buf_chain_fix_tot_len(b);
 			/* every advance of rcv_nxt is received bytes (Linux's tcp_rcv_nxt_update) */
-			pcb->bytes_received += pcb->rcv_nxt - from;
-			ctx->cnt.rx_payload_bytes += pcb->rcv_nxt - from;
+			uint32_t taken = pcb->rcv_nxt - from;
+			pcb->bytes_received += taken;
+			ctx->cnt.rx_payload_bytes += taken;
 		}
 	}
 	pcb->segs_unacked++;
