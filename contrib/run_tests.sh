@@ -258,7 +258,7 @@ integration() {
 # tcp_semantics and tcp_wire run here too, each once more when it fails
 # (run.sh's retry): a timing-sensitive check of tcp_semantics fails now and
 # then on softverbs (docs/verbs.md, "Known weakness").
-VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_stream|tcp_conns|tcp_exit_fin|tcp_semantics|tcp_wire|tcp_ctl_thread|tcp_apps|hostile|udp_migrate|close_race|ring_shutdown|ring_flows|avoid_sys_calls|exception_handling|extra_api|extra_examples|extra_xtreme|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns|banner_config|bindings|dlopen|errno_equal|fork|iperf3|local_trust|mt_client|redis|tcp_echo_py)$'}
+VERBS_PASS_TESTS=${VERBS_PASS_TESTS:-'^(udp_offload|udp_semantics|udp_tx_flush|iomux_udp|tcp_offload|tcp_stream|tcp_conns|tcp_exit_fin|tcp_semantics|tcp_wire|tcp_ctl_thread|tcp_apps|hostile|udp_migrate|close_race|ring_shutdown|ring_flows|avoid_sys_calls|exception_handling|extra_api|extra_examples|extra_xtreme|ring_logic|rx_drain_rate|secondary_addr|stats_monitor|stats_sockperf|net_netns|banner_config|bindings|dlopen|errno_equal|fork|iperf3|local_trust|mt_client|redis|tcp_echo_py|mp_procs|mp_queues|life_udp)$'}
 
 # verbs_step: step 6, when softverbs was built (rdma-core found).
 verbs_step() {

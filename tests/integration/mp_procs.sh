@@ -29,7 +29,8 @@
 #      some; 4 rings with traffic; Udp InDatagrams flat.
 #   j. prefork, 2 workers, 8 idle connections; one worker SIGKILLed: the
 #      peers of its connections are told within 1 s (ECONNRESET from vmad's
-#      probe), the other worker's connections still echo.
+#      probe; on verbs, from the share board's), the other worker's
+#      connections still echo.
 #   k. prefork, 2 workers, started as root with --user nobody (setuid
 #      before any socket): offloaded all the same (Tcp InSegs flat).
 #   l. threads, 4 threads on one listener, VMA_RING_ALLOCATION_LOGIC_RX=20:
@@ -589,7 +590,9 @@ done
 
 # Multi-queue: the flows really went over every queue, and each queue
 # handed its share to XSKs (not to the kernel: the counters above are flat).
-if [ "$QUEUES" -gt 1 ]; then
+if [ "$QUEUES" -gt 1 ] && [ "${VMA_RING_BACKEND:-}" = verbs ]; then
+	echo "SKIP: per-queue XSK counters: the verbs backend has one QP per ring, no XSKs (the offload checks above stand)"
+elif [ "$QUEUES" -gt 1 ]; then
 	stats=$(nsenter --net="$SERVER_NS" ethtool -S "$TB_PREFIX-b0" 2>/dev/null)
 	idle=""
 	for q in $(seq 0 $((QUEUES - 1))); do

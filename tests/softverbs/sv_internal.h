@@ -19,6 +19,14 @@
 
 #include "softverbs.h"
 
+/* The mark the ingress hook puts on the frames it duplicates to a
+ * process: the process's pid (below 2^22, Linux's largest pid_max) and the
+ * class of the rule that took it (sv_nft.c). */
+#define SV_NFT_MARK_PID 0x003fffffu
+#define SV_NFT_MARK_5TUPLE 0x40000000u
+#define SV_NFT_MARK_3TUPLE 0x20000000u
+#define SV_NFT_MARK_ANY 0x10000000u
+
 #define SV_EXPORT __attribute__((visibility("default")))
 
 /* Largest frame the wire hands over at once: a GSO/GRO super-frame. */

@@ -235,17 +235,34 @@ static struct sv_nft_dev *sv_nft_device(int ifindex, const char *ifname)
 			return d;
 	int pid = (int)sv_nft_pid;
 	const char *nofrag = "ip frag-off & 0x3fff == 0";
-	static const char *const match[] = {
-		"ip daddr . meta l4proto . th dport . ip saddr . th sport @f5_%d",
-		"ip daddr . meta l4proto . th dport @f3_%d",
-		"meta l4proto . th dport @fa_%d",
-		"ip daddr . meta l4proto @fg_%d",
+	/* One chain per priority class of rules, run in the order a NIC
+	 * tests its rules: 5-tuples, then 3-tuples and groups, then ports on
+	 * any address. A frame one class took (of any process: the class is
+	 * in its mark) is left alone by the worse classes of every process,
+	 * so a connection's 5-tuple in one process wins over a listener's
+	 * 3-tuple in another; rules of one class match in every process that
+	 * holds them (each gets a copy). */
+	static const struct {
+		const char *chain;
+		int hook_prio;
+		const char *skip;      /* taken by a better class already */
+		uint32_t class_bit;
+		const char *match[2];
+	} classes[] = {
+		{ "d5", -500, "", SV_NFT_MARK_5TUPLE,
+		  { "ip daddr . meta l4proto . th dport . ip saddr . th sport @f5_%d", NULL } },
+		{ "d3", -490, "meta mark & 0x40000000 == 0", SV_NFT_MARK_3TUPLE,
+		  { "ip daddr . meta l4proto . th dport @f3_%d", "ip daddr . meta l4proto @fg_%d" } },
+		{ "da", -480, "meta mark & 0x60000000 == 0", SV_NFT_MARK_ANY,
+		  { "meta l4proto . th dport @fa_%d", NULL } },
 	};
 	char tap_name[IF_NAMESIZE];
 	int tap = getenv("SOFTVERBS_NO_DUP") ? 0 : sv_tap_link(ifindex, tap_name);
-	if (sv_nft_cmd("add chain netdev softverbs_%d d%d { type filter hook ingress device \"%s\" priority -500; }",
-		       pid, ifindex, ifname) ||
-	    (tap && sv_nft_cmd("add chain netdev softverbs_%d x%d { type filter hook ingress device \"%s\" priority "
+	for (unsigned c = 0; c < sizeof(classes) / sizeof(classes[0]); c++)
+		if (sv_nft_cmd("add chain netdev softverbs_%d %s%d { type filter hook ingress device \"%s\" priority "
+			       "%d; }", pid, classes[c].chain, ifindex, ifname, classes[c].hook_prio))
+			return NULL;
+	if ((tap && sv_nft_cmd("add chain netdev softverbs_%d x%d { type filter hook ingress device \"%s\" priority "
 			       "-400; }", pid, ifindex, ifname)) ||
 	    sv_nft_cmd("add set netdev softverbs_%d f5_%d { type ipv4_addr . inet_proto . inet_service . ipv4_addr . "
 		       "inet_service; }", pid, ifindex) ||
@@ -254,19 +271,24 @@ static struct sv_nft_dev *sv_nft_device(int ifindex, const char *ifname)
 	    sv_nft_cmd("add set netdev softverbs_%d fa_%d { type inet_proto . inet_service; }", pid, ifindex) ||
 	    sv_nft_cmd("add set netdev softverbs_%d fg_%d { type ipv4_addr . inet_proto; }", pid, ifindex))
 		return NULL;
-	for (unsigned i = 0; i < sizeof(match) / sizeof(match[0]); i++) {
-		char m[128];
-		snprintf(m, sizeof(m), match[i], ifindex);
-		if (tap ? sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s meta mark set %d dup to \"%s\"", pid,
-				     ifindex, nofrag, m, pid, tap_name)
-			: sv_nft_cmd("add rule netdev softverbs_%d d%d %s %s drop", pid, ifindex, nofrag, m))
-			return NULL;
+	for (unsigned c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
+		for (unsigned i = 0; i < 2 && classes[c].match[i]; i++) {
+			char m[128];
+			snprintf(m, sizeof(m), classes[c].match[i], ifindex);
+			if (tap ? sv_nft_cmd("add rule netdev softverbs_%d %s%d %s %s %s meta mark set 0x%x dup to \"%s\"",
+					     pid, classes[c].chain, ifindex, classes[c].skip, nofrag, m,
+					     classes[c].class_bit | (uint32_t)pid, tap_name)
+				: sv_nft_cmd("add rule netdev softverbs_%d %s%d %s %s drop", pid, classes[c].chain,
+					     ifindex, nofrag, m))
+				return NULL;
+		}
 	}
 	/* The drop follows the duplicate's mark, not a second look at the sets:
 	 * an element deleted between the two chains would otherwise leave a
 	 * frame both duplicated and passed to the kernel. (A later process's
 	 * duplicate overwrites the mark; its own drop chain then drops.) */
-	if (tap && sv_nft_cmd("add rule netdev softverbs_%d x%d meta mark %d drop", pid, ifindex, pid))
+	if (tap && sv_nft_cmd("add rule netdev softverbs_%d x%d meta mark & 0x%x == %d drop", pid, ifindex,
+			      SV_NFT_MARK_PID, pid))
 		return NULL;
 	struct sv_nft_dev *d = calloc(1, sizeof(*d));
 	if (!d)

@@ -34,11 +34,12 @@ static long sv_setsockopt(int fd, int level, int name, const void *val, socklen_
 
 /* IPv4 TCP and UDP only: everything else is of no interest to a rule. On
  * the link the ingress hook duplicates to (mark != 0), only the frames
- * this process's rules took (marked with its pid). */
+ * this process's rules took (marked with its pid, SV_NFT_MARK_PID). */
 static int sv_attach_ipv4_filter(int fd, uint32_t mark)
 {
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)(SKF_AD_OFF + SKF_AD_MARK)),
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, SV_NFT_MARK_PID),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mark, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, 0),
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
@@ -51,8 +52,8 @@ static int sv_attach_ipv4_filter(int fd, uint32_t mark)
 	};
 	struct sock_fprog prog = { .len = sizeof(code) / sizeof(code[0]), .filter = code };
 	if (!mark) {   /* the netdev itself: every frame, whatever its mark */
-		prog.filter += 3;
-		prog.len -= 3;
+		prog.filter += 4;
+		prog.len -= 4;
 	}
 
 	return (int)sv_setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));

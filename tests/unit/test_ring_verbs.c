@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,17 +635,112 @@ START_TEST(detach_and_close_tear_rules_down)
 }
 END_TEST
 
-START_TEST(shared_unicast_ports_are_left_to_the_kernel)
+/* How many of n remote ports (from 20000) ring admits on three. */
+static unsigned admitted(struct ring *ring, const struct ring_flow *three, unsigned n, bool *mask)
+{
+	unsigned got = 0;
+	for (unsigned i = 0; i < n; i++) {
+		bool a = ring_share_admit(ring, three, ip_of("10.0.0.2"), htons((uint16_t)(20000 + i)));
+		if (mask)
+			mask[i] = a;
+		got += a;
+	}
+	return got;
+}
+
+START_TEST(shared_ports_give_every_member_the_frames_and_one_takes_each_flow)
 {
 	struct ring_config cfg = small_cfg();
-	struct ring *ring = ring_verbs_open(TEST_IF, 0, &cfg);
-	struct ring_flow shared = udp3("10.0.0.1", 5000);
+	struct ring *a = ring_verbs_open(TEST_IF, 0, &cfg);
+	struct ring *b = ring_verbs_open(TEST_IF, 0, &cfg);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	struct ring_flow shared = udp3("10.0.0.1", 5977);
 	shared.share = 1;
-	ck_assert_int_eq(ring_attach_flow(ring, &shared), -EOPNOTSUPP);
+	ck_assert_int_eq(ring_attach_flow(a, &shared), 0);
+	ck_assert_uint_eq(a->share_members, 1);
+	ck_assert_uint_eq(admitted(a, &shared, 64, NULL), 64);   /* alone: every flow */
+	ck_assert_int_eq(ring_attach_flow(b, &shared), 0);
+	/* The same rule on both QPs: each gets a copy of every frame. */
+	uint8_t f[256];
+	for (unsigned i = 0; i < 8; i++) {
+		size_t len = udp_frame(f, a, "10.0.0.2", (uint16_t)(20000 + i), "10.0.0.1", 5977, 10, 0);
+		softverbs_test_inject(test_ifindex, f, len);
+	}
+	ck_assert_int_eq(drain(a), 8);
+	ck_assert_int_eq(drain(b), 8);
+	/* Exactly one member takes each flow, and both take some. */
+	bool in_a[256], in_b[256];
+	unsigned na = admitted(a, &shared, 256, in_a), nb = admitted(b, &shared, 256, in_b);
+	for (unsigned i = 0; i < 256; i++)
+		ck_assert_msg(in_a[i] != in_b[i], "remote port %u: taken by %s", 20000 + i, in_a[i] ? "both" : "none");
+	ck_assert_uint_gt(na, 64);
+	ck_assert_uint_gt(nb, 64);
+	/* A member leaving hands its share to the others. */
+	ck_assert_int_eq(ring_detach_flow(b, &shared), 0);
+	ck_assert_uint_eq(b->share_members, 0);
+	ck_assert_uint_eq(admitted(a, &shared, 256, NULL), 256);
+	/* Multicast groups are copied to every member and never spread. */
 	struct ring_flow group = { .proto = IPPROTO_UDP, .group = ip_of("239.1.1.1"), .share = 1, .owner_fd = -1 };
-	ck_assert_int_eq(ring_attach_flow(ring, &group), 0);
-	ck_assert_int_eq(softverbs_test_rules(softverbs_test_last_qp_num(), NULL, 0), 1);
-	ring_close(ring);
+	ck_assert_int_eq(ring_attach_flow(b, &group), 0);
+	ck_assert_uint_eq(b->share_members, 0);
+	ring_close(b);
+	ring_close(a);
+}
+END_TEST
+
+START_TEST(a_member_process_killed_is_taken_out_of_the_spread)
+{
+	struct ring_config cfg = small_cfg();
+	struct ring *a = ring_verbs_open(TEST_IF, 0, &cfg);
+	ck_assert_ptr_nonnull(a);
+	struct ring_flow shared = udp3("10.0.0.1", 5978);
+	shared.share = 1;
+	ck_assert_int_eq(ring_attach_flow(a, &shared), 0);
+	int ready[2], go[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		/* Another process of the group, with a ring of its own; it
+		 * reports what it admits of 256 flows, then waits. */
+		struct ring *c = ring_verbs_open(TEST_IF, 0, &cfg);
+		char n = 0;
+		/* A connection on loopback addresses: the probe that resets its
+		 * peer when this process dies goes through the host's kernel,
+		 * and must not leave the machine. */
+		struct ring_flow conn = { .proto = IPPROTO_TCP, .local_ip = ip_of("127.0.0.1"), .local_port = htons(5979),
+					  .remote_ip = ip_of("127.0.0.2"), .remote_port = htons(40000), .owner_fd = -1 };
+		if (c && ring_attach_flow(c, &shared) == 0 && ring_attach_flow(c, &conn) == 0)
+			n = (char)(admitted(c, &shared, 256, NULL) / 2);
+		if (write(ready[1], &n, 1) != 1 || read(go[0], &n, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	char n = 0;
+	ck_assert_int_eq(read(ready[0], &n, 1), 1);
+	unsigned theirs = (unsigned char)n * 2u, ours = admitted(a, &shared, 256, NULL);
+	ck_assert_uint_gt(theirs, 40);
+	ck_assert_uint_ge(ours + theirs + 1, 256);   /* /2*2: one may be lost to rounding */
+	ck_assert_uint_le(ours + theirs, 256);
+	ck_assert_uint_eq(ring_verbs_share_group_size(a, &shared), 2);
+	/* SIGKILL: it never leaves. The survivor's watcher sees it dead (its
+	 * lock is gone) within a fraction of a second, with no flow arriving,
+	 * and takes it out; the survivor then takes every flow. */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	for (int i = 0; i < 100 && ring_verbs_share_group_size(a, &shared) != 1; i++)
+		usleep(10000);
+	ck_assert_uint_eq(ring_verbs_share_group_size(a, &shared), 1);
+	unsigned after = 0;
+	for (int i = 0; i < 50 && after < 256; i++) {
+		after = admitted(a, &shared, 256, NULL);
+		if (after < 256)
+			usleep(20000);
+	}
+	ck_assert_uint_eq(after, 256);
+	ring_close(a);
 }
 END_TEST
 
@@ -984,7 +1080,8 @@ static Suite *ring_verbs_suite(void)
 	tcase_add_test(tc, rules_carry_the_specs_and_priorities);
 	tcase_add_test(tc, the_more_specific_rule_wins_across_rings);
 	tcase_add_test(tc, detach_and_close_tear_rules_down);
-	tcase_add_test(tc, shared_unicast_ports_are_left_to_the_kernel);
+	tcase_add_test(tc, shared_ports_give_every_member_the_frames_and_one_takes_each_flow);
+	tcase_add_test(tc, a_member_process_killed_is_taken_out_of_the_spread);
 	tcase_add_test(tc, a_taken_over_flow_is_forgotten_by_its_old_ring);
 	tcase_add_test(tc, to_kernel_removes_a_5tuple_and_parks_its_listener);
 	tcase_add_test(tc, refused_rules_map_to_the_ring_errnos);

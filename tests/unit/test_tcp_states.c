@@ -493,6 +493,55 @@ START_TEST(keepalive_answered_keeps_connection)
 }
 END_TEST
 
+/* ---- a listener's share group (verbs: every sharer sees each new flow) ---- */
+
+/* Takes the flows from even remote ports only, as a member of a share
+ * group whose spread gives it those. */
+static bool admit_even_ports(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port)
+{
+	(void)nif;
+	(void)remote_ip;
+	unsigned *asked = arg;
+	(*asked)++;
+	return (ntohs(remote_port) & 1) == 0;
+}
+
+START_TEST(a_sharing_listener_answers_only_the_flows_admitted)
+{
+	th_init(w, &sa, &sb, 7);
+	w->capture = true;
+	struct tcp_pcb *l = tcp_pcb_new(w->side[1].tcp);
+	ck_assert_int_eq(tcp_bind(l, 0, htons(SRV)), 0);
+	ck_assert_int_eq(tcp_listen(l, 100), 0);
+	static const struct tcp_callbacks cb = { .admit = admit_even_ports };
+	unsigned asked = 0;
+	tcp_set_callbacks(l, &cb, &asked);
+	for (uint16_t i = 0; i < 10; i++)
+		th_inject(w, 1, htons((uint16_t)(PEER + i)), htons(SRV), 100, 0, 0x02, 65535, NULL, 0, NULL, 0);
+	/* Five SYN-ACKs (the even ports); no reset to the others. */
+	ck_assert_uint_eq(w->ncaptured, 5);
+	for (unsigned i = 0; i < 5; i++) {
+		struct th_tcp t;
+		ck_assert(th_parse(w->captured[i], &t));
+		ck_assert_uint_eq(t.flags, 0x12);
+	}
+	ck_assert_uint_eq(asked, 10);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->rx_share_other, 5);
+	ck_assert_uint_eq(pcbs(), 1 + 5);
+	/* An ACK of a handshake another sharer took: no reset from here
+	 * either (that sharer answers it). */
+	th_capture_clear(w);
+	uint16_t odd = (PEER & 1) ? PEER : PEER + 1, even = (uint16_t)(odd + 21);
+	th_inject(w, 1, htons(odd), htons(SRV), 101, 12345, 0x10, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	ck_assert_uint_eq(tcp_ctx_counters(w->side[1].tcp)->rx_share_other, 6);
+	/* The same ACK on a flow of ours finds no cookie: reset, as before. */
+	th_inject(w, 1, htons(even), htons(SRV), 101, 12345, 0x10, 65535, NULL, 0, NULL, 0);
+	ck_assert_uint_eq(w->ncaptured, 1);
+	tcp_close(l);
+}
+END_TEST
+
 /* ---- VMA_TCP_MAX_SYN_RATE and the backlog ---- */
 
 START_TEST(syn_rate_limited_per_second)
@@ -697,6 +746,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(k, setup, teardown);
 	tcase_add_test(k, keepalive_silent_peer_times_out);
 	tcase_add_test(k, keepalive_answered_keeps_connection);
+	tcase_add_test(k, a_sharing_listener_answers_only_the_flows_admitted);
 	tcase_add_test(k, syn_rate_limited_per_second);
 	tcase_add_test(k, syn_queue_full_answered_with_cookie);
 	tcase_add_test(k, syn_flood_keeps_no_state);

@@ -103,6 +103,14 @@ struct ring_ops {
 	 * touching the steering, which now names the other ring. NULL: the
 	 * backend cannot hand flows over (connections never move). */
 	int (*forget_flow)(struct ring *ring, const struct ring_flow *flow);
+	/* A 3-tuple several processes or rings share (fork, SO_REUSEPORT) on a
+	 * backend whose device gives every member a copy of each frame (verbs:
+	 * the same rule on every member's QP): whether this ring's member
+	 * takes a new flow from remote_ip:remote_port, so that exactly one
+	 * does. Called only while share_members is non-zero. NULL: the backend
+	 * steers each flow to one member itself (xdp). */
+	bool (*share_admit)(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
+			    uint16_t remote_port);
 	/* Prepares wait_fd to signal the next packet. Returns 0 when armed, 1
 	 * when packets are already waiting (do not sleep), or a negative errno. */
 	int (*wait_arm)(struct ring *ring);
@@ -128,6 +136,7 @@ struct ring {
 	struct ring_counters counters;
 	struct ring_buf_pool *rx_pool;  /* frames rx_burst hands out */
 	struct ring_buf_pool *tx_pool;  /* frames tx_alloc hands out */
+	unsigned share_members;         /* memberships share_admit decides for */
 };
 
 enum ring_backend {
@@ -268,6 +277,14 @@ static inline bool ring_can_hand_over_flows(const struct ring *ring)
 static inline int ring_forget_flow(struct ring *ring, const struct ring_flow *flow)
 {
 	return ring->ops->forget_flow ? ring->ops->forget_flow(ring, flow) : -EOPNOTSUPP;
+}
+
+/* True when this ring takes the new flow from remote on the shared
+ * 3-tuple three (always, unless its backend spreads flows by admission). */
+static inline bool ring_share_admit(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
+				    uint16_t remote_port)
+{
+	return !ring->share_members || ring->ops->share_admit(ring, three, remote_ip, remote_port);
 }
 
 static inline int ring_wait_fd(const struct ring *ring)

@@ -509,6 +509,7 @@ const struct ring_ops ring_verbs_ops = {
 	.attach_flow = ring_verbs_attach_flow,
 	.detach_flow = ring_verbs_detach_flow,
 	.forget_flow = ring_verbs_forget_flow,
+	.share_admit = ring_verbs_share_admit,
 	.wait_arm = ring_verbs_wait_arm,
 	.read_counters = ring_verbs_read_counters,
 	.close = ring_verbs_close,

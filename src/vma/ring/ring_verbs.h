@@ -26,6 +26,18 @@ struct ring_verbs_flow {
 	struct ibv_flow *ib;      /* NULL: handed to the kernel (to_kernel, parked) */
 	bool parked;              /* a 3-tuple without its rule: a connection under it
 				   * went to the kernel, so the kernel serves the port */
+	int conn;                 /* a TCP 5-tuple's entry in its board's list; -1: none */
+	struct ring_verbs_board *conn_board;
+};
+
+/* The ring's place in a share group (ring_verbs_share.c). */
+#define RING_VERBS_SHARE_MAX_MEMBERS 32u
+struct ring_verbs_board;
+struct ring_verbs_member {
+	struct ring_flow three;
+	struct ring_verbs_board *board;
+	uint32_t group;           /* the group's entry on the board */
+	uint32_t id;              /* our member id in it */
 };
 
 struct ring_verbs {
@@ -84,6 +96,8 @@ struct ring_verbs {
 	uint64_t aim_last_ns, aim_last_packets;
 	struct ring_verbs_flow *flows;
 	unsigned flow_count, flow_cap;
+	struct ring_verbs_member *members;
+	unsigned member_count, member_cap;
 	bool warned_rx, warned_tx;
 };
 
@@ -143,6 +157,31 @@ int ring_verbs_forget_flow(struct ring *ring, const struct ring_flow *flow);
  * release takes it out and destroys every rule it holds. */
 void ring_verbs_flows_register(struct ring_verbs *r);
 void ring_verbs_flows_release(struct ring_verbs *r);
+
+/* ---- share groups (ring_verbs_share.c) ---- */
+
+/* The spread: the same for every member (and as the XDP program's). */
+uint32_t ring_verbs_share_hash(uint32_t remote_ip, uint16_t remote_port, uint16_t local_port);
+/* Flows lock held. r's rule for the 3-tuple three is in place: r becomes
+ * a member of its group on the board of r's device and port. 0 or -errno
+ * (no board: /dev/shm; a full board: -ENOSPC). */
+int ring_verbs_share_join(struct ring_verbs *r, const struct ring_flow *three);
+/* Flows lock held: r's member of three's group leaves (none: nothing). */
+void ring_verbs_share_leave(struct ring_verbs *r, const struct ring_flow *three);
+/* Flows lock held: the flow moved from one ring of the process to another;
+ * its member keeps its place in the group, now for `to`. */
+void ring_verbs_share_move(struct ring_verbs *from, struct ring_verbs *to, const struct ring_flow *three);
+void ring_verbs_share_leave_all(struct ring_verbs *r);
+bool ring_verbs_share_admit(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
+			    uint16_t remote_port);
+void ring_verbs_share_atfork_child(void);
+/* The members of the group ring's member of three is in (0: none). */
+unsigned ring_verbs_share_group_size(struct ring *ring, const struct ring_flow *three);
+/* Flows lock held: lists a TCP 5-tuple on the board of r's device (its
+ * peer is reset if this process dies without closing it). The entry's
+ * index and *board, or -1. */
+int ring_verbs_share_conn_add(struct ring_verbs *r, const struct ring_flow *five, struct ring_verbs_board **board);
+void ring_verbs_share_conn_del(struct ring_verbs_board *board, int idx);
 
 /* ---- the packet path (ring_verbs.c) ---- */
 

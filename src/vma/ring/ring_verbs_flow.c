@@ -116,6 +116,7 @@ static void ring_verbs_atfork_child(void)
 {
 	pthread_mutex_init(&ring_verbs_flows_lock, NULL);
 	ring_verbs_rings = NULL;
+	ring_verbs_share_atfork_child();
 }
 
 static pthread_once_t ring_verbs_atfork_once = PTHREAD_ONCE_INIT;
@@ -148,8 +149,12 @@ void ring_verbs_flows_release(struct ring_verbs *r)
 {
 	pthread_mutex_lock(&ring_verbs_flows_lock);
 	ring_verbs_unlink(r);
+	/* Out of the share groups first: no member picks a flow for a QP
+	 * whose rule is gone. */
+	ring_verbs_share_leave_all(r);
 	while (r->flow_count) {
 		struct ring_verbs_flow *f = &r->flows[--r->flow_count];
+		ring_verbs_share_conn_del(f->conn_board, f->conn);
 		if (f->ib)
 			ibv_destroy_flow(f->ib);
 	}
@@ -184,6 +189,7 @@ static int ring_verbs_park_covering(struct ring_verbs *r, const struct ring_flow
 			struct ring_verbs_flow *f = &o->flows[i];
 			if (!f->ib || !ring_verbs_flow_covers(&f->flow, five))
 				continue;
+			ring_verbs_share_leave(o, &f->flow);
 			int err = ibv_destroy_flow(f->ib);
 			if (err)
 				return ring_verbs_flow_errno(err);
@@ -223,6 +229,8 @@ static int ring_verbs_flow_to_kernel(struct ring_verbs *r, const struct ring_flo
 		return ring_verbs_flow_errno(err);
 	f->ib = NULL;
 	f->flow.to_kernel = 1;
+	ring_verbs_share_conn_del(f->conn_board, f->conn);   /* the kernel's connection now */
+	f->conn = -1;
 	return 0;
 }
 
@@ -238,16 +246,6 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 		return ring_verbs_flow_to_kernel(r, flow, kind);
 	if (ring_verbs_flow_find(r, flow))
 		return -EEXIST;
-	if (flow->share && kind != RING_FLOW_GROUP) {
-		/* Two QPs with one rule is undefined on hardware: a port other
-		 * processes may share is left to the kernel socket. */
-		static bool told;
-		if (!told)
-			vlog_info("ring: %s: ports shared across processes or by SO_REUSEPORT are served by the "
-				  "kernel on the verbs backend (docs/verbs.md)", ring->ifname);
-		told = true;
-		return -EOPNOTSUPP;
-	}
 	if (r->flow_count == r->flow_cap) {
 		unsigned cap = r->flow_cap ? r->flow_cap * 2 : 16;
 		struct ring_verbs_flow *grown = realloc(r->flows, cap * sizeof(*grown));
@@ -261,17 +259,25 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 	 * Ours goes in one better, theirs goes, ours takes the usual
 	 * priority: no moment with two equal rules (duplicates) or none
 	 * (frames to the kernel). */
+	/* A port shared by several sockets (fork, SO_REUSEPORT) is not a
+	 * move: every member has the same rule on its own QP (the device
+	 * gives each a copy) and the share group's spread picks the one that
+	 * takes each new flow (ring_verbs_share.c). */
+	bool shared = flow->share && kind == RING_FLOW_3TUPLE;
 	struct ring_verbs_flow *theirs = NULL;
+	struct ring_verbs *theirs_ring = NULL;
 	bool parked = false;
 	if (kind != RING_FLOW_GROUP) {
 		for (struct ring_verbs *o = ring_verbs_rings; o && !theirs; o = o->next_ring) {
 			if (o == r)
 				continue;
 			struct ring_verbs_flow *f = ring_verbs_flow_find(o, flow);
-			if (f && f->ib)
+			if (f && f->ib && !shared) {
 				theirs = f;
-			else if (f && f->parked)
+				theirs_ring = o;
+			} else if (f && f->parked) {
 				parked = true;   /* the kernel serves that port: so it stays */
+			}
 		}
 	}
 	struct ibv_flow *ib;
@@ -296,7 +302,41 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 		if (!ib)
 			return ring_verbs_flow_errno(errno);
 	}
-	r->flows[r->flow_count++] = (struct ring_verbs_flow){ .flow = *flow, .ib = ib, .parked = ib == NULL };
+	if (ib && kind == RING_FLOW_3TUPLE) {
+		/* Every 3-tuple is on the board, alone or not: a process that
+		 * accepted before a fork keeps its rule, and its children's
+		 * rules join it there. */
+		if (theirs_ring) {
+			ring_verbs_share_move(theirs_ring, r, flow);
+		} else {
+			int err = ring_verbs_share_join(r, flow);
+			if (err && shared) {
+				ibv_destroy_flow(ib);
+				static bool told;
+				if (!told)
+					vlog_info("ring: %s: the share group of a port shared across processes or by "
+						  "SO_REUSEPORT cannot be kept (%s): the kernel serves such ports "
+						  "(docs/verbs.md)", ring->ifname, strerror(-err));
+				told = true;
+				return -EOPNOTSUPP;
+			}
+			if (err)
+				vlog_debug("ring: %s: no share board (%s): port %u steered alone", ring->ifname,
+					   strerror(-err), ntohs(flow->local_port));
+		}
+	}
+	struct ring_verbs_flow rec = { .flow = *flow, .ib = ib, .parked = ib == NULL, .conn = -1 };
+	if (ib && kind == RING_FLOW_5TUPLE && flow->proto == IPPROTO_TCP) {
+		if (theirs) {
+			/* A connection moving lanes keeps its entry. */
+			rec.conn = theirs->conn;
+			rec.conn_board = theirs->conn_board;
+			theirs->conn = -1;
+		} else {
+			rec.conn = ring_verbs_share_conn_add(r, flow, &rec.conn_board);
+		}
+	}
+	r->flows[r->flow_count++] = rec;
 	return 0;
 }
 
@@ -307,6 +347,9 @@ static int ring_verbs_detach_flow_locked(struct ring *ring, const struct ring_fl
 
 	if (!f)
 		return -ENOENT;
+	if (!flow->group && !flow->remote_port)
+		ring_verbs_share_leave(r, flow);   /* a 3-tuple: out of its group first */
+	ring_verbs_share_conn_del(f->conn_board, f->conn);
 	int err = f->ib ? ibv_destroy_flow(f->ib) : 0;
 	*f = r->flows[--r->flow_count];
 	return err ? -err : 0;

@@ -56,6 +56,24 @@ struct ring_xdp_keygrp {
 	__u8 pad;
 };
 
+/* The spread of a share group: which member a new flow goes to is this
+ * hash of the remote address and port and the local port (as loaded from
+ * the headers, network order) modulo the member count. The XDP program
+ * and the verbs backend's members (ring_verbs_share.c) use this one.
+ * Linux picks ephemeral ports of one parity, and the address and
+ * destination port are fixed per client: a full avalanche (the murmur3
+ * finaliser) so that every input bit reaches the low bits. */
+static inline __u32 ring_xdp_share_hash(__be32 remote_ip, __be16 remote_port, __be16 local_port)
+{
+	__u32 h = remote_ip ^ ((__u32)remote_port << 16 | local_port);
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
 /* vma_shares value: the member slots a share group spreads over. */
 struct ring_xdp_share {
 	__u32 count;

@@ -288,6 +288,7 @@ static const struct tcp_callbacks sock_tcp_callbacks = {
 	.err = sock_tcp_err_cb,
 	.connected = sock_tcp_connected_cb,
 	.accept = sock_tcp_accept_cb,
+	.admit = sock_tcp_admit_cb,
 	.tx_stamp = sock_tcp_tx_stamp_cb,
 };
 

@@ -296,6 +296,7 @@ static inline void sock_tcp_migrate_note(struct sock_tcp *s)
 
 /* Child sockets (sock_tcp_listen.c). */
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
+bool sock_tcp_admit_cb(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port);
 void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);

@@ -251,6 +251,25 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 
 /* ---- children ---- */
 
+bool sock_tcp_admit_cb(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port)
+{
+	struct sock_tcp *l = arg;
+	struct sock_offload *ctx = l->ctx;
+	if (!ctx || l->mode != SOCK_TCP_LISTENER)
+		return true;
+	/* The stack's netif is one of the lane's interfaces. */
+	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
+		if (&ctx->ifs[slot].nif != nif)
+			continue;
+		struct ring *ring = ctx->ifs[slot].ring;
+		if (!ring->share_members)
+			return true;
+		struct ring_flow three = sock_tcp_listen_slot_flow(l, slot);
+		return ring_share_admit(ring, &three, remote_ip, remote_port);
+	}
+	return true;
+}
+
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child)
 {
 	(void)listener;

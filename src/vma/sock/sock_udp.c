@@ -258,6 +258,22 @@ void sock_udp_wake(void *arg)
 	sock_base_wake_sleepers(&s->base);
 }
 
+/* A port whose sharers all see every datagram (verbs share groups): the
+ * spread picks the one that keeps it. Groups and broadcasts go to all. */
+static bool sock_udp_share_admitted(struct sock_udp *s, const struct stack_udp_rx_info *info)
+{
+	struct sock_offload *ctx = s->ctx;
+	if (!ctx || IN_MULTICAST(ntohl(info->dst_ip)))
+		return true;
+	int slot = sock_offload_if_slot(ctx, info->ifindex);
+	if (slot < 0 || !ctx->ifs[slot].ring->share_members)
+		return true;
+	struct ring_flow three = sock_udp_slot_flow(s, ctx, (unsigned)slot);
+	if (info->dst_ip != three.local_ip && three.local_ip)
+		return true;   /* a broadcast */
+	return ring_share_admit(ctx->ifs[slot].ring, &three, info->src_ip, info->src_port);
+}
+
 void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf, uint32_t len,
 		      const struct stack_udp_rx_info *info)
 {
@@ -268,6 +284,10 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 	 * queued: one pointer test when none is registered. */
 	if (__builtin_expect(s->recv_cb != NULL, 0)) {
 		extra_udp_stage_locked(s, &e);
+		return;
+	}
+	if (__builtin_expect(s->share, 0) && !sock_udp_share_admitted(s, info)) {
+		ring_buf_free(buf);   /* another sharer's: it got its copy */
 		return;
 	}
 	uint64_t limit = s->rcvbuf > (uint64_t)g_cfg.rx_bytes_min ? s->rcvbuf : (uint64_t)g_cfg.rx_bytes_min;

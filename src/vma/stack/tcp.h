@@ -83,6 +83,7 @@ struct tcp_counters {
 	uint64_t moved_in, moved_out, rx_strays_passed;
 	uint64_t rx_out_of_window, rx_paws_rejected, rx_duplicate_bytes, rx_ooo_dropped;
 	uint64_t rx_rst_accepted, rx_rst_ignored, rx_syn_rate_limited, rx_backlog_full;
+	uint64_t rx_share_other;   /* a listener's segment another sharer takes (admit) */
 	/* Receive frames (docs/security.md): in-order segments refused because
 	 * their socket already held its share of the ring's frames; out-of-order
 	 * segments refused under frame pressure (rx_ooo_dropped also counts the
@@ -156,6 +157,11 @@ struct tcp_callbacks {
 	/* On a listener: child reached ESTABLISHED. Return 0 to keep it (set its
 	 * callbacks here), negative to reset it. */
 	int (*accept)(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
+	/* On a listener: whether this listener takes the new flow from
+	 * remote_ip:remote_port that reached it through nif (a port whose
+	 * every sharer sees each new flow: one takes it). False: the segment
+	 * is dropped without an answer. NULL: always. */
+	bool (*admit)(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port);
 	/* Every slow-timer period while the pcb lives. */
 	void (*poll)(void *arg, struct tcp_pcb *pcb);
 	/* A transmit stamp asked by tcp_tx_stamp_request is due (kind: one

@@ -232,6 +232,12 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_rx *rx, const uint32_t 
 
 	if (seg->flags & TCP_RST)
 		return;
+	/* A port whose sharers all see its new flows (verbs): one takes
+	 * each, the others keep quiet (no reset for a cookie ACK either). */
+	if (lis->cb.admit && !lis->cb.admit(lis->cb_arg, nif, ip->src, sport)) {
+		ctx->cnt.rx_share_other++;
+		return;
+	}
 	if (seg->flags & TCP_ACK) {
 		if (!(seg->flags & TCP_SYN) && cookie_ack(lis, rx))
 			return;

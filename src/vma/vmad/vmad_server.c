@@ -38,10 +38,10 @@
 #include <bpf/bpf.h>
 
 #include "log/vlog.h"
-#include "stack/stack_csum.h"
 #include "ring/ring_domain.h"
 #include "ring/ring_flow.h"
 #include "ring/ring_xdp_prog.h"
+#include "vmad/vmad_orphan.h"
 #include "vmad/vmad_policy.h"
 #include "vmad/vmad_proto.h"
 #include "vmad/vmad_server.h"
@@ -599,47 +599,20 @@ static void vmad_flow_del(struct vmad_server *s, int ci, const struct vmad_reque
 /* ---- peers of a process that died ------------------------------------------
  * A process killed with SIGKILL never closes its offloaded TCP connections:
  * its peers would wait for their own timeouts. Once its steering is gone,
- * a SYN from the connection's local end makes a Linux peer answer with a
- * challenge ACK (RFC 5961 4, whatever the SYN's sequence number) carrying
- * its rcv_nxt; that ACK now reaches our kernel, which has no socket for it
- * and answers with an RST whose sequence number is that rcv_nxt, exactly
- * what the peer accepts: it sees ECONNRESET within a round trip. */
+ * each is probed (vmad_orphan.h): the peer's answer reaches our kernel,
+ * which resets it. */
 
 static void vmad_probe_orphan(struct vmad_server *s, const struct ring_xdp_key5 *k)
 {
-	uint8_t pkt[40];
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = k->remote_ip };
-
-	if (s->raw_fd < 0) {
-		s->raw_fd = OS_CALL(socket, AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-		if (s->raw_fd < 0) {
-			vmad_log(VLOG_WARNING, "cannot open a raw socket to reset the peers of dead members: %s",
-				 strerror(errno));
-			return;
-		}
+	bool had_fd = s->raw_fd >= 0;
+	int err = vmad_orphan_probe(&s->raw_fd, k->local_ip, k->local_port, k->remote_ip, k->remote_port);
+	if (err && !had_fd && s->raw_fd < 0) {
+		vmad_log(VLOG_WARNING, "cannot open a raw socket to reset the peers of dead members: %s",
+			 strerror(-err));
+		return;
 	}
-	memset(pkt, 0, sizeof(pkt));
-	pkt[0] = 0x45;                      /* IPv4, 20-byte header */
-	pkt[3] = sizeof(pkt);
-	pkt[6] = 0x40;                      /* DF */
-	pkt[8] = 64;                        /* TTL */
-	pkt[9] = IPPROTO_TCP;
-	memcpy(pkt + 12, &k->local_ip, 4);
-	memcpy(pkt + 16, &k->remote_ip, 4);
-	uint8_t *tcp = pkt + 20;
-	memcpy(tcp, &k->local_port, 2);
-	memcpy(tcp + 2, &k->remote_port, 2);
-	uint32_t seq = (uint32_t)rand();
-	memcpy(tcp + 4, &seq, 4);
-	tcp[12] = 5 << 4;                   /* 20-byte header, no options */
-	tcp[13] = 0x02;                     /* SYN */
-	tcp[14] = 0x10;                     /* window 4096 */
-	uint16_t sum = stack_csum_finish(
-		stack_csum_add(stack_csum_pseudo(k->local_ip, k->remote_ip, IPPROTO_TCP, 20), tcp, 20));
-	memcpy(tcp + 16, &sum, 2);
-	/* The kernel fills the IP id and header checksum of IPPROTO_RAW sends. */
-	if (OS_CALL(sendto, s->raw_fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)sizeof(pkt)) {
-		vmad_log(VLOG_DEBUG, "probe of a dead member's connection: %s", strerror(errno));
+	if (err) {
+		vmad_log(VLOG_DEBUG, "probe of a dead member's connection: %s", strerror(-err));
 		return;
 	}
 	s->orphans_probed++;

@@ -72,16 +72,7 @@ static __always_inline __u32 share_pick(__u32 value, const struct iphdr *ip, con
 
 	if (!share || share->count == 0 || share->count > RING_XDP_MAX_MEMBERS)
 		return RING_XDP_TO_KERNEL;
-	/* Linux picks ephemeral ports of one parity, and the address and
-	 * destination port are fixed per client: a full avalanche (the
-	 * murmur3 finaliser) so every input bit reaches the low bits. */
-	__u32 h = ip->saddr ^ ((__u32)ports->source << 16 | ports->dest);
-	h ^= h >> 16;
-	h *= 0x85ebca6bu;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	h ^= h >> 16;
-	__u32 pick = h % share->count;
+	__u32 pick = ring_xdp_share_hash(ip->saddr, ports->source, ports->dest) % share->count;
 	/* The compiler knows pick < count <= MAX and drops the test below;
 	 * the verifier does not know it: hide pick from the optimiser. */
 	asm volatile("" : "+r"(pick));
