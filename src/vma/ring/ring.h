@@ -107,8 +107,8 @@ struct ring_ops {
 	 * backend whose device gives every member a copy of each frame (verbs:
 	 * the same rule on every member's QP): whether this ring's member
 	 * takes a new flow from remote_ip:remote_port, so that exactly one
-	 * does. Called only while share_members is non-zero. NULL: the backend
-	 * steers each flow to one member itself (xdp). */
+	 * does. NULL: the backend steers each flow to one member itself
+	 * (xdp). */
 	bool (*share_admit)(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
 			    uint16_t remote_port);
 	/* Prepares wait_fd to signal the next packet. Returns 0 when armed, 1
@@ -136,7 +136,7 @@ struct ring {
 	struct ring_counters counters;
 	struct ring_buf_pool *rx_pool;  /* frames rx_burst hands out */
 	struct ring_buf_pool *tx_pool;  /* frames tx_alloc hands out */
-	unsigned share_members;         /* memberships share_admit decides for */
+	unsigned share_members;         /* share groups this ring is a member of (verbs) */
 };
 
 enum ring_backend {
@@ -284,7 +284,7 @@ static inline int ring_forget_flow(struct ring *ring, const struct ring_flow *fl
 static inline bool ring_share_admit(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
 				    uint16_t remote_port)
 {
-	return !ring->share_members || ring->ops->share_admit(ring, three, remote_ip, remote_port);
+	return !ring->ops->share_admit || ring->ops->share_admit(ring, three, remote_ip, remote_port);
 }
 
 static inline int ring_wait_fd(const struct ring *ring)

@@ -115,6 +115,12 @@ static int ring_multi_forget_flow(struct ring *ring, const struct ring_flow *flo
 	return ring_forget_flow(ring_multi_first(ring), flow);
 }
 
+static bool ring_multi_share_admit(struct ring *ring, const struct ring_flow *three, uint32_t remote_ip,
+				   uint16_t remote_port)
+{
+	return ring_share_admit(ring_multi_first(ring), three, remote_ip, remote_port);
+}
+
 static int ring_multi_wait_arm(struct ring *ring)
 {
 	struct ring_multi *r = ring_multi_of(ring);
@@ -195,6 +201,7 @@ static const struct ring_ops ring_multi_ops = {
 	.attach_flow = ring_multi_attach_flow,
 	.detach_flow = ring_multi_detach_flow,
 	.forget_flow = ring_multi_forget_flow,
+	.share_admit = ring_multi_share_admit,
 	.wait_arm = ring_multi_wait_arm,
 	.read_counters = ring_multi_read_counters,
 	.close = ring_multi_close,

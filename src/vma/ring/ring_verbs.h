@@ -96,8 +96,13 @@ struct ring_verbs {
 	uint64_t aim_last_ns, aim_last_packets;
 	struct ring_verbs_flow *flows;
 	unsigned flow_count, flow_cap;
+	unsigned parked_count;    /* flows parked (the kernel serves their port) */
+	/* Entries never move: a lane's admission may read another lane's
+	 * ring while a fork handoff parks that ring's listener (an entry
+	 * with id 0 is free). member_len: entries in use or freed. */
 	struct ring_verbs_member *members;
-	unsigned member_count, member_cap;
+	unsigned member_len, member_cap;
+	struct ring_verbs_board *share_board;   /* the board this ring uses, once it does */
 	bool warned_rx, warned_tx;
 };
 
@@ -153,6 +158,8 @@ int ring_verbs_flow_errno(int err);
 int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow);
 int ring_verbs_detach_flow(struct ring *ring, const struct ring_flow *flow);
 int ring_verbs_forget_flow(struct ring *ring, const struct ring_flow *flow);
+/* Whether r holds the 3-tuple three parked (its port is the kernel's). */
+bool ring_verbs_flow_parked(struct ring_verbs *r, const struct ring_flow *three);
 /* An open ring joins the process's list (flows may move between rings);
  * release takes it out and destroys every rule it holds. */
 void ring_verbs_flows_register(struct ring_verbs *r);

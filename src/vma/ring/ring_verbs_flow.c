@@ -149,12 +149,13 @@ void ring_verbs_flows_release(struct ring_verbs *r)
 {
 	pthread_mutex_lock(&ring_verbs_flows_lock);
 	ring_verbs_unlink(r);
-	/* Out of the share groups first: no member picks a flow for a QP
-	 * whose rule is gone. */
+	/* Off the board first (connections, then members): no member picks
+	 * a flow for a QP whose rule is gone. */
+	for (unsigned i = 0; i < r->flow_count; i++)
+		ring_verbs_share_conn_del(r->flows[i].conn_board, r->flows[i].conn);
 	ring_verbs_share_leave_all(r);
 	while (r->flow_count) {
 		struct ring_verbs_flow *f = &r->flows[--r->flow_count];
-		ring_verbs_share_conn_del(f->conn_board, f->conn);
 		if (f->ib)
 			ibv_destroy_flow(f->ib);
 	}
@@ -195,6 +196,7 @@ static int ring_verbs_park_covering(struct ring_verbs *r, const struct ring_flow
 				return ring_verbs_flow_errno(err);
 			f->ib = NULL;
 			f->parked = true;
+			o->parked_count++;
 			static bool told;
 			if (!told)
 				vlog_info("ring: %s: a connection under an offloaded listener went to the kernel (fork); "
@@ -326,6 +328,7 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 		}
 	}
 	struct ring_verbs_flow rec = { .flow = *flow, .ib = ib, .parked = ib == NULL, .conn = -1 };
+	r->parked_count += rec.parked;
 	if (ib && kind == RING_FLOW_5TUPLE && flow->proto == IPPROTO_TCP) {
 		if (theirs) {
 			/* A connection moving lanes keeps its entry. */
@@ -350,9 +353,22 @@ static int ring_verbs_detach_flow_locked(struct ring *ring, const struct ring_fl
 	if (!flow->group && !flow->remote_port)
 		ring_verbs_share_leave(r, flow);   /* a 3-tuple: out of its group first */
 	ring_verbs_share_conn_del(f->conn_board, f->conn);
+	r->parked_count -= f->parked;
 	int err = f->ib ? ibv_destroy_flow(f->ib) : 0;
 	*f = r->flows[--r->flow_count];
 	return err ? -err : 0;
+}
+
+bool ring_verbs_flow_parked(struct ring_verbs *r, const struct ring_flow *three)
+{
+	for (unsigned i = 0; i < r->flow_count; i++) {
+		const struct ring_verbs_flow *f = &r->flows[i];
+		if (f->parked && !f->flow.remote_port && !f->flow.group && f->flow.proto == three->proto &&
+		    f->flow.local_port == three->local_port &&
+		    (!f->flow.local_ip || f->flow.local_ip == three->local_ip))
+			return true;
+	}
+	return false;
 }
 
 int ring_verbs_attach_flow(struct ring *ring, const struct ring_flow *flow)

@@ -55,14 +55,20 @@
  * writers' lock, then one per process slot. */
 #define RVS_LOCK_WRITERS (1ll << 20)
 #define RVS_LOCK_PROC(slot) (RVS_LOCK_WRITERS + 1 + (slot))
-/* A member id: the process slot and a serial number of the board. */
+/* A member id: the process slot and a serial number of the board (from 1). */
 #define RVS_MEMBER_SLOT(id) ((id) >> 24)
 /* How often a member that keeps seeing flows picked for another process
  * checks that process is alive. */
 #define RVS_PROBE_NS 50000000ull
 /* The watcher's period, and the connections listed per process (more are
  * not probed when it dies: their peers find out at their next segment). */
-#define RVS_WATCH_NS 200000000l
+#define RVS_WATCH_NS 100000000l
+/* A dead process's peers are probed twice: once its steering is surely
+ * gone (the kernel tears a killed process's rules down as it closes its
+ * files, around when its lock goes), and again past Linux's limit of one
+ * challenge ACK per connection and half second (tcp_invalid_ratelimit). */
+#define RVS_PROBE_FIRST_NS 100000000ull
+#define RVS_PROBE_AGAIN_NS 600000000ull
 #define RVS_CONNS_PER_PROC 4096u
 #define RVS_ORPHANS_MAX 1024u
 
@@ -106,14 +112,28 @@ struct ring_verbs_board {
 	/* The writers' lock is one open file description's: the threads of
 	 * this process (lanes, the watcher) take this mutex around it. */
 	pthread_mutex_t mu;
+	unsigned rings;         /* our rings using it; the last one out may remove the file */
+	struct ring_verbs_board *retired_next;
 };
 
 /* Guarded by the flows lock of ring_verbs_flow.c (every join and leave
  * runs under it). */
 static struct ring_verbs_board *rvs_boards;
+/* Boards whose file the last process removed: kept (the watcher may be
+ * looking at one) but never used again. */
+static struct ring_verbs_board *rvs_retired;
 /* The IPPROTO_RAW socket of the orphans' probes, and the watcher. */
 static int rvs_raw_fd = -1;
 static bool rvs_watching;
+/* Probes to send (the watcher sends them, off the packet path). */
+struct rvs_probe {
+	struct rvs_conn conn;
+	uint64_t due_ns;
+	unsigned round;
+};
+static pthread_mutex_t rvs_probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rvs_probe *rvs_probes;
+static unsigned rvs_nprobes;
 
 uint32_t ring_verbs_share_hash(uint32_t remote_ip, uint16_t remote_port, uint16_t local_port)
 {
@@ -214,8 +234,17 @@ static int rvs_board_lock(struct ring_verbs_board *bd, struct rvs_orphans *orpha
 	return 0;
 }
 
-/* Drops the writers' lock, then resets the peers of the dead processes'
- * connections: their steering is gone, so the answers to the probes
+static void rvs_probe_send(const struct rvs_conn *c, unsigned *sent, int *err)
+{
+	int e = vmad_orphan_probe(&rvs_raw_fd, c->local_ip, c->local_port, c->remote_ip, c->remote_port);
+	if (e)
+		*err = e;
+	else
+		(*sent)++;
+}
+
+/* Drops the writers' lock, then has the peers of the dead processes'
+ * connections reset: their steering is gone, so the answers to the probes
  * reach a stack without the connection (a listener of the port, here or
  * in another member, or the kernel), which resets the peer. */
 static void rvs_board_unlock(struct ring_verbs_board *bd, struct rvs_orphans *orphans)
@@ -224,24 +253,58 @@ static void rvs_board_unlock(struct ring_verbs_board *bd, struct rvs_orphans *or
 	pthread_mutex_unlock(&bd->mu);
 	if (!orphans || !orphans->count)
 		return;
-	unsigned sent = 0;
-	int err = 0;
-	for (unsigned i = 0; i < orphans->count; i++) {
-		const struct rvs_conn *c = &orphans->conn[i];
-		int e = vmad_orphan_probe(&rvs_raw_fd, c->local_ip, c->local_port, c->remote_ip, c->remote_port);
-		if (e)
-			err = e;
-		else
-			sent++;
+	vlog_info("ring: a process sharing %s died with %u TCP connections: their peers are reset", bd->path,
+		  orphans->count);
+	uint64_t due = ring_verbs_clock_ns(CLOCK_MONOTONIC) + RVS_PROBE_FIRST_NS;
+	pthread_mutex_lock(&rvs_probe_mu);
+	struct rvs_probe *grown = rvs_watching ? realloc(rvs_probes, (rvs_nprobes + orphans->count) * sizeof(*grown))
+					       : NULL;
+	if (grown) {
+		rvs_probes = grown;
+		for (unsigned i = 0; i < orphans->count; i++)
+			rvs_probes[rvs_nprobes++] = (struct rvs_probe){ .conn = orphans->conn[i], .due_ns = due };
 	}
-	if (err)
-		vlog_warn("ring: a process sharing %s died with %u TCP connections: %u peers probed, the others "
-			  "not (%s; CAP_NET_RAW is needed); they find out at their next segment", bd->path,
-			  orphans->count, sent, strerror(-err));
-	else
-		vlog_info("ring: a process sharing %s died with %u TCP connections: their peers are reset", bd->path,
-			  orphans->count);
+	pthread_mutex_unlock(&rvs_probe_mu);
+	if (!grown) {
+		/* No watcher to send them later: now, once. */
+		unsigned sent = 0;
+		int err = 0;
+		for (unsigned i = 0; i < orphans->count; i++)
+			rvs_probe_send(&orphans->conn[i], &sent, &err);
+		if (err)
+			vlog_warn("ring: %u of %u peers of a dead process not probed (%s; CAP_NET_RAW is needed): they "
+				  "find out at their next segment", orphans->count - sent, orphans->count, strerror(-err));
+	}
 	orphans->count = 0;
+}
+
+/* The watcher: sends the probes that are due. */
+static void rvs_probes_run(void)
+{
+	uint64_t now = ring_verbs_clock_ns(CLOCK_MONOTONIC);
+	unsigned sent = 0, failed = 0;
+	int err = 0;
+	pthread_mutex_lock(&rvs_probe_mu);
+	for (unsigned i = 0; i < rvs_nprobes;) {
+		struct rvs_probe *p = &rvs_probes[i];
+		if (p->due_ns > now) {
+			i++;
+			continue;
+		}
+		unsigned before = sent;
+		rvs_probe_send(&p->conn, &sent, &err);
+		failed += sent == before && p->round == 0;
+		if (p->round++ == 0 && sent != before) {
+			p->due_ns = now + RVS_PROBE_AGAIN_NS;
+			i++;
+		} else {
+			*p = rvs_probes[--rvs_nprobes];
+		}
+	}
+	pthread_mutex_unlock(&rvs_probe_mu);
+	if (failed)
+		vlog_warn("ring: %u peers of a dead process not probed (%s; CAP_NET_RAW is needed): they find out at "
+			  "their next segment", failed, strerror(-err));
 }
 
 static int rvs_board_map(struct ring_verbs_board *bd)
@@ -300,8 +363,49 @@ static int rvs_claim_slot_locked(struct ring_verbs_board *bd)
 static void rvs_watch_start(void);
 
 /* The board of r's device and port, open and with our slot claimed. */
+/* Opens and maps the board at path with our slot claimed, or NULL. A file
+ * its last process removed while we opened it is left for a fresh one. */
+static struct ring_verbs_board *rvs_board_open(const char *path, int *err)
+{
+	struct ring_verbs_board *bd = calloc(1, sizeof(*bd));
+	if (!bd) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	snprintf(bd->path, sizeof(bd->path), "%s", path);
+	pthread_mutex_init(&bd->mu, NULL);
+	for (int attempt = 0; attempt < 4; attempt++) {
+		bd->slot = -1;
+		*err = rvs_board_map(bd);
+		if (*err)
+			break;
+		struct rvs_orphans orphans;
+		orphans.count = 0;
+		*err = rvs_board_lock(bd, &orphans);
+		struct stat mine, named;
+		bool stale = !*err && fstat(bd->fd, &mine) == 0 &&
+			     (stat(bd->path, &named) != 0 || mine.st_ino != named.st_ino);
+		if (!*err && !stale)
+			*err = rvs_claim_slot_locked(bd);
+		if (!*err || stale)
+			rvs_board_unlock(bd, &orphans);
+		if (!*err && !stale)
+			return bd;
+		munmap(bd->b, sizeof(struct rvs_board));
+		OS_CALL(close, bd->fd);
+		bd->fd = -1;
+		if (!stale)
+			break;
+	}
+	free(bd);
+	return NULL;
+}
+
+/* The board of r's device and port, open and with our slot claimed. */
 static struct ring_verbs_board *rvs_board_get(struct ring_verbs *r, int *err)
 {
+	if (r->share_board)
+		return r->share_board;
 	char path[128];
 	struct stat ns;
 	unsigned long long netns = stat("/proc/self/ns/net", &ns) == 0 ? (unsigned long long)ns.st_ino : 0;
@@ -311,34 +415,60 @@ static struct ring_verbs_board *rvs_board_get(struct ring_verbs *r, int *err)
 		if (strcmp(bd->path, path) == 0)
 			break;
 	if (!bd) {
-		bd = calloc(1, sizeof(*bd));
-		if (!bd) {
-			*err = -ENOMEM;
+		bd = rvs_board_open(path, err);
+		if (!bd)
 			return NULL;
-		}
-		snprintf(bd->path, sizeof(bd->path), "%s", path);
-		bd->slot = -1;
-		pthread_mutex_init(&bd->mu, NULL);
-		*err = rvs_board_map(bd);
-		if (*err) {
-			free(bd);
-			return NULL;
-		}
 		bd->next = rvs_boards;
 		__atomic_store_n(&rvs_boards, bd, __ATOMIC_RELEASE);   /* the watcher reads the list */
-	}
-	if (bd->slot < 0) {
-		struct rvs_orphans orphans = { 0 };
-		*err = rvs_board_lock(bd, &orphans);
-		if (*err)
-			return NULL;
-		*err = rvs_claim_slot_locked(bd);
-		rvs_board_unlock(bd, &orphans);
-		if (*err)
-			return NULL;
 		rvs_watch_start();
 	}
+	bd->rings++;
+	r->share_board = bd;
 	return bd;
+}
+
+/* r closes: the last of our rings on its board removes the file when no
+ * other process is on it (a board per testbed namespace would pile up in
+ * /dev/shm otherwise). */
+static void rvs_board_put(struct ring_verbs *r)
+{
+	struct ring_verbs_board *bd = r->share_board;
+	r->share_board = NULL;
+	if (!bd || --bd->rings || bd->fd < 0)
+		return;
+	struct rvs_orphans *orphans = malloc(sizeof(*orphans));
+	if (orphans)
+		orphans->count = 0;
+	if (rvs_board_lock(bd, orphans) != 0) {
+		free(orphans);
+		return;
+	}
+	bool alone = true;
+	for (unsigned s = 0; s < RVS_MAX_PROCS && alone; s++)
+		alone = !bd->b->proc_pid[s] || (int)s == bd->slot;
+	if (alone) {
+		unlink(bd->path);
+		bd->b->proc_pid[bd->slot] = 0;
+	}
+	rvs_board_unlock(bd, orphans);
+	free(orphans);
+	if (!alone)
+		return;
+	for (struct ring_verbs_board **p = &rvs_boards; *p; p = &(*p)->next) {
+		if (*p == bd) {
+			/* Out of the list for new rings; the watcher may still be
+			 * on it, and reads bd->next: left as it is. */
+			__atomic_store_n(p, bd->next, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	pthread_mutex_lock(&bd->mu);   /* the watcher looks at bd->fd under it */
+	OS_CALL(close, bd->fd);
+	bd->fd = -1;
+	bd->slot = -1;
+	pthread_mutex_unlock(&bd->mu);
+	bd->retired_next = rvs_retired;
+	rvs_retired = bd;
 }
 
 static bool rvs_group_is(const struct rvs_group *g, const struct ring_flow *three)
@@ -347,40 +477,68 @@ static bool rvs_group_is(const struct rvs_group *g, const struct ring_flow *thre
 	       g->local_port == three->local_port;
 }
 
-static struct ring_verbs_member *rvs_member_find(struct ring_verbs *r, const struct ring_flow *three)
+/* r's member of three's group; *id its id as read (an entry freed or
+ * reused while we read does not match). */
+static struct ring_verbs_member *rvs_member_find(struct ring_verbs *r, const struct ring_flow *three, uint32_t *id)
 {
-	for (unsigned i = 0; i < r->member_count; i++) {
-		const struct ring_flow *f = &r->members[i].three;
-		if (f->proto == three->proto && f->local_ip == three->local_ip && f->local_port == three->local_port)
-			return &r->members[i];
+	for (unsigned i = 0; i < r->member_len; i++) {
+		struct ring_verbs_member *m = &r->members[i];
+		uint32_t before = __atomic_load_n(&m->id, __ATOMIC_ACQUIRE);
+		if (!before)
+			continue;
+		bool same = m->three.proto == three->proto && m->three.local_ip == three->local_ip &&
+			    m->three.local_port == three->local_port;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (same && __atomic_load_n(&m->id, __ATOMIC_RELAXED) == before) {
+			if (id)
+				*id = before;
+			return m;
+		}
 	}
 	return NULL;
 }
 
-static bool rvs_members_room(struct ring_verbs *r)
+/* A free entry of r's (its own lane only: it may grow the array). */
+static struct ring_verbs_member *rvs_member_slot(struct ring_verbs *r)
 {
-	if (r->member_count < r->member_cap)
-		return true;
-	unsigned cap = r->member_cap ? r->member_cap * 2 : 4;
-	struct ring_verbs_member *grown = realloc(r->members, cap * sizeof(*grown));
-	if (!grown)
-		return false;
-	r->members = grown;
-	r->member_cap = cap;
-	return true;
+	for (unsigned i = 0; i < r->member_len; i++)
+		if (!__atomic_load_n(&r->members[i].id, __ATOMIC_RELAXED))
+			return &r->members[i];
+	if (r->member_len == r->member_cap) {
+		unsigned cap = r->member_cap ? r->member_cap * 2 : 4;
+		struct ring_verbs_member *grown = realloc(r->members, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		r->members = grown;
+		r->member_cap = cap;
+	}
+	struct ring_verbs_member *m = &r->members[r->member_len++];
+	m->id = 0;
+	return m;
+}
+
+static void rvs_member_set(struct ring_verbs *r, struct ring_verbs_member *slot, const struct ring_verbs_member *m)
+{
+	slot->three = m->three;
+	slot->board = m->board;
+	slot->group = m->group;
+	__atomic_store_n(&slot->id, m->id, __ATOMIC_RELEASE);
+	r->base.share_members++;
 }
 
 int ring_verbs_share_join(struct ring_verbs *r, const struct ring_flow *three)
 {
-	if (rvs_member_find(r, three))
+	if (rvs_member_find(r, three, NULL))
 		return 0;
-	if (!rvs_members_room(r))
+	struct ring_verbs_member *slot = rvs_member_slot(r);
+	if (!slot)
 		return -ENOMEM;
 	int err = 0;
 	struct ring_verbs_board *bd = rvs_board_get(r, &err);
 	if (!bd)
 		return err;
-	struct rvs_orphans orphans = { 0 };
+	struct rvs_orphans orphans;
+	orphans.count = 0;
 	err = rvs_board_lock(bd, &orphans);
 	if (err)
 		return err;
@@ -407,13 +565,12 @@ int ring_verbs_share_join(struct ring_verbs *r, const struct ring_flow *three)
 		} else {
 			rvs_write_begin(g);
 		}
-		uint32_t id = (uint32_t)bd->slot << 24 | (b->next_serial++ & 0xffffffu);
+		/* Never 0 (a free entry of a ring's member list). */
+		uint32_t id = (uint32_t)bd->slot << 24 | (b->next_serial++ % 0xffffffu + 1u);
 		g->members[g->count++] = id;
 		rvs_write_end(g);
-		r->members[r->member_count++] = (struct ring_verbs_member){
-			.three = *three, .board = bd, .group = (uint32_t)(g - b->groups), .id = id
-		};
-		r->base.share_members = r->member_count;
+		rvs_member_set(r, slot, &(struct ring_verbs_member){
+			.three = *three, .board = bd, .group = (uint32_t)(g - b->groups), .id = id });
 	}
 	rvs_board_unlock(bd, &orphans);
 	return err;
@@ -423,13 +580,14 @@ int ring_verbs_share_join(struct ring_verbs *r, const struct ring_flow *three)
  * the process (a flow moving lanes keeps its place in the spread). */
 static void rvs_member_drop(struct ring_verbs *r, struct ring_verbs_member *m, struct ring_verbs *by)
 {
-	if (by && rvs_members_room(by)) {
-		by->members[by->member_count++] = *m;
-		by->base.share_members = by->member_count;
+	struct ring_verbs_member *slot = by ? rvs_member_slot(by) : NULL;
+	if (slot) {
+		rvs_member_set(by, slot, m);
 	} else if (m->board->fd >= 0) {
 		struct ring_verbs_board *bd = m->board;
 		struct rvs_group *g = &bd->b->groups[m->group];
-		struct rvs_orphans orphans = { 0 };
+		struct rvs_orphans orphans;
+	orphans.count = 0;
 		if (rvs_board_lock(bd, &orphans) == 0) {
 			for (unsigned i = 0; i < g->count; i++) {
 				if (g->members[i] == m->id) {
@@ -442,31 +600,33 @@ static void rvs_member_drop(struct ring_verbs *r, struct ring_verbs_member *m, s
 			rvs_board_unlock(bd, &orphans);
 		}
 	}
-	*m = r->members[--r->member_count];
-	r->base.share_members = r->member_count;
+	__atomic_store_n(&m->id, 0u, __ATOMIC_RELEASE);
+	r->base.share_members--;
 }
 
 void ring_verbs_share_leave(struct ring_verbs *r, const struct ring_flow *three)
 {
-	struct ring_verbs_member *m = rvs_member_find(r, three);
+	struct ring_verbs_member *m = rvs_member_find(r, three, NULL);
 	if (m)
 		rvs_member_drop(r, m, NULL);
 }
 
 void ring_verbs_share_move(struct ring_verbs *from, struct ring_verbs *to, const struct ring_flow *three)
 {
-	struct ring_verbs_member *m = rvs_member_find(from, three);
-	if (m && !rvs_member_find(to, three))
+	struct ring_verbs_member *m = rvs_member_find(from, three, NULL);
+	if (m && !rvs_member_find(to, three, NULL))
 		rvs_member_drop(from, m, to);
 }
 
 void ring_verbs_share_leave_all(struct ring_verbs *r)
 {
-	while (r->member_count)
-		rvs_member_drop(r, &r->members[r->member_count - 1], NULL);
+	for (unsigned i = 0; i < r->member_len; i++)
+		if (r->members[i].id)
+			rvs_member_drop(r, &r->members[i], NULL);
 	free(r->members);
 	r->members = NULL;
-	r->member_cap = 0;
+	r->member_len = r->member_cap = 0;
+	rvs_board_put(r);
 }
 
 /* The member the spread picks for h in g (m's own id when the group reads
@@ -493,14 +653,24 @@ bool ring_verbs_share_admit(struct ring *ring, const struct ring_flow *three, ui
 			    uint16_t remote_port)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
-	struct ring_verbs_member *m = rvs_member_find(r, three);
+	uint32_t own;
+	/* A new flow that came in before its port was handed to the kernel
+	 * (a fork-per-connection server, ring_verbs_flow.c): dropped, so that
+	 * its SYN's retransmission reaches the kernel's listener, rather than
+	 * answered here with a handshake whose last ACK would reach the kernel
+	 * (a reset). */
+	if (__builtin_expect(r->parked_count != 0, 0) && ring_verbs_flow_parked(r, three))
+		return false;
+	if (!r->base.share_members)
+		return true;
+	struct ring_verbs_member *m = rvs_member_find(r, three, &own);
 	if (!m)
 		return true;
 	struct ring_verbs_board *bd = m->board;
 	const struct rvs_group *g = &bd->b->groups[m->group];
 	uint32_t h = ring_verbs_share_hash(remote_ip, remote_port, three->local_port);
-	uint32_t pick = rvs_pick(g, h, m->id);
-	if (pick == m->id)
+	uint32_t pick = rvs_pick(g, h, own);
+	if (pick == own)
 		return true;
 	/* Another member's: that one takes it, if it lives. A process killed
 	 * by SIGKILL did not leave: look now and then (a system call, so not
@@ -521,12 +691,12 @@ bool ring_verbs_share_admit(struct ring *ring, const struct ring_flow *three, ui
 	if (rvs_board_lock(bd, orphans) == 0)
 		rvs_board_unlock(bd, orphans);
 	free(orphans);
-	return rvs_pick(g, h, m->id) == m->id;
+	return rvs_pick(g, h, own) == own;
 }
 
 unsigned ring_verbs_share_group_size(struct ring *ring, const struct ring_flow *three)
 {
-	struct ring_verbs_member *m = rvs_member_find(ring_verbs_of(ring), three);
+	struct ring_verbs_member *m = rvs_member_find(ring_verbs_of(ring), three, NULL);
 	return m ? __atomic_load_n(&m->board->b->groups[m->group].count, __ATOMIC_ACQUIRE) : 0;
 }
 
@@ -578,13 +748,14 @@ static void *rvs_watch(void *arg)
 	for (;;) {
 		struct timespec ts = { 0, RVS_WATCH_NS };
 		nanosleep(&ts, NULL);
+		rvs_probes_run();
 		for (struct ring_verbs_board *bd = __atomic_load_n(&rvs_boards, __ATOMIC_ACQUIRE); bd; bd = bd->next) {
-			if (bd->fd < 0)
-				continue;
+			pthread_mutex_lock(&bd->mu);
 			bool dead = false;
-			for (unsigned s = 0; s < RVS_MAX_PROCS && !dead; s++)
+			for (unsigned s = 0; bd->fd >= 0 && s < RVS_MAX_PROCS && !dead; s++)
 				dead = __atomic_load_n(&bd->b->proc_pid[s], __ATOMIC_RELAXED) && (int)s != bd->slot &&
 				       !rvs_proc_alive(bd->fd, s);
+			pthread_mutex_unlock(&bd->mu);
 			if (!dead)
 				continue;
 			struct rvs_orphans *orphans = malloc(sizeof(*orphans));
@@ -637,6 +808,10 @@ void ring_verbs_share_atfork_child(void)
 	}
 	rvs_boards = NULL;
 	rvs_watching = false;
+	pthread_mutex_init(&rvs_probe_mu, NULL);
+	free(rvs_probes);   /* the parent's to send */
+	rvs_probes = NULL;
+	rvs_nprobes = 0;
 	if (rvs_raw_fd >= 0)
 		OS_CALL(close, rvs_raw_fd);
 	rvs_raw_fd = -1;

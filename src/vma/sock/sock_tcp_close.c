@@ -102,6 +102,7 @@ void sock_tcp_fork_release_locked(struct sock_offload *ctx)
 	/* The child may join a listener's share group, which spreads the
 	 * 3-tuple's segments by hash: every connection gets its own entry. */
 	sock_tcp_pin_listener_flows_locked(ctx, NULL);
+	sock_tcp_pin_embryos_locked(ctx);
 	struct sock_tcp *s = ctx->tcp_all;
 	while (s) {
 		struct sock_tcp *next = s->all_next;

@@ -106,6 +106,14 @@ struct sock_tcp {
 	 * fork-per-connection master): a fork keeps steering it here. */
 	bool accepted_here;
 	struct ring_flow listen_flow; /* listener: the 3-tuple (local_ip may be INADDR_ANY) */
+	/* listener: 5-tuples of half-open children steered on their own (a
+	 * fork took the listener's 3-tuple away while their handshake was in
+	 * flight); each is the child's own once it is accepted. */
+	struct sock_tcp_embryo {
+		struct ring_flow flow;
+		int if_slot;
+	} *embryos;
+	unsigned nembryos;
 	bool reset;                  /* ended by an error: pcb gone */
 	int err;                     /* pending SO_ERROR / once from recv, 0 none */
 
@@ -336,6 +344,10 @@ int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orp
 /* An accept or poll on a listener a fork left dormant or inherited: joins
  * this process's context and the port's share group. */
 void sock_tcp_fork_join(struct sock_tcp *s);
+/* Steers every half-open child of every listener of ctx by its own
+ * 5-tuple, before a fork may take the listeners' 3-tuples away. */
+void sock_tcp_pin_embryos_locked(struct sock_offload *ctx);
+void sock_tcp_embryos_put_locked(struct sock_tcp *l);
 static inline void sock_tcp_fork_check(struct sock_tcp *s)
 {
 	if (__builtin_expect(s->fork_dormant || s->inherited, 0))

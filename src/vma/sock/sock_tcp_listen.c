@@ -201,6 +201,9 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->fork_dormant = false;
 	l->accepted_here = false;
 	l->inherited = true;
+	free(l->embryos);   /* our heap's copy; the pins are the parent's */
+	l->embryos = NULL;
+	l->nembryos = 0;
 }
 
 /* A listener the kernel socket serves from now on (a forked child that
@@ -249,6 +252,76 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 	s->fork_dormant = false;
 }
 
+/* ---- half-open children across a fork ---- */
+
+struct sock_tcp_embryo_pin {
+	struct sock_tcp *l;
+	unsigned pinned;
+};
+
+static void sock_tcp_embryo_pin(void *arg, const struct tcp_pcb *child)
+{
+	struct sock_tcp_embryo_pin *pin = arg;
+	struct sock_tcp *l = pin->l;
+	struct sock_offload *ctx = l->ctx;
+	struct ring_flow five = { .proto = IPPROTO_TCP, .owner_fd = l->obj.fd };
+	tcp_pcb_get_addr(child, &five.local_ip, &five.local_port, &five.remote_ip, &five.remote_port);
+	int slot = sock_offload_if_slot_by_ip(ctx, five.local_ip);
+	if (slot < 0 || !(l->listen_slots & (1u << slot)))
+		return;
+	struct sock_tcp_embryo *grown = realloc(l->embryos, (l->nembryos + 1) * sizeof(*grown));
+	if (!grown)
+		return;
+	l->embryos = grown;
+	if (sock_offload_flow_get_locked(ctx, slot, &five) < 0)
+		return;
+	l->embryos[l->nembryos++] = (struct sock_tcp_embryo){ .flow = five, .if_slot = slot };
+	pin->pinned++;
+}
+
+void sock_tcp_pin_embryos_locked(struct sock_offload *ctx)
+{
+	/* A fork may hand connections to the kernel, and on a backend that
+	 * can only steer to a QP (verbs) that takes the listener's 3-tuple
+	 * away: the last ACK of a handshake in flight would then reach the
+	 * kernel, which has no such connection and resets it. */
+	unsigned pinned = 0;
+	for (struct sock_tcp *l = ctx->tcp_all; l; l = l->all_next) {
+		if (l->ctx != ctx || l->mode != SOCK_TCP_LISTENER || !l->pcb || !l->listen_slots)
+			continue;
+		struct sock_tcp_embryo_pin pin = { .l = l };
+		tcp_listener_half_open(l->pcb, sock_tcp_embryo_pin, &pin);
+		pinned += pin.pinned;
+	}
+	if (pinned)
+		vlog_debug("fork: %u half-open connections steered by their own 5-tuple", pinned);
+}
+
+/* The pin of c's 5-tuple, if a fork made one: c's steering from now on. */
+static bool sock_tcp_embryo_take(struct sock_tcp *l, struct sock_tcp *c)
+{
+	for (unsigned i = 0; i < l->nembryos; i++) {
+		struct sock_tcp_embryo *e = &l->embryos[i];
+		if (e->if_slot != c->if_slot || e->flow.local_ip != c->local_ip || e->flow.local_port != c->local_port ||
+		    e->flow.remote_ip != c->remote_ip || e->flow.remote_port != c->remote_port)
+			continue;
+		c->flow = e->flow;
+		*e = l->embryos[--l->nembryos];
+		return true;
+	}
+	return false;
+}
+
+void sock_tcp_embryos_put_locked(struct sock_tcp *l)
+{
+	for (unsigned i = 0; i < l->nembryos; i++)
+		if (l->ctx)
+			sock_offload_flow_put_locked(l->ctx, l->embryos[i].if_slot, &l->embryos[i].flow);
+	free(l->embryos);
+	l->embryos = NULL;
+	l->nembryos = 0;
+}
+
 /* ---- children ---- */
 
 bool sock_tcp_admit_cb(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port)
@@ -261,11 +334,8 @@ bool sock_tcp_admit_cb(void *arg, const struct stack_netif *nif, uint32_t remote
 	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
 		if (&ctx->ifs[slot].nif != nif)
 			continue;
-		struct ring *ring = ctx->ifs[slot].ring;
-		if (!ring->share_members)
-			return true;
 		struct ring_flow three = sock_tcp_listen_slot_flow(l, slot);
-		return ring_share_admit(ring, &three, remote_ip, remote_port);
+		return ring_share_admit(ctx->ifs[slot].ring, &three, remote_ip, remote_port);
 	}
 	return true;
 }
@@ -335,7 +405,12 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 		} else {
 			c->flow.share = l->share;
 		}
-		c->flow_held = sock_offload_flow_get_locked(ctx, c->if_slot, &c->flow) == 0;
+		if (l->nembryos && sock_tcp_embryo_take(l, c)) {
+			c->flow_held = true;   /* pinned at a fork while half-open */
+			by_listener = false;
+		} else {
+			c->flow_held = sock_offload_flow_get_locked(ctx, c->if_slot, &c->flow) == 0;
+		}
 		c->flow_by_listener = c->flow_held && by_listener;
 	}
 	c->writeable = false;
@@ -360,6 +435,7 @@ void sock_tcp_child_free_locked(struct sock_tcp *c)
 
 void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections)
 {
+	sock_tcp_embryos_put_locked(l);
 	while (l->acceptq_head) {
 		struct sock_tcp *c = l->acceptq_head;
 		l->acceptq_head = c->next_child;

@@ -266,7 +266,7 @@ static bool sock_udp_share_admitted(struct sock_udp *s, const struct stack_udp_r
 	if (!ctx || IN_MULTICAST(ntohl(info->dst_ip)))
 		return true;
 	int slot = sock_offload_if_slot(ctx, info->ifindex);
-	if (slot < 0 || !ctx->ifs[slot].ring->share_members)
+	if (slot < 0)
 		return true;
 	struct ring_flow three = sock_udp_slot_flow(s, ctx, (unsigned)slot);
 	if (info->dst_ip != three.local_ip && three.local_ip)

@@ -423,6 +423,9 @@ int tcp_pcb_move(struct tcp_pcb *pcb, struct tcp_ctx *to, const struct stack_net
  * consumed; nif is this engine's interface of from->ifindex. */
 void tcp_input_passed(struct tcp_ctx *ctx, const struct stack_netif *nif, struct ring_buf *buf,
 		      const struct tcp_seg_origin *from);
+/* Calls fn for each half-open child of listener lis (SYN answered, the
+ * handshake's last ACK not in yet); returns their count. */
+unsigned tcp_listener_half_open(struct tcp_pcb *lis, void (*fn)(void *arg, const struct tcp_pcb *child), void *arg);
 void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
 		      uint32_t *remote_ip, uint16_t *remote_port);
 const char *tcp_state_name(enum tcp_state s);

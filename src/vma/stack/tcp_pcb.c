@@ -865,6 +865,20 @@ uint32_t tcp_sndbuf_free(const struct tcp_pcb *pcb)
 	return pcb->sbuf_size - pcb->sbuf_len;
 }
 
+unsigned tcp_listener_half_open(struct tcp_pcb *lis, void (*fn)(void *arg, const struct tcp_pcb *child), void *arg)
+{
+	unsigned n = 0;
+	if (!lis->pending_children)
+		return 0;
+	for (struct tcp_pcb *p = lis->ctx->pcbs; p; p = p->next) {
+		if (p->parent != lis || p->state != TCP_SYN_RCVD || p->dead)
+			continue;
+		fn(arg, p);
+		n++;
+	}
+	return n;
+}
+
 void tcp_pcb_get_addr(const struct tcp_pcb *pcb, uint32_t *local_ip, uint16_t *local_port,
 		      uint32_t *remote_ip, uint16_t *remote_port)
 {
