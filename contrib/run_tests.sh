@@ -27,7 +27,7 @@
 #   6. the verbs backend on softverbs (docs/verbs.md): tests/integration/run.sh
 #      again with VMA_RING_BACKEND=verbs and build/tests/softverbs/lib on
 #      LD_LIBRARY_PATH, for the UDP and TCP tests of VERBS_PASS_TESTS (an
-#      extended regex of test names; about 5 minutes); SKIP when configure
+#      extended regex of test names; about 11 minutes); SKIP when configure
 #      found no rdma-core
 #
 # Ends with one line "N passed, N failed" summing unit and integration
