@@ -167,8 +167,6 @@ void ring_verbs_flows_release(struct ring_verbs *r);
 
 /* ---- share groups (ring_verbs_share.c) ---- */
 
-/* The spread: the same for every member (and as the XDP program's). */
-uint32_t ring_verbs_share_hash(uint32_t remote_ip, uint16_t remote_port, uint16_t local_port);
 /* Flows lock held. r's rule for the 3-tuple three is in place: r becomes
  * a member of its group on the board of r's device and port. 0 or -errno
  * (no board: /dev/shm; a full board: -ENOSPC). */

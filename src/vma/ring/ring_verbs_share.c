@@ -135,11 +135,6 @@ static pthread_mutex_t rvs_probe_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct rvs_probe *rvs_probes;
 static unsigned rvs_nprobes;
 
-uint32_t ring_verbs_share_hash(uint32_t remote_ip, uint16_t remote_port, uint16_t local_port)
-{
-	return ring_xdp_share_hash(remote_ip, remote_port, local_port);   /* the XDP program's spread */
-}
-
 static int rvs_lock(int fd, short type, long long start, bool wait)
 {
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = 1 };
@@ -668,7 +663,7 @@ bool ring_verbs_share_admit(struct ring *ring, const struct ring_flow *three, ui
 		return true;
 	struct ring_verbs_board *bd = m->board;
 	const struct rvs_group *g = &bd->b->groups[m->group];
-	uint32_t h = ring_verbs_share_hash(remote_ip, remote_port, three->local_port);
+	uint32_t h = ring_xdp_share_hash(remote_ip, remote_port, three->local_port);   /* the XDP program's spread */
 	uint32_t pick = rvs_pick(g, h, own);
 	if (pick == own)
 		return true;
