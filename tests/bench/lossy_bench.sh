@@ -15,7 +15,11 @@
 #     default: loss-based as ours, so it answers "as good as Linux's TCP
 #     under random loss"; BBR does not take random loss for congestion
 #   libvma sender -> kernel receiver, VMA_TCP_CC_ALGO as set (0, LWIP's
-#     NewReno, by default), and again with VMA_TCP_CC_ALGO=1 (Cubic)
+#     NewReno, by default), again with VMA_TCP_CC_ALGO=1 (Cubic) and with
+#     VMA_TCP_CC_ALGO=3 (BBR: the like-for-like figure where the kernel's
+#     default is bbr), and BBR again with a 1 MB send buffer (iperf3 -w 1M;
+#     our send buffer stays at its 128 KiB default where Linux's grows to
+#     tcp_wmem[2], and a hole at its head stops the writer)
 #   kernel sender (default congestion control) -> libvma receiver;
 # ROUNDS rounds with the pairings interleaved (the machine is shared: what
 # it does moves all of them alike). Prints each run's goodput (what the
@@ -63,7 +67,7 @@ one_run() {
 		$S ss -ltn 2>/dev/null | grep -q ":$port " && break
 		sleep 0.1
 	done
-	$C $cpre timeout $((SECS + 30)) iperf3 ${IPERF_CC:+-C $IPERF_CC} -c 198.18.2.1 -p $port -t "$SECS" -J >"$TMP/cli.json" 2>"$TMP/cli.err"
+	$C $cpre timeout $((SECS + 30)) iperf3 ${IPERF_CC:+-C $IPERF_CC} ${IPERF_W:+-w $IPERF_W} -c 198.18.2.1 -p $port -t "$SECS" -J >"$TMP/cli.json" 2>"$TMP/cli.err"
 	local crc=$?
 	wait "$spid"
 	local res
@@ -90,6 +94,8 @@ for r in $(seq "$ROUNDS"); do
 	[ "$KERNEL_CC" = cubic ] || IPERF_CC=cubic one_run kernel-kernel-cubic "" ""
 	one_run libvma-sender "" "$VMA"
 	one_run libvma-sender-cubic "" "$VMA VMA_TCP_CC_ALGO=1"
+	one_run libvma-sender-bbr "" "$VMA VMA_TCP_CC_ALGO=3"
+	IPERF_W=1M one_run libvma-sender-bbr-w1M "" "$VMA VMA_TCP_CC_ALGO=3"
 	one_run libvma-receiver "$VMA" ""
 done
 echo

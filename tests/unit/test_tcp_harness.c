@@ -74,6 +74,12 @@ static int side_tx_send(void *ctx, struct ring_buf *b)
 		return 0;
 	}
 	uint64_t at = w->now + w->delay_ms;
+	if (w->rate_bytes_per_ms) {
+		uint64_t *free_us = &w->link_free_us[s->index];
+		uint64_t start = *free_us > w->now * 1000u ? *free_us : w->now * 1000u;
+		*free_us = start + (uint64_t)b->len * 1000u / w->rate_bytes_per_ms;
+		at = (*free_us + 999u) / 1000u + w->delay_ms;
+	}
 	if (chance(w, w->reorder_ppm))
 		at += 1 + rnd(w) % 4;
 	if (chance(w, w->dup_ppm)) {

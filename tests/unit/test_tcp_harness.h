@@ -40,6 +40,11 @@ struct th_wire {
 	uint64_t now;
 	uint64_t rng;
 	unsigned drop_ppm, dup_ppm, reorder_ppm, delay_ms;
+	/* A bottleneck per direction (0: none): frames from side i leave one
+	 * after another at this many bytes per ms, queued without limit, then
+	 * take delay_ms; link_free_us[i]: when its last frame has left. */
+	unsigned rate_bytes_per_ms;
+	uint64_t link_free_us[2];
 	bool drop_all;
 	long drop_nth_data[2][8];      /* data frames from side i to drop (1-based counts), 0 = unused */
 	uint64_t data_frames[2];

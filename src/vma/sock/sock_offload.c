@@ -647,7 +647,8 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	set.quickack = g_cfg.tcp_quickack != 0;
 	set.timestamps = sock_offload_ts_mode();
 	set.notsent_lowat = sock_offload_notsent_lowat();
-	set.cc_algo = g_cfg.tcp_cc_algo == 1 ? TCP_CC_CUBIC : g_cfg.tcp_cc_algo == 2 ? TCP_CC_NONE : TCP_CC_NEWRENO;
+	set.cc_algo = g_cfg.tcp_cc_algo == 1 ? TCP_CC_CUBIC : g_cfg.tcp_cc_algo == 2 ? TCP_CC_NONE :
+		      g_cfg.tcp_cc_algo == 3 ? TCP_CC_BBR : TCP_CC_NEWRENO;
 	set.mss = g_cfg.mss > 0 ? (uint32_t)g_cfg.mss : 0;
 	set.mtu = g_cfg.mtu > 0 ? (uint32_t)g_cfg.mtu : 0;
 	set.max_syn_rate = (uint32_t)g_cfg.tcp_max_syn_rate;

@@ -461,9 +461,12 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_reordering = SOCK_TCP_LINUX_REORDERING;
 	ti->tcpi_rcv_space = in.rcv_space;
 	ti->tcpi_total_retrans = (uint32_t)in.retransmits;
-	/* Not paced: the rate Linux would pace at (twice cwnd per RTT in slow
-	 * start, 1.2 times after) as an estimate, no cap. */
-	if (ti->tcpi_rtt) {
+	/* Not paced: BBR's model rate; for the others the rate Linux would pace
+	 * at (twice cwnd per RTT in slow start, 1.2 times after) as an
+	 * estimate, no cap. */
+	if (in.pacing_rate) {
+		ti->tcpi_pacing_rate = in.pacing_rate;
+	} else if (ti->tcpi_rtt) {
 		uint64_t per_rtt = (uint64_t)in.cwnd * 1000000 / ti->tcpi_rtt;
 		ti->tcpi_pacing_rate = in.cwnd < in.ssthresh ? 2 * per_rtt : per_rtt * 6 / 5;
 	}
@@ -478,6 +481,9 @@ static void sock_tcp_fill_info(struct sock_tcp *s, struct sock_tcp_info *ti)
 	ti->tcpi_data_segs_in = in.data_segs_in;
 	ti->tcpi_data_segs_out = in.data_segs_out;
 	ti->tcpi_delivered = in.delivered;
+	ti->tcpi_delivery_rate = in.delivery_rate;
+	if (in.delivery_app_limited)
+		ti->tcpi_app_limited_bits |= 1;
 	ti->tcpi_bytes_sent = in.bytes_sent;
 	ti->tcpi_bytes_retrans = in.bytes_retrans;
 	ti->tcpi_rcv_ooopack = in.rcv_ooopack;

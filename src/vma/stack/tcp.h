@@ -21,7 +21,7 @@ enum tcp_state {
 	TCP_TIME_WAIT
 };
 
-enum tcp_cc_algo { TCP_CC_NEWRENO = 0, TCP_CC_CUBIC = 1, TCP_CC_NONE = 2 }; /* VMA_TCP_CC_ALGO */
+enum tcp_cc_algo { TCP_CC_NEWRENO = 0, TCP_CC_CUBIC = 1, TCP_CC_NONE = 2, TCP_CC_BBR = 3 }; /* VMA_TCP_CC_ALGO */
 /* VMA_TCP_TIMESTAMP_OPTION: 2 ("follow the OS") is resolved by the socket
  * layer from net.ipv4.tcp_timestamps; the engine treats it as on. */
 enum tcp_ts_mode { TCP_TS_OFF = 0, TCP_TS_ON = 1, TCP_TS_OS = 2 };
@@ -222,6 +222,9 @@ struct tcp_pcb_info {
 	/* From timed segments in microseconds (0 / UINT32_MAX: none yet). */
 	uint32_t srtt_us, rttvar_us, min_rtt_us;
 	bool ecn_ok;                                    /* ECN negotiated (TCPI_OPT_ECN) */
+	uint64_t delivery_rate;                         /* bytes/s of the last rate sample; 0: none */
+	bool delivery_app_limited;                      /* that sample was app-limited */
+	uint64_t pacing_rate;                           /* BBR's model rate (bytes/s); 0: not BBR */
 	uint32_t rcv_rtt_us;                            /* receiver's RTT estimate (tcpi_rcv_rtt); 0 = none */
 	uint32_t user_timeout_ms;                       /* TCP_USER_TIMEOUT; 0 = none */
 };

@@ -1,5 +1,6 @@
-/* Congestion control: NewReno (RFC 5681/6582), Cubic (RFC 9438) and "none"
- * (a fixed cwnd, for links the operator knows are uncongested), chosen by
+/* Congestion control: NewReno (RFC 5681/6582), Cubic (RFC 9438), "none"
+ * (a fixed cwnd, for links the operator knows are uncongested) and BBR
+ * (tcp_bbr.c, which sets cwnd itself on every ACK), chosen by
  * VMA_TCP_CC_ALGO. Windows are in bytes; Cubic reasons in segments. */
 #include "stack/tcp_priv.h"
 
@@ -33,6 +34,9 @@ void tcp_cc_init(struct tcp_pcb *pcb)
 		pcb->cwnd = pcb->ctx->set.none_cwnd_segments * pcb->mss;
 	else
 		pcb->cwnd = initial_window(pcb->mss);
+	pcb->rate_sampling = pcb->ctx->set.cc_algo == TCP_CC_BBR;
+	if (pcb->rate_sampling)
+		tcp_bbr_init(pcb);
 }
 
 static void cubic_on_ack(struct tcp_pcb *pcb, uint32_t acked)
@@ -118,13 +122,18 @@ void tcp_cc_set_ssthresh(struct tcp_pcb *pcb)
 {
 	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
 		return;
+	if (pcb->ctx->set.cc_algo == TCP_CC_BBR) {
+		tcp_bbr_save_cwnd(pcb);   /* a loss is no congestion signal to BBR */
+		return;
+	}
 	pcb->ssthresh = reduced_ssthresh(pcb);
 	pcb->bytes_acked_ca = 0;
 }
 
 void tcp_cc_on_loss(struct tcp_pcb *pcb)
 {
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	/* BBR (version 1) does not answer ECE either */
+	if (pcb->ctx->set.cc_algo == TCP_CC_NONE || pcb->ctx->set.cc_algo == TCP_CC_BBR)
 		return;
 	pcb->ssthresh = reduced_ssthresh(pcb);
 	pcb->cwnd = pcb->ssthresh;
@@ -135,6 +144,14 @@ void tcp_cc_on_rto(struct tcp_pcb *pcb)
 {
 	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
 		return;
+	if (pcb->ctx->set.cc_algo == TCP_CC_BBR) {
+		/* one segment until ACKs come back (the loss state), then the
+		 * model's cwnd; the loss state's end restores the one before */
+		tcp_bbr_save_cwnd(pcb);
+		pcb->cc.bbr.conserve = false;
+		pcb->cwnd = pcb->mss;
+		return;
+	}
 	if (!pcb->backoff)   /* RFC 5681: ssthresh from the first expiry only */
 		pcb->ssthresh = reduced_ssthresh(pcb);
 	pcb->cwnd = pcb->mss;

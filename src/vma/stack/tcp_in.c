@@ -442,12 +442,17 @@ static void ecn_echo(struct tcp_pcb *pcb)
 void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
 {
 	bool ended = false;
+	bool bbr = pcb->ctx->set.cc_algo == TCP_CC_BBR;
+	tcp_rate_on_ack(pcb, delivered);
 	if (pcb->in_recovery && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
 		tcp_recovery_exit(pcb);   /* full ACK (RFC 6582 3.2 step 3) */
 		ended = true;
 	}
-	if (pcb->in_loss && SEQ_GEQ(pcb->snd_una, pcb->recover))
+	if (pcb->in_loss && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
 		pcb->in_loss = false;
+		if (bbr)
+			tcp_bbr_restore_cwnd(pcb);
+	}
 	uint32_t newly_lost = 0;
 	if (pcb->sack_ok) {
 		newly_lost = tcp_rack_detect_loss(pcb);
@@ -471,10 +476,14 @@ void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t deliv
 	}
 	if (!pcb->in_recovery && !pcb->in_loss && pcb->txq.lost_segs && !ended)
 		tcp_recovery_enter(pcb);
-	if (pcb->in_recovery)
+	if (bbr)
+		tcp_bbr_on_ack(pcb, delivered, newly_lost);
+	else if (pcb->in_recovery)
 		tcp_prr_ack(pcb, delivered, newly_lost, acked != 0);
 	else if (acked && !ended)
 		tcp_cc_on_ack(pcb, acked);
+	if (bbr)
+		pcb->rs.have = pcb->rs.valid = false;
 }
 
 uint32_t tcp_ack_new(struct tcp_pcb *pcb, const struct tcp_seg *seg)

@@ -1055,6 +1055,10 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->ws_ok = pcb->ws_ok;
 	o->rcv_mss = pcb->rcv_mss;
 	o->adv_mss = pcb->adv_mss;
+	o->delivery_rate = tcp_rate_last_bps(pcb);
+	o->delivery_app_limited = pcb->rate.last_app_limited;
+	if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+		o->pacing_rate = tcp_bbr_pacing_rate(pcb);
 	uint32_t mss = pcb->mss ? pcb->mss : 536;
 	uint32_t out = pcb->snd_max - pcb->snd_una;
 	const struct tcp_txq *q = &pcb->txq;

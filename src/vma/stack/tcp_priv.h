@@ -99,6 +99,7 @@ struct tcp_range { uint32_t start, end; };
 #define TCP_TXSEG_RETRANS 0x04   /* sent more than once */
 #define TCP_TXSEG_FIN     0x08
 #define TCP_TXSEG_PROBE   0x10   /* latest transmission was a tail loss probe */
+#define TCP_TXSEG_APP_LIMITED 0x20 /* left while the sender was app-limited (tcp_rate.c) */
 #define TCP_TXQ_NONE      0xffffu
 #define TCP_TXQ_MAX       32768u
 
@@ -109,6 +110,10 @@ struct tcp_txseg {
 	 * later, also within one microsecond (a burst of ACKs processed at
 	 * one clock reading sends new data and retransmissions in any order) */
 	uint32_t order;
+	/* The delivery rate's state at its latest transmission (tcp_rate.c):
+	 * bytes delivered then (low 32 bits), when that count last moved, and
+	 * when the first segment of its flight left (us clock, low 32 bits). */
+	uint32_t rate_delivered, rate_delivered_us, rate_first_us;
 	uint16_t tprev, tnext;       /* time-ordered list of records in flight */
 	uint8_t flags;
 };
@@ -150,10 +155,65 @@ struct tcp_tmpl {
 	uint64_t ip_sum, tcp_sum;
 };
 
+/* Delivery rate estimation (draft-cheng-iccrg-delivery-rate-estimation,
+ * as Linux's tcp_rate.c does it): bytes delivered so far and when that
+ * count last moved, when the flight now in the network began, and up to
+ * which count the samples are app-limited (0: not app-limited). */
+struct tcp_rate {
+	uint64_t delivered;
+	uint32_t delivered_us, first_us;
+	uint64_t app_limited;
+	/* the last valid sample: bytes over us (tcpi_delivery_rate) */
+	uint32_t last_bytes, last_interval_us;
+	bool last_app_limited;
+};
+
+/* What one ACK delivered, from the most recently sent record among those
+ * it delivered: tcp_rack_on_ack fills it, tcp_ack_loss_and_window turns it
+ * into a rate. */
+struct tcp_rate_sample {
+	bool have, app_limited;
+	bool valid;                      /* tcp_rate_on_ack: it makes a sample */
+	uint32_t order;                  /* the record's transmission order */
+	uint32_t prior_delivered, prior_us, send_elapsed_us;
+	int32_t rtt_us;                  /* its round trip; -1: a retransmission (ambiguous) */
+};
+
+/* BBR (v1, as described by Cardwell et al., ACM Queue 2016, and the IETF
+ * draft draft-cardwell-iccrg-bbr-congestion-control-00): a model of the
+ * path (the bottleneck's bandwidth, a windowed max over 10 round trips, and
+ * the round trip's floor, a min over 10 s) instead of loss as the signal;
+ * cwnd is cwnd_gain bandwidth-delay products. Gains in 1/256. */
+#define TCP_BBR_BW_ROUNDS 10u
+struct tcp_bbr {
+	uint8_t mode;                    /* TCP_BBR_STARTUP ... */
+	uint8_t cycle_idx;               /* PROBE_BW's gain phase */
+	uint8_t full_bw_cnt;             /* rounds without 25% growth */
+	bool full_bw_reached, round_start, conserve, probe_rtt_round_done;
+	uint16_t pacing_gain, cwnd_gain;
+	uint32_t round_count;
+	uint32_t next_round_delivered;   /* low 32 bits of rate.delivered */
+	uint64_t full_bw;                /* bytes/s */
+	uint64_t bw_round[TCP_BBR_BW_ROUNDS]; /* max sample of each of the last rounds */
+	uint32_t min_rtt_us;             /* UINT32_MAX: none yet */
+	uint64_t min_rtt_stamp_us;
+	uint64_t probe_rtt_done_us;      /* 0: not yet timed */
+	uint64_t cycle_stamp_us;
+	uint32_t prior_cwnd;             /* cwnd before recovery or an RTO */
+	/* ACK aggregation: bytes ACKed beyond what the bandwidth explains
+	 * since an epoch began (a receiver ACKing batches, a sender's
+	 * batched doorbells), a max over two windows of 5 rounds each */
+	uint64_t ack_epoch_us;
+	uint32_t ack_epoch_acked;
+	uint32_t extra_acked[2];
+	uint8_t extra_acked_idx, extra_acked_rounds;
+};
+
 struct tcp_cc_state {
 	/* Cubic (RFC 9438) */
 	uint64_t epoch_start_ms;         /* 0 = no epoch */
 	double w_max, k, w_est, cwnd_at_epoch;
+	struct tcp_bbr bbr;
 };
 
 struct tcp_pcb {
@@ -213,6 +273,12 @@ struct tcp_pcb {
 	struct tcp_txq txq;
 	struct tcp_rack rack;
 	uint64_t delivered_segs;         /* segments cumulatively or selectively acknowledged */
+	/* Delivery rate samples are taken only when a congestion control
+	 * reads them (BBR): they cost a ping-pong round trip about 170
+	 * instructions (callgrind, tests/bench/engine_instructions.sh). */
+	bool rate_sampling;
+	struct tcp_rate rate;
+	struct tcp_rate_sample rs;       /* of the ACK being processed */
 	uint64_t dsack_bytes;            /* reported duplicate (D-SACK), ever */
 	uint32_t dsack_dups;             /* segments reported duplicate (tcpi_dsack_dups) */
 	uint32_t reord_seen;             /* segments delivered below one delivered later (tcpi_reord_seen) */
@@ -636,6 +702,101 @@ void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
 void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* ECE: sets ssthresh, cwnd */
 void tcp_cc_set_ssthresh(struct tcp_pcb *pcb);         /* recovery: ssthresh only (PRR moves cwnd) */
 void tcp_cc_on_rto(struct tcp_pcb *pcb);
+
+/* tcp_rate.c: delivery rate samples. A record leaving copies the rate's
+ * state (inline: every segment sent); the ACK that delivers it makes a
+ * sample (tcp_rate_on_ack, before the congestion control sees the ACK);
+ * the sender running out of data marks the samples to come app-limited. */
+static inline void tcp_rate_stamp(struct tcp_pcb *pcb, struct tcp_txseg *r, uint32_t now_us)
+{
+	struct tcp_rate *rt = &pcb->rate;
+	if (!pcb->rate_sampling)
+		return;
+	if (pcb->snd_una == pcb->snd_max && r->start == pcb->snd_una) {
+		/* nothing in flight: a new flight starts its clocks now */
+		rt->first_us = rt->delivered_us = now_us;
+	}
+	r->rate_delivered = (uint32_t)rt->delivered;
+	r->rate_delivered_us = rt->delivered_us;
+	r->rate_first_us = rt->first_us;
+	if (rt->app_limited)
+		r->flags |= TCP_TXSEG_APP_LIMITED;
+}
+/* The record r was delivered by the ACK being processed (RACK's walk). */
+static inline void tcp_rate_delivered(struct tcp_pcb *pcb, const struct tcp_txseg *r, int32_t rtt_us)
+{
+	struct tcp_rate_sample *rs = &pcb->rs;
+	if (!pcb->rate_sampling || (rs->have && (int32_t)(r->order - rs->order) <= 0))
+		return;   /* an earlier transmission than the one kept */
+	rs->have = true;
+	rs->order = r->order;
+	rs->prior_delivered = r->rate_delivered;
+	rs->prior_us = r->rate_delivered_us;
+	rs->send_elapsed_us = r->xmit_us - r->rate_first_us;
+	rs->app_limited = (r->flags & TCP_TXSEG_APP_LIMITED) != 0;
+	rs->rtt_us = rtt_us;
+	pcb->rate.first_us = r->xmit_us;   /* the next sample's send interval starts here */
+}
+/* Per ACK, before the congestion control: delivered (bytes this ACK
+ * delivered, cumulatively and selectively) counted, and the sample of the
+ * record kept by tcp_rate_delivered checked: rs.valid when it spans at
+ * least the path's floor (a shorter one comes from ACKs bunched on the way
+ * back and overstates the rate), its bytes and interval in last_*. The
+ * division is left to whoever reads the rate (BBR, TCP_INFO). */
+static inline void tcp_rate_on_ack(struct tcp_pcb *pcb, uint32_t delivered)
+{
+	struct tcp_rate *rt = &pcb->rate;
+	struct tcp_rate_sample *rs = &pcb->rs;
+	uint32_t now = (uint32_t)pcb->ctx->now_us;
+	if (!pcb->rate_sampling)
+		return;
+	if (delivered) {
+		rt->delivered += delivered;
+		rt->delivered_us = now;
+	}
+	if (rt->app_limited && rt->delivered > rt->app_limited)
+		rt->app_limited = 0;   /* what was in flight when the data ran out is delivered */
+	if (!rs->have)
+		return;
+	uint32_t got = (uint32_t)rt->delivered - rs->prior_delivered;
+	uint32_t ack_elapsed = now - rs->prior_us;
+	uint32_t interval = rs->send_elapsed_us > ack_elapsed ? rs->send_elapsed_us : ack_elapsed;
+	if (!got || !interval || (pcb->min_rtt_us != UINT32_MAX && interval < pcb->min_rtt_us))
+		return;
+	rs->valid = true;
+	rt->last_bytes = got;
+	rt->last_interval_us = interval;
+	rt->last_app_limited = rs->app_limited;
+}
+static inline uint64_t tcp_rate_last_bps(const struct tcp_pcb *pcb)
+{
+	const struct tcp_rate *rt = &pcb->rate;
+	return rt->last_interval_us ? (uint64_t)rt->last_bytes * 1000000u / rt->last_interval_us : 0;
+}
+/* The end of a transmit pass (tcp_output, pipe: bytes in flight): the
+ * sender ran out of data (less than a segment unsent) with cwnd open and
+ * nothing to resend, so what it delivers until the present flight is
+ * delivered shows the application's pace, not the path's (Linux's
+ * tcp_rate_check_app_limited). */
+static inline void tcp_rate_check_app_limited(struct tcp_pcb *pcb, uint32_t pipe, uint32_t data_end)
+{
+	if (pcb->rate_sampling && SEQ_GT(pcb->snd_nxt + pcb->mss, data_end) && pipe < pcb->cwnd &&
+	    !pcb->txq.lost_segs) {
+		uint64_t until = pcb->rate.delivered + pipe;
+		pcb->rate.app_limited = until ? until : 1;
+	}
+}
+
+/* tcp_bbr.c */
+enum { TCP_BBR_STARTUP, TCP_BBR_DRAIN, TCP_BBR_PROBE_BW, TCP_BBR_PROBE_RTT };
+void tcp_bbr_init(struct tcp_pcb *pcb);
+/* Every ACK (in recovery too): the model from the sample, then cwnd. */
+void tcp_bbr_on_ack(struct tcp_pcb *pcb, uint32_t delivered, uint32_t newly_lost);
+void tcp_bbr_save_cwnd(struct tcp_pcb *pcb);
+void tcp_bbr_recovery_enter(struct tcp_pcb *pcb);
+void tcp_bbr_restore_cwnd(struct tcp_pcb *pcb);        /* recovery or the loss state ended */
+uint64_t tcp_bbr_bw(const struct tcp_pcb *pcb);        /* bytes/s; 0: no sample yet */
+uint64_t tcp_bbr_pacing_rate(const struct tcp_pcb *pcb);
 
 /* tcp_pcb.c: receive auto-tuning after the app consumed bytes; a
  * receiver RTT sample (us; win_dep: from a window's time, kept as a min) */

@@ -72,6 +72,7 @@ static inline void rack_delivered(struct tcp_pcb *pcb, struct rack_acc *acc, con
 		k->reordering_seen = true;
 		pcb->reord_seen++;   /* per segment (Linux counts per ACK that shows some) */
 	}
+	tcp_rate_delivered(pcb, r, r->flags & TCP_TXSEG_RETRANS ? -1 : (int32_t)rtt);
 	if (r->flags & TCP_TXSEG_RETRANS) {
 		/* The ACK may be for an earlier transmission when it came too
 		 * fast for this one (Linux's tcp_rack_advance: under min_rtt).
@@ -279,7 +280,9 @@ void tcp_recovery_enter(struct tcp_pcb *pcb)
 	pcb->tlp_at = 0;                  /* no probe in recovery */
 	pcb->tlp_high = 0;
 	/* until an ACK delivers something: the first retransmission only */
-	if (pcb->ctx->set.cc_algo != TCP_CC_NONE)
+	if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+		tcp_bbr_recovery_enter(pcb);
+	else if (pcb->ctx->set.cc_algo != TCP_CC_NONE)
 		pcb->cwnd = tcp_recovery_pipe(pcb) + pcb->mss;
 }
 
@@ -290,6 +293,8 @@ void tcp_recovery_exit(struct tcp_pcb *pcb)
 	pcb->dupacks = 0;
 	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
 		tcp_cc_init(pcb);
+	else if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+		tcp_bbr_restore_cwnd(pcb);
 	else
 		pcb->cwnd = pcb->ssthresh;   /* PRR's end (Linux's tcp_end_cwnd_reduction) */
 	if (pcb->undo_armed && !pcb->undo_retrans)
@@ -467,7 +472,7 @@ void tcp_tlp_ack(struct tcp_pcb *pcb, uint32_t ack, bool una_advanced, bool dsac
 	} else if (SEQ_GT(ack, pcb->tlp_high)) {
 		/* the probe repaired a loss: one reduction, as a recovery would */
 		pcb->tlp_high = 0;
-		if (pcb->ctx->set.cc_algo != TCP_CC_NONE) {
+		if (pcb->ctx->set.cc_algo != TCP_CC_NONE && pcb->ctx->set.cc_algo != TCP_CC_BBR) {
 			tcp_cc_set_ssthresh(pcb);
 			pcb->cwnd = pcb->ssthresh;
 		}

@@ -162,8 +162,9 @@ void tcp_txq_mark_sacked(struct tcp_txq *q, struct tcp_txseg *r)
 	q->sacked_segs++;
 }
 
-static void append(struct tcp_txq *q, uint32_t start, uint32_t end, bool fin, uint32_t now)
+static void append(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin, uint32_t now)
 {
+	struct tcp_txq *q = &pcb->txq;
 	VMA_ASSERT(q->count <= q->mask);   /* callers check tcp_txq_room */
 	if (q->count > q->mask)
 		return;   /* never overwrite */
@@ -176,6 +177,7 @@ static void append(struct tcp_txq *q, uint32_t start, uint32_t end, bool fin, ui
 	r->xmit_us = now;
 	r->order = ++q->order;
 	r->flags = fin ? TCP_TXSEG_FIN : 0;
+	tcp_rate_stamp(pcb, r, now);
 	link_tail_at(q, r, i);
 }
 
@@ -196,15 +198,16 @@ static __attribute__((noinline)) void txq_resent(struct tcp_pcb *pcb, uint32_t s
 		if (r->flags & TCP_TXSEG_SACKED)
 			continue;
 		clear_lost(q, r);
-		r->flags = (uint8_t)((r->flags & ~TCP_TXSEG_PROBE) | TCP_TXSEG_RETRANS);
+		r->flags = (uint8_t)((r->flags & ~(TCP_TXSEG_PROBE | TCP_TXSEG_APP_LIMITED)) | TCP_TXSEG_RETRANS);
 		r->xmit_us = now;
+		tcp_rate_stamp(pcb, r, now);
 		r->order = ++q->order;
 		if (on_list(q, r))
 			txq_unlink(q, r);
 		link_tail(q, r);
 	}
 	if (resent_end != end)
-		append(q, resent_end, end, fin, now);
+		append(pcb, resent_end, end, fin, now);
 }
 
 void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
@@ -214,7 +217,7 @@ void tcp_txq_sent(struct tcp_pcb *pcb, uint32_t start, uint32_t end, bool fin)
 	if (!q->seg)
 		return;
 	if (SEQ_GEQ(start, pcb->snd_max)) {
-		append(q, start, end, fin, now);
+		append(pcb, start, end, fin, now);
 		return;
 	}
 	txq_resent(pcb, start, end, fin, now);
