@@ -13,6 +13,10 @@
 
 static struct th_wire *w;
 
+/* Send buffers of the wires start_wire makes: their size and how far
+ * auto-tuning may grow them (0: not at all, the stack's default). */
+static uint32_t wire_snd_buf, wire_snd_buf_max, wire_rcv_buf;
+
 /* A wire whose both ends run algo on a 1 ms timer. */
 static void start_wire(enum tcp_cc_algo algo, uint64_t seed)
 {
@@ -20,6 +24,11 @@ static void start_wire(enum tcp_cc_algo algo, uint64_t seed)
 	tcp_settings_default(&s);
 	s.timer_resolution_ms = 1;
 	s.cc_algo = algo;
+	if (wire_snd_buf)
+		s.snd_buf = wire_snd_buf;
+	if (wire_rcv_buf)
+		s.rcv_buf = wire_rcv_buf;
+	s.snd_buf_max = wire_snd_buf_max;
 	w = calloc(1, sizeof(*w));
 	ck_assert_ptr_nonnull(w);
 	th_init(w, &s, &s, seed);
@@ -97,9 +106,9 @@ static void check_efficient(enum tcp_cc_algo algo)
  * 4000 frame bytes per ms each way (32 Mbit/s) and 5 ms each way: a
  * 1514-byte frame carries 1448 bytes, so the payload can go at 3826 bytes
  * per ms, and one bandwidth-delay product is about 40 KB (28 segments). */
-#define LINK_BYTES_PER_MS 4000u
 #define LINK_DELAY_MS     5u
-#define LINK_PAYLOAD_BPMS (LINK_BYTES_PER_MS * 1448.0 / 1514.0)
+static unsigned link_bytes_per_ms = 4000;
+#define LINK_PAYLOAD_BPMS (link_bytes_per_ms * 1448.0 / 1514.0)
 
 struct bottleneck_result {
 	double goodput_bpms;            /* payload bytes per ms, connect to last byte */
@@ -118,7 +127,7 @@ static struct bottleneck_result run_bottleneck(enum tcp_cc_algo algo, uint64_t s
 	struct bottleneck_result r = { 0 };
 	start_wire(algo, seed);
 	w->delay_ms = LINK_DELAY_MS;
-	w->rate_bytes_per_ms = LINK_BYTES_PER_MS;
+	w->rate_bytes_per_ms = link_bytes_per_ms;
 	th_listen(&w->side[1], 80);
 	th_connect(w, 0, 4000, 80);
 	ck_assert(th_run_until(w, connected, 1000));
@@ -129,6 +138,13 @@ static struct bottleneck_result run_bottleneck(enum tcp_cc_algo algo, uint64_t s
 	r.min_cwnd_late = UINT32_MAX;
 	while (!bn_got_all(w) && w->now - t0 < 60000) {
 		th_step(w);
+		if (getenv("BN_TRACE") && (w->now - t0) % 25 == 0) {
+			struct tcp_pcb_info in;
+			tcp_pcb_get_info(w->side[0].pcb, &in);
+			printf("t %llu cwnd %u flight %u rec %d pacing %llu rate %llu snd_buf %u used %u\n",
+			       (unsigned long long)(w->now - t0), in.cwnd, in.flight, in.in_recovery,
+			       (unsigned long long)in.pacing_rate, (unsigned long long)in.delivery_rate, in.snd_buf, in.snd_buf_used);
+		}
 		if (w->now - t0 < watch_from_ms)
 			continue;
 		struct tcp_pcb_info in;
@@ -148,10 +164,10 @@ static struct bottleneck_result run_bottleneck(enum tcp_cc_algo algo, uint64_t s
 	tcp_pcb_get_info(w->side[0].pcb, &r.end);
 	end_wire();
 	printf("bottleneck %s loss %u ppm seed %llu: %.0f bytes/ms (%.2f of the link), %llu resent, "
-	       "cwnd %u, delivery rate %llu B/s, pacing rate %llu B/s, min_rtt %u us, srtt %u us\n",
+	       "cwnd %u, snd_buf %u, delivery rate %llu B/s, pacing rate %llu B/s, min_rtt %u us, srtt %u us\n",
 	       algo == TCP_CC_BBR ? "bbr" : algo == TCP_CC_CUBIC ? "cubic" : "newreno", loss_ppm,
 	       (unsigned long long)seed, r.goodput_bpms, r.goodput_bpms / LINK_PAYLOAD_BPMS,
-	       (unsigned long long)r.rexmit_segs, r.end.cwnd, (unsigned long long)r.end.delivery_rate,
+	       (unsigned long long)r.rexmit_segs, r.end.cwnd, r.end.snd_buf, (unsigned long long)r.end.delivery_rate,
 	       (unsigned long long)r.end.pacing_rate, r.end.min_rtt_us, r.end.srtt_us);
 	return r;
 }
@@ -214,6 +230,32 @@ START_TEST(bbr_probes_the_round_trip_every_ten_seconds)
 }
 END_TEST
 
+/* The send buffer grows with cwnd, as Linux's (tcp_wmem[2]), unless the
+ * application sized it: on a path whose bandwidth-delay product (20000
+ * bytes/ms x 12 ms, about 230 KB) exceeds the 128 KiB the sockets start
+ * with, BBR through 1% loss is held back by the buffer, and a hole at its
+ * head stops the writer until the repair. */
+START_TEST(send_buffer_grows_with_cwnd_unless_set)
+{
+	link_bytes_per_ms = 20000;
+	wire_snd_buf = 128u * 1024;
+	wire_rcv_buf = 4u << 20;   /* a receiver's window as Linux's grows it: not the limit here */
+	wire_snd_buf_max = 4u << 20;
+	struct bottleneck_result grown = run_bottleneck(TCP_CC_BBR, 5, 10000, 16u << 20, UINT64_MAX);
+	wire_snd_buf_max = 0;
+	struct bottleneck_result fixed = run_bottleneck(TCP_CC_BBR, 5, 10000, 16u << 20, UINT64_MAX);
+	double link = LINK_PAYLOAD_BPMS;
+	link_bytes_per_ms = 4000;
+	wire_snd_buf = wire_rcv_buf = 0;
+	ck_assert_uint_eq(fixed.end.snd_buf, 128u * 1024);
+	ck_assert_msg(grown.end.snd_buf >= 4 * 128u * 1024 && grown.end.snd_buf <= 4u << 20, "snd_buf %u",
+		      grown.end.snd_buf);
+	ck_assert_msg(grown.goodput_bpms >= 0.8 * link, "grown: %.0f bytes/ms of %.0f", grown.goodput_bpms, link);
+	ck_assert_msg(grown.goodput_bpms >= 1.3 * fixed.goodput_bpms, "grown %.0f, fixed %.0f bytes/ms",
+		      grown.goodput_bpms, fixed.goodput_bpms);
+}
+END_TEST
+
 START_TEST(newreno_lossy_efficient) { check_efficient(TCP_CC_NEWRENO); }
 END_TEST
 START_TEST(cubic_lossy_efficient) { check_efficient(TCP_CC_CUBIC); }
@@ -232,6 +274,7 @@ int main(void)
 	tcase_add_test(t, bbr_keeps_a_lossy_bottleneck_busy);
 	tcase_add_test(t, bbr_models_the_path);
 	tcase_add_test(t, bbr_probes_the_round_trip_every_ten_seconds);
+	tcase_add_test(t, send_buffer_grows_with_cwnd_unless_set);
 	suite_add_tcase(su, t);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -597,6 +597,7 @@ static unsigned sock_offload_sysctl(const char *path, unsigned long *v, unsigned
 static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
 {
 	unsigned long rmem[3] = { 4096, 131072, 6291456 }, rmem_max = 212992, ecn = 2;
+	unsigned long wmem[3] = { 4096, 16384, 4194304 };
 	if (sock_offload_sysctl("/proc/sys/net/ipv4/tcp_rmem", rmem, 3) != 3) {
 		rmem[1] = 131072;
 		rmem[2] = 6291456;
@@ -609,6 +610,10 @@ static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
 		rmem[2] = rmem[1];
 	set->rcv_buf = (uint32_t)(rmem[1] / 2);
 	set->rcv_buf_max = (uint32_t)(rmem[2] / 2);
+	/* the send buffer grows up to tcp_wmem[2], as Linux's (tcp_sndbuf_expand) */
+	if (sock_offload_sysctl("/proc/sys/net/ipv4/tcp_wmem", wmem, 3) != 3 || wmem[2] > (1ul << 30))
+		wmem[2] = 4194304;
+	set->snd_buf_max = (uint32_t)wmem[2];
 	set->rcv_wscale_space = (uint32_t)(rmem[2] > rmem_max ? rmem[2] : (rmem_max > (1ul << 30) ? 1ul << 30 : rmem_max));
 	set->ecn = ecn == 1 ? 1 : ecn == 0 ? 0 : 2;
 }

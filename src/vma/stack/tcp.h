@@ -43,6 +43,12 @@ struct tcp_settings {
 	 * the application reads, each receiver RTT, up to rcv_buf_max (Linux:
 	 * the window of net.ipv4.tcp_rmem[2]); 0 = rcv_buf stays. */
 	uint32_t rcv_buf_max;
+	/* Send-buffer auto-tuning (Linux's tcp_sndbuf_expand), under BBR: a
+	 * pcb whose snd_buf was not set (tcp_set_bufsizes) and whose writer found the
+	 * buffer full grows it, when an ACK frees room while fewer bytes are
+	 * in flight than cwnd allows, to four cwnd (at least twice its size),
+	 * up to snd_buf_max (Linux: net.ipv4.tcp_wmem[2]); 0 = snd_buf stays. */
+	uint32_t snd_buf_max;
 	/* Such a pcb's window scale is chosen from the largest buffer it may
 	 * grow to, as Linux from max(tcp_rmem[2], net.core.rmem_max): the
 	 * larger of rcv_buf and this. */
@@ -225,6 +231,7 @@ struct tcp_pcb_info {
 	uint64_t delivery_rate;                         /* bytes/s of the last rate sample; 0: none */
 	bool delivery_app_limited;                      /* that sample was app-limited */
 	uint64_t pacing_rate;                           /* BBR's model rate (bytes/s); 0: not BBR */
+	uint32_t snd_buf;                               /* send buffer's size (auto-tuning grows it) */
 	uint32_t rcv_rtt_us;                            /* receiver's RTT estimate (tcpi_rcv_rtt); 0 = none */
 	uint32_t user_timeout_ms;                       /* TCP_USER_TIMEOUT; 0 = none */
 };

@@ -20,7 +20,8 @@
  *
  * Here the stack does not pace (transmissions go out as cwnd and the
  * window allow); the pacing gains steer the PROBE_BW cycle and the rate
- * TCP_INFO reports (tcpi_pacing_rate). docs/tcp.md. */
+ * TCP_INFO reports (tcpi_pacing_rate), and DRAIN holds cwnd at one BDP
+ * instead of pacing slower. docs/tcp.md. */
 #include "stack/tcp_priv.h"
 
 #include <string.h>
@@ -235,9 +236,12 @@ static void check_drain(struct tcp_pcb *pcb, uint32_t inflight)
 	if (b->mode == TCP_BBR_STARTUP && b->full_bw_reached) {
 		b->mode = TCP_BBR_DRAIN;
 		b->pacing_gain = BBR_DRAIN_GAIN;
-		b->cwnd_gain = BBR_HIGH_GAIN;
+		/* A paced BBR drains by sending at 1 / 2.885 of the rate with
+		 * cwnd kept at STARTUP's; unpaced, only cwnd can drain the
+		 * queue: it is held at one BDP until the flight is down to it. */
+		b->cwnd_gain = BBR_UNIT;
 	}
-	if (b->mode == TCP_BBR_DRAIN && inflight <= bbr_bdp(pcb, tcp_bbr_bw(pcb), BBR_UNIT))
+	if (b->mode == TCP_BBR_DRAIN && inflight <= bbr_target_cwnd(pcb, BBR_UNIT))
 		enter_probe_bw(pcb);
 }
 

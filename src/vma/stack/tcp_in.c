@@ -528,6 +528,8 @@ bool tcp_ack_done(struct tcp_pcb *pcb, uint32_t data_acked)
 		tcp_arm_rto(pcb);
 		tcp_arm_tlp(pcb);
 	}
+	if (__builtin_expect(pcb->snd_nospace, 0) && data_acked)
+		tcp_sndbuf_expand(pcb);
 	if (data_acked && pcb->cb.sent) {
 		pcb->cb.sent(pcb->cb_arg, pcb, data_acked);
 		if (callback_killed(pcb))

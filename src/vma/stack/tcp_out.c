@@ -530,6 +530,8 @@ int tcp_write(struct tcp_pcb *pcb, const void *data, uint32_t len, unsigned flag
 	if (pcb->wr_shut)
 		return -EPIPE;
 	uint32_t room = pcb->sbuf_size - pcb->sbuf_len;
+	if (room <= len)
+		pcb->snd_nospace = true;   /* full now: an ACK may grow it (tcp_sndbuf_expand) */
 	if (!room)
 		return -EAGAIN;
 	uint32_t n = tcp_min32(room, len);

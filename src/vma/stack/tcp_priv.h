@@ -321,6 +321,10 @@ struct tcp_pcb {
 	 * app consumed (rcv_copied), at the start of this measure (rcvq_seq,
 	 * rcvq_time_us) and the most consumed in one measure (rcvq_space) */
 	bool rcv_buf_locked;
+	/* Send-buffer auto-tuning (tcp_sndbuf_expand): off once the app set
+	 * snd_buf; snd_nospace: a write found the buffer full since the last
+	 * check (Linux's SOCK_NOSPACE) */
+	bool snd_buf_locked, snd_nospace;
 	uint32_t rcv_copied, rcvq_seq, rcvq_space;
 	uint64_t rcvq_time_us;
 	/* Receiver RTT (Linux's rcv_rtt_est): from the echoed timestamps, else
@@ -695,6 +699,9 @@ void tcp_rcv_dsack_note(struct tcp_pcb *pcb, uint32_t seq, uint32_t end);
  * first in the same option, or NULL. */
 unsigned tcp_rcv_sack_blocks(struct tcp_pcb *pcb, const struct tcp_range *dsack,
 			     struct tcp_range *out, unsigned max);
+
+/* tcp_pcb.c: after an ACK freed room in a buffer a write found full */
+void tcp_sndbuf_expand(struct tcp_pcb *pcb);
 
 /* tcp_cc.c */
 void tcp_cc_init(struct tcp_pcb *pcb);
