@@ -1202,9 +1202,32 @@ static int connected_mss(int fd, int *ts, unsigned *snd_mss)
 	return mss;
 }
 
+/* TCP_CONGESTION: the names the engine has are ours (getsockopt answers
+ * what the connection runs), a name nobody has fails as on Linux. */
+static void check_congestion_option(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	errno = 0;
+	int r = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "nosuchcc", 8);
+	expect_int("TCP_CONGESTION nosuchcc fails", r, -1);
+	expect_int("TCP_CONGESTION nosuchcc: ENOENT", errno, ENOENT);
+	r = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5);
+	expect_int("TCP_CONGESTION cubic", r, 0);
+	struct sockaddr_in to = sin_of(peer_ip, PEER_PORT);
+	connect(fd, (struct sockaddr *)&to, sizeof(to));
+	char name[16] = { 0 };
+	socklen_t nl = sizeof(name);
+	r = getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &nl);
+	result(r == 0 && !strcmp(name, "cubic"), "TCP_CONGESTION reads back cubic once connected",
+	       "getsockopt %d, '%s'", r, name);
+	close_conn(fd, port_of(fd, 0));
+}
+
 static void test_sockopts(void)
 {
 	int key, fd;
+	if (is_client())
+		check_congestion_option();
 	/* TCP_MAXSEG before the handshake clamps the MSS both ways. */
 	if (is_client()) {
 		fd = socket(AF_INET, SOCK_STREAM, 0);

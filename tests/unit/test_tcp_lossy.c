@@ -256,6 +256,47 @@ START_TEST(send_buffer_grows_with_cwnd_unless_set)
 }
 END_TEST
 
+/* TCP_CONGESTION on a live connection (tcp_set_cc_algo): NewReno to BBR
+ * mid-stream keeps cwnd and starts BBR's model, which then carries the
+ * lossy link as BBR from the start does; a listener's algorithm goes to
+ * its children. */
+START_TEST(congestion_control_changes_mid_stream)
+{
+	start_wire(TCP_CC_NEWRENO, 9);
+	w->delay_ms = LINK_DELAY_MS;
+	w->rate_bytes_per_ms = link_bytes_per_ms;
+	struct tcp_pcb *lis = th_listen(&w->side[1], 80);
+	tcp_set_cc_algo(lis, TCP_CC_CUBIC);
+	th_connect(w, 0, 4000, 80);
+	ck_assert(th_run_until(w, connected, 1000));
+	ck_assert_int_eq(tcp_cc_algo_of(w->side[1].pcb), TCP_CC_CUBIC);
+	ck_assert_int_eq(tcp_cc_algo_of(w->side[0].pcb), TCP_CC_NEWRENO);
+	w->drop_ppm = w->dup_ppm = 10000;
+	bn_goal = 16u << 20;
+	w->side[0].tx_goal = bn_goal;
+	th_run(w, 1000);
+	struct tcp_pcb_info before, after;
+	tcp_pcb_get_info(w->side[0].pcb, &before);
+	ck_assert_uint_eq(before.pacing_rate, 0);
+	uint64_t at_switch = w->side[1].rx_bytes;
+	tcp_set_cc_algo(w->side[0].pcb, TCP_CC_BBR);
+	tcp_pcb_get_info(w->side[0].pcb, &after);
+	ck_assert_uint_eq(after.cwnd, before.cwnd);
+	ck_assert_int_eq(tcp_cc_algo_of(w->side[0].pcb), TCP_CC_BBR);
+	th_run(w, 1000);
+	tcp_pcb_get_info(w->side[0].pcb, &after);
+	double newreno_bpms = (double)at_switch / 1000.0, bbr_bpms = (double)(w->side[1].rx_bytes - at_switch) / 1000.0;
+	printf("switch: newreno %.0f bytes/ms for 1 s, then bbr %.0f (link %.0f)\n", newreno_bpms, bbr_bpms,
+	       LINK_PAYLOAD_BPMS);
+	ck_assert_uint_gt(after.pacing_rate, 0);
+	ck_assert_uint_gt(after.delivery_rate, 0);
+	ck_assert_msg(bbr_bpms >= 0.9 * LINK_PAYLOAD_BPMS && bbr_bpms >= 1.2 * newreno_bpms,
+		      "newreno %.0f, then bbr %.0f bytes/ms", newreno_bpms, bbr_bpms);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	end_wire();
+}
+END_TEST
+
 START_TEST(newreno_lossy_efficient) { check_efficient(TCP_CC_NEWRENO); }
 END_TEST
 START_TEST(cubic_lossy_efficient) { check_efficient(TCP_CC_CUBIC); }
@@ -275,6 +316,7 @@ int main(void)
 	tcase_add_test(t, bbr_models_the_path);
 	tcase_add_test(t, bbr_probes_the_round_trip_every_ten_seconds);
 	tcase_add_test(t, send_buffer_grows_with_cwnd_unless_set);
+	tcase_add_test(t, congestion_control_changes_mid_stream);
 	suite_add_tcase(su, t);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -644,6 +644,16 @@ static void sock_offload_tcp_route_metrics(void *arg, uint32_t remote_ip, struct
 		*out = (struct tcp_route_metrics){ .mtu = r.mtu, .advmss = r.advmss };
 }
 
+enum tcp_cc_algo sock_offload_tcp_cc_default(void)
+{
+	switch (g_cfg.tcp_cc_algo) {
+	case 1: return TCP_CC_CUBIC;
+	case 2: return TCP_CC_NONE;
+	case 3: return TCP_CC_BBR;
+	}
+	return TCP_CC_NEWRENO;
+}
+
 static void sock_offload_tcp_create(struct sock_offload *ctx)
 {
 	struct tcp_settings set;
@@ -652,8 +662,7 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 	set.quickack = g_cfg.tcp_quickack != 0;
 	set.timestamps = sock_offload_ts_mode();
 	set.notsent_lowat = sock_offload_notsent_lowat();
-	set.cc_algo = g_cfg.tcp_cc_algo == 1 ? TCP_CC_CUBIC : g_cfg.tcp_cc_algo == 2 ? TCP_CC_NONE :
-		      g_cfg.tcp_cc_algo == 3 ? TCP_CC_BBR : TCP_CC_NEWRENO;
+	set.cc_algo = sock_offload_tcp_cc_default();
 	set.mss = g_cfg.mss > 0 ? (uint32_t)g_cfg.mss : 0;
 	set.mtu = g_cfg.mtu > 0 ? (uint32_t)g_cfg.mtu : 0;
 	set.max_syn_rate = (uint32_t)g_cfg.tcp_max_syn_rate;

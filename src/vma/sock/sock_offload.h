@@ -336,6 +336,9 @@ static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
  * own). -1 when eventfd fails (the sleeper then relies on its capped
  * sleep). */
 int sock_offload_wake_fd_get(int *slot);
+/* The congestion control of a TCP socket that did not name one
+ * (VMA_TCP_CC_ALGO). */
+enum tcp_cc_algo sock_offload_tcp_cc_default(void);
 /* (Re)initialises the lock of the kind VMA_THREAD_MODE names. */
 void sock_offload_lock_init(struct sock_offload *ctx);
 /* Drops the lock, then runs what delivery callbacks deferred. */

@@ -312,6 +312,8 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s)
 		tcp_set_keepalive_params(pcb, s->keep_idle_s * 1000u, s->keep_intvl_s * 1000u, s->keep_cnt);
 	tcp_set_keepalive(pcb, s->keepalive);
 	tcp_set_notsent_lowat(pcb, s->notsent_lowat);
+	if (s->cc_set)
+		tcp_set_cc_algo(pcb, (enum tcp_cc_algo)s->cc_algo);
 }
 
 void sock_tcp_pcb_setup_locked(struct sock_tcp *s, struct tcp_pcb *pcb)

@@ -149,6 +149,8 @@ struct sock_tcp {
 	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
 	uint32_t maxseg, syncnt;
 	uint32_t notsent_lowat;          /* TCP_NOTSENT_LOWAT as set; 0: net.ipv4.tcp_notsent_lowat */
+	bool cc_set;                     /* TCP_CONGESTION named one of ours: cc_algo */
+	uint8_t cc_algo;                 /* enum tcp_cc_algo */
 	uint32_t user_timeout_ms;        /* TCP_USER_TIMEOUT as set; 0: none */
 	bool user_bound;
 	/* The application bound the kernel socket or set something on it

@@ -370,6 +370,8 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	c->linger_s = l->linger_s;
 	c->maxseg = l->maxseg;
 	c->notsent_lowat = l->notsent_lowat;
+	c->cc_set = l->cc_set;
+	c->cc_algo = l->cc_algo;
 	sock_base_inherit(&c->base, &l->base);
 	/* The child's kernel socket is a placeholder that never had them.
 	 * Not TCP_QUICKACK: Linux does not pass it on to an accepted socket,

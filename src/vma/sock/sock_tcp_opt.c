@@ -57,6 +57,41 @@ static int sock_tcp_set_ring_logic(struct sock_tcp *s, const void *val, socklen_
 	return 0;
 }
 
+/* TCP_CONGESTION's names for the algorithms the engine has (Linux's
+ * names; "none" is VMA_TCP_CC_ALGO=2's fixed window, which Linux lacks). */
+static const struct {
+	const char *name;
+	enum tcp_cc_algo algo;
+} sock_tcp_cc_names[] = {
+	{ "reno", TCP_CC_NEWRENO }, { "cubic", TCP_CC_CUBIC }, { "bbr", TCP_CC_BBR }, { "none", TCP_CC_NONE },
+};
+
+/* The algorithm a TCP_CONGESTION value names (not NUL-terminated within
+ * len, as Linux reads it); false for a name the engine does not have. */
+static bool sock_tcp_cc_from_name(const void *val, socklen_t len, enum tcp_cc_algo *out)
+{
+	char name[16];
+	if (!val || (int)len <= 0)
+		return false;
+	size_t n = (size_t)len < sizeof(name) - 1 ? (size_t)len : sizeof(name) - 1;
+	memcpy(name, val, n);
+	name[n] = 0;
+	for (size_t i = 0; i < sizeof(sock_tcp_cc_names) / sizeof(sock_tcp_cc_names[0]); i++)
+		if (!strcmp(name, sock_tcp_cc_names[i].name)) {
+			*out = sock_tcp_cc_names[i].algo;
+			return true;
+		}
+	return false;
+}
+
+static const char *sock_tcp_cc_name(enum tcp_cc_algo algo)
+{
+	for (size_t i = 0; i < sizeof(sock_tcp_cc_names) / sizeof(sock_tcp_cc_names[0]); i++)
+		if (sock_tcp_cc_names[i].algo == algo)
+			return sock_tcp_cc_names[i].name;
+	return "reno";
+}
+
 /* Options the offloaded path implements, or that only matter to the
  * kernel socket's bind (it reserves the port); any other option set on a
  * socket that is or may become offloaded is VMA_EXCEPTION_HANDLING's. */
@@ -208,6 +243,13 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 			}
 			break;
 		}
+	} else if (level == IPPROTO_TCP && name == TCP_CONGESTION) {
+		enum tcp_cc_algo algo;
+		if (sock_tcp_cc_from_name(val, len, &algo)) {
+			s->cc_set = true;
+			s->cc_algo = (uint8_t)algo;
+			apply = true;
+		}
 	} else if (level == IPPROTO_TCP && sock_opt_int(val, len, &v) == 0) {
 		switch (name) {
 		case TCP_NODELAY:
@@ -353,18 +395,33 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	if (level == SOL_SOCKET && name == SOCK_OFFLOAD_SO_RING_ALLOC_LOGIC)
 		return sock_tcp_set_ring_logic(s, val, len);
 	bool offloaded = sock_tcp_ctx(s) != NULL;
-	if (__builtin_expect(!sock_tcp_opt_supported(level, name), 0) && (offloaded || sock_tcp_undecided(s)) &&
+	enum tcp_cc_algo cc;
+	/* TCP_CONGESTION is ours for the algorithms the engine has; another
+	 * one (the kernel's vegas, dctcp...) is as any unsupported option */
+	bool cc_other = level == IPPROTO_TCP && name == TCP_CONGESTION && !sock_tcp_cc_from_name(val, len, &cc);
+	bool cc_ours = level == IPPROTO_TCP && name == TCP_CONGESTION && !cc_other;
+	/* a name the kernel refuses (ENOENT, EPERM) fails as it does and
+	 * leaves the socket where it is */
+	if (cc_other && OS_CALL(setsockopt, obj->fd, level, name, val, len) != 0)
+		return -1;
+	if (__builtin_expect(!sock_tcp_opt_supported(level, name), 0) && !cc_ours && (offloaded || sock_tcp_undecided(s)) &&
 	    !sock_tcp_carry_on(s, sock_unsupported_option(obj->fd, level, name, sock_tcp_stuck(s))))
 		return -1;
+	if (cc_other)
+		return 0;   /* the kernel socket has it */
 	bool timestamping = level == SOL_SOCKET && (name == SO_TIMESTAMPING_OLD || name == SO_TIMESTAMPING_NEW);
 	if (timestamping && offloaded)
 		return sock_tcp_set_timestamping(s, name, val, len);
 	unsigned bit = sock_tcp_opt_bit(level, name);
 	if (bit && offloaded && g_cfg.avoid_sys_calls_on_tcp_fd)
 		return sock_tcp_set_without_kernel(s, level, name, bit, val, len);
-	ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
-	if (ret != 0 || !val)
-		return ret;
+	if (cc_ours && cc == TCP_CC_NONE) {
+		ret = 0;   /* ours alone: the kernel has no "none" */
+	} else {
+		ret = OS_CALL(setsockopt, obj->fd, level, name, val, len);
+		if (ret != 0 || !val)
+			return ret;
+	}
 	int saved = errno;
 	/* The SOL_SOCKET options all kinds share; SO_TIMESTAMPING here is a
 	 * socket connect() or listen() may still offload (its counter starts
@@ -567,6 +624,27 @@ int sock_tcp_op_getsockopt(struct sock_obj *obj, int level, int name, void *val,
 			return -1;
 		}
 		memcpy(val, out.bytes, n);
+		*len = n;
+		return 0;
+	}
+	if (level == IPPROTO_TCP && name == TCP_CONGESTION) {
+		/* the engine's algorithm, not the kernel socket's default */
+		if (!len || (int)*len < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		char out[16] = { 0 };
+		ctx = sock_tcp_lock(s, ctx);
+		enum tcp_cc_algo algo = s->pcb ? tcp_cc_algo_of(s->pcb) :
+				   s->cc_set ? (enum tcp_cc_algo)s->cc_algo : sock_offload_tcp_cc_default();
+		sock_offload_unlock(ctx);
+		snprintf(out, sizeof(out), "%s", sock_tcp_cc_name(algo));
+		socklen_t n = *len < sizeof(out) ? *len : (socklen_t)sizeof(out);
+		if (n && !val) {
+			errno = EFAULT;
+			return -1;
+		}
+		memcpy(val, out, n);
 		*len = n;
 		return 0;
 	}

@@ -328,6 +328,11 @@ void tcp_set_netif(struct tcp_pcb *pcb, const struct stack_netif *nif);
  * below the bytes already queued). Returns nothing: on allocation failure the
  * old send buffer stays. */
 void tcp_set_bufsizes(struct tcp_pcb *pcb, uint32_t rcv_buf, uint32_t snd_buf);
+/* TCP_CONGESTION: this pcb's congestion control (the settings' cc_algo
+ * otherwise; children take their listener's). Any time: a live
+ * connection keeps its cwnd and starts the new algorithm's state. */
+void tcp_set_cc_algo(struct tcp_pcb *pcb, enum tcp_cc_algo algo);
+enum tcp_cc_algo tcp_cc_algo_of(const struct tcp_pcb *pcb);
 /* Any time; 0 = keep. A running idle timer restarts from the last segment received. */
 void tcp_set_keepalive_params(struct tcp_pcb *pcb, uint32_t idle_ms, uint32_t intvl_ms,
 			      uint32_t probes);

@@ -30,11 +30,11 @@ void tcp_cc_init(struct tcp_pcb *pcb)
 	pcb->bytes_acked_ca = 0;
 	pcb->cc.epoch_start_ms = 0;
 	pcb->cc.w_max = 0;
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	if (pcb->cc_algo == TCP_CC_NONE)
 		pcb->cwnd = pcb->ctx->set.none_cwnd_segments * pcb->mss;
 	else
 		pcb->cwnd = initial_window(pcb->mss);
-	pcb->rate_sampling = pcb->ctx->set.cc_algo == TCP_CC_BBR;
+	pcb->rate_sampling = pcb->cc_algo == TCP_CC_BBR;
 	if (pcb->rate_sampling)
 		tcp_bbr_init(pcb);
 }
@@ -75,9 +75,36 @@ static void cubic_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 	}
 }
 
+enum tcp_cc_algo tcp_cc_algo_of(const struct tcp_pcb *pcb)
+{
+	return (enum tcp_cc_algo)pcb->cc_algo;
+}
+
+void tcp_set_cc_algo(struct tcp_pcb *pcb, enum tcp_cc_algo algo)
+{
+	if (pcb->cc_algo == algo)
+		return;
+	pcb->cc_algo = (uint8_t)algo;
+	switch (pcb->state) {
+	case TCP_CLOSED: case TCP_LISTEN: case TCP_SYN_SENT: case TCP_SYN_RCVD:
+		return;   /* tcp_cc_init runs when the connection is established */
+	default:
+		break;
+	}
+	/* A live connection changes its algorithm, as Linux's
+	 * tcp_reinit_congestion_control: cwnd and ssthresh stay (BBR has no
+	 * use for ssthresh), the new algorithm's state starts afresh. */
+	uint32_t cwnd = pcb->cwnd, ssthresh = pcb->ssthresh;
+	tcp_cc_init(pcb);
+	if (algo != TCP_CC_NONE)
+		pcb->cwnd = cwnd;
+	if (algo != TCP_CC_BBR && algo != TCP_CC_NONE)
+		pcb->ssthresh = ssthresh;
+}
+
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 {
-	enum tcp_cc_algo algo = pcb->ctx->set.cc_algo;
+	enum tcp_cc_algo algo = pcb->cc_algo;
 
 	if (algo == TCP_CC_NONE || !acked)
 		return;
@@ -105,7 +132,7 @@ void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 
 static uint32_t reduced_ssthresh(struct tcp_pcb *pcb)
 {
-	if (pcb->ctx->set.cc_algo == TCP_CC_CUBIC) {
+	if (pcb->cc_algo == TCP_CC_CUBIC) {
 		double cwnd = (double)pcb->cwnd / pcb->mss;
 		/* fast convergence (RFC 9438 4.7) */
 		if (cwnd < pcb->cc.w_max)
@@ -120,9 +147,9 @@ static uint32_t reduced_ssthresh(struct tcp_pcb *pcb)
 
 void tcp_cc_set_ssthresh(struct tcp_pcb *pcb)
 {
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	if (pcb->cc_algo == TCP_CC_NONE)
 		return;
-	if (pcb->ctx->set.cc_algo == TCP_CC_BBR) {
+	if (pcb->cc_algo == TCP_CC_BBR) {
 		tcp_bbr_save_cwnd(pcb);   /* a loss is no congestion signal to BBR */
 		return;
 	}
@@ -133,7 +160,7 @@ void tcp_cc_set_ssthresh(struct tcp_pcb *pcb)
 void tcp_cc_on_loss(struct tcp_pcb *pcb)
 {
 	/* BBR (version 1) does not answer ECE either */
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE || pcb->ctx->set.cc_algo == TCP_CC_BBR)
+	if (pcb->cc_algo == TCP_CC_NONE || pcb->cc_algo == TCP_CC_BBR)
 		return;
 	pcb->ssthresh = reduced_ssthresh(pcb);
 	pcb->cwnd = pcb->ssthresh;
@@ -142,9 +169,9 @@ void tcp_cc_on_loss(struct tcp_pcb *pcb)
 
 void tcp_cc_on_rto(struct tcp_pcb *pcb)
 {
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	if (pcb->cc_algo == TCP_CC_NONE)
 		return;
-	if (pcb->ctx->set.cc_algo == TCP_CC_BBR) {
+	if (pcb->cc_algo == TCP_CC_BBR) {
 		/* one segment until ACKs come back (the loss state), then the
 		 * model's cwnd; the loss state's end restores the one before */
 		tcp_bbr_save_cwnd(pcb);

@@ -442,7 +442,7 @@ static void ecn_echo(struct tcp_pcb *pcb)
 void tcp_ack_loss_and_window(struct tcp_pcb *pcb, uint32_t acked, uint32_t delivered, bool dupack)
 {
 	bool ended = false;
-	bool bbr = pcb->ctx->set.cc_algo == TCP_CC_BBR;
+	bool bbr = pcb->cc_algo == TCP_CC_BBR;
 	tcp_rate_on_ack(pcb, delivered);
 	if (pcb->in_recovery && SEQ_GEQ(pcb->snd_una, pcb->recover)) {
 		tcp_recovery_exit(pcb);   /* full ACK (RFC 6582 3.2 step 3) */

@@ -410,8 +410,10 @@ struct tcp_pcb *tcp_pcb_alloc(struct tcp_ctx *ctx, const struct tcp_pcb *tmpl,
 		pcb->notsent_lowat = tmpl->notsent_lowat;
 		pcb->rcv_buf_locked = tmpl->rcv_buf_locked;
 		pcb->snd_buf_locked = tmpl->snd_buf_locked;
+		pcb->cc_algo = tmpl->cc_algo;
 		pcb->user_timeout_ms = tmpl->user_timeout_ms;
 	} else {
+		pcb->cc_algo = (uint8_t)s->cc_algo;
 		pcb->notsent_lowat = s->notsent_lowat ? s->notsent_lowat : UINT32_MAX;
 		pcb->rcv_buf = s->rcv_buf;
 		pcb->nodelay = s->nodelay;
@@ -780,7 +782,7 @@ void tcp_sndbuf_expand(struct tcp_pcb *pcb)
 	 * the veth testbed a 4 MB buffer cost iperf3 10% (the bigger flight's
 	 * frames and copies), against 128 KiB that already holds several
 	 * bandwidth-delay products. */
-	if (pcb->ctx->set.cc_algo != TCP_CC_BBR || pcb->snd_buf_locked || !pcb->sbuf || pcb->sbuf_size >= max)
+	if (pcb->cc_algo != TCP_CC_BBR || pcb->snd_buf_locked || !pcb->sbuf || pcb->sbuf_size >= max)
 		return;
 	/* cwnd full: a larger buffer would only hold more unsent bytes. With
 	 * holes (lost, or SACKed above a loss) the buffer fills while the
@@ -1090,7 +1092,7 @@ void tcp_pcb_get_info(const struct tcp_pcb *pcb, struct tcp_pcb_info *o)
 	o->snd_buf = pcb->sbuf_size;
 	o->delivery_rate = tcp_rate_last_bps(pcb);
 	o->delivery_app_limited = pcb->rate.last_app_limited;
-	if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+	if (pcb->cc_algo == TCP_CC_BBR)
 		o->pacing_rate = tcp_bbr_pacing_rate(pcb);
 	uint32_t mss = pcb->mss ? pcb->mss : 536;
 	uint32_t out = pcb->snd_max - pcb->snd_una;

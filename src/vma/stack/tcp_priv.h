@@ -277,6 +277,7 @@ struct tcp_pcb {
 	 * reads them (BBR): they cost a ping-pong round trip about 170
 	 * instructions (callgrind, tests/bench/engine_instructions.sh). */
 	bool rate_sampling;
+	uint8_t cc_algo;                 /* enum tcp_cc_algo: the settings', a listener's, TCP_CONGESTION */
 	struct tcp_rate rate;
 	struct tcp_rate_sample rs;       /* of the ACK being processed */
 	uint64_t dsack_bytes;            /* reported duplicate (D-SACK), ever */

@@ -163,7 +163,7 @@ void tcp_rack_on_ack(struct tcp_pcb *pcb, const struct tcp_range *newly, unsigne
 static void tcp_undo_reduction(struct tcp_pcb *pcb)
 {
 	pcb->undo_armed = false;
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	if (pcb->cc_algo == TCP_CC_NONE)
 		return;
 	if (pcb->cwnd < pcb->prior_cwnd)
 		pcb->cwnd = pcb->prior_cwnd;
@@ -280,9 +280,9 @@ void tcp_recovery_enter(struct tcp_pcb *pcb)
 	pcb->tlp_at = 0;                  /* no probe in recovery */
 	pcb->tlp_high = 0;
 	/* until an ACK delivers something: the first retransmission only */
-	if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+	if (pcb->cc_algo == TCP_CC_BBR)
 		tcp_bbr_recovery_enter(pcb);
-	else if (pcb->ctx->set.cc_algo != TCP_CC_NONE)
+	else if (pcb->cc_algo != TCP_CC_NONE)
 		pcb->cwnd = tcp_recovery_pipe(pcb) + pcb->mss;
 }
 
@@ -291,9 +291,9 @@ void tcp_recovery_exit(struct tcp_pcb *pcb)
 	struct tcp_rack *k = &pcb->rack;
 	pcb->in_recovery = false;
 	pcb->dupacks = 0;
-	if (pcb->ctx->set.cc_algo == TCP_CC_NONE)
+	if (pcb->cc_algo == TCP_CC_NONE)
 		tcp_cc_init(pcb);
-	else if (pcb->ctx->set.cc_algo == TCP_CC_BBR)
+	else if (pcb->cc_algo == TCP_CC_BBR)
 		tcp_bbr_restore_cwnd(pcb);
 	else
 		pcb->cwnd = pcb->ssthresh;   /* PRR's end (Linux's tcp_end_cwnd_reduction) */
@@ -307,7 +307,7 @@ void tcp_recovery_exit(struct tcp_pcb *pcb)
 
 void tcp_prr_ack(struct tcp_pcb *pcb, uint32_t delivered, uint32_t newly_lost, bool una_advanced)
 {
-	if (!delivered || pcb->ctx->set.cc_algo == TCP_CC_NONE || !pcb->prior_cwnd)
+	if (!delivered || pcb->cc_algo == TCP_CC_NONE || !pcb->prior_cwnd)
 		return;
 	pcb->prr_delivered += delivered;
 	uint32_t pipe = tcp_recovery_pipe(pcb);
@@ -472,7 +472,7 @@ void tcp_tlp_ack(struct tcp_pcb *pcb, uint32_t ack, bool una_advanced, bool dsac
 	} else if (SEQ_GT(ack, pcb->tlp_high)) {
 		/* the probe repaired a loss: one reduction, as a recovery would */
 		pcb->tlp_high = 0;
-		if (pcb->ctx->set.cc_algo != TCP_CC_NONE && pcb->ctx->set.cc_algo != TCP_CC_BBR) {
+		if (pcb->cc_algo != TCP_CC_NONE && pcb->cc_algo != TCP_CC_BBR) {
 			tcp_cc_set_ssthresh(pcb);
 			pcb->cwnd = pcb->ssthresh;
 		}
