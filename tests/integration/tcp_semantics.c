@@ -1220,6 +1220,22 @@ static void check_congestion_option(void)
 	r = getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &nl);
 	result(r == 0 && !strcmp(name, "cubic"), "TCP_CONGESTION reads back cubic once connected",
 	       "getsockopt %d, '%s'", r, name);
+	/* "none" (VMA_TCP_CC_ALGO=2's fixed window) is the engine's alone: the
+	 * kernel refuses it, an offloaded connection runs it and says so (the
+	 * kernel socket under it still holds cubic, so this is the check that
+	 * fails when getsockopt asks the kernel) */
+	int preloaded = getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "libvma");
+	errno = 0;
+	r = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "none", 4);
+	memset(name, 0, sizeof(name));
+	nl = sizeof(name);
+	getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &nl);
+	if (preloaded)
+		result(r == 0 && !strcmp(name, "none"), "TCP_CONGESTION none on an offloaded connection",
+		       "setsockopt %d (%s), reads back '%s'", r, r ? errname(errno) : "-", name);
+	else
+		result(r == -1 && errno == ENOENT && !strcmp(name, "cubic"), "TCP_CONGESTION none: ENOENT on the kernel",
+		       "setsockopt %d (%s), reads back '%s'", r, r ? errname(errno) : "-", name);
 	close_conn(fd, port_of(fd, 0));
 }
 

@@ -3,7 +3,7 @@
  * "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016, and
  * draft-cardwell-iccrg-bbr-congestion-control-00). The sender keeps a model
  * of the path instead of reading loss as congestion:
- * - BtlBw: the largest delivery rate (tcp_rate.c) sampled in the last 10
+ * - BtlBw: the largest delivery rate (tcp_priv.h's rate samples) sampled in the last 10
  *   round trips; samples taken while the application left the pipe idle
  *   count only when they raise it;
  * - RTprop: the smallest round trip of the last 10 s;
@@ -52,18 +52,13 @@ uint64_t tcp_bbr_bw(const struct tcp_pcb *pcb)
 	return m;
 }
 
-static uint32_t initial_cwnd(const struct tcp_pcb *pcb)
-{
-	return tcp_min32(10 * pcb->mss, tcp_max32(2 * pcb->mss, 14600));
-}
-
 /* gain / 256 bandwidth-delay products, in bytes; before the model has both
  * halves, the initial window. */
 static uint32_t bbr_bdp(const struct tcp_pcb *pcb, uint64_t bw, unsigned gain)
 {
 	const struct tcp_bbr *b = &pcb->cc.bbr;
 	if (!bw || b->min_rtt_us == UINT32_MAX)
-		return initial_cwnd(pcb);
+		return tcp_cc_initial_window(pcb->mss);
 	uint64_t bdp = bw * b->min_rtt_us / 1000000u * gain / BBR_UNIT;
 	return bdp > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)bdp;
 }
@@ -100,7 +95,7 @@ uint64_t tcp_bbr_pacing_rate(const struct tcp_pcb *pcb)
 	if (!bw) {
 		/* no sample yet: the initial window per smoothed round trip */
 		uint32_t rtt = pcb->srtt_us ? pcb->srtt_us : pcb->srtt_ms ? pcb->srtt_ms * 1000u : 1000u;
-		bw = (uint64_t)initial_cwnd(pcb) * 1000000u / rtt;
+		bw = (uint64_t)tcp_cc_initial_window(pcb->mss) * 1000000u / rtt;
 	}
 	return bw * b->pacing_gain / BBR_UNIT;
 }
@@ -330,7 +325,7 @@ static void set_cwnd(struct tcp_pcb *pcb, uint32_t delivered, uint32_t newly_los
 	uint32_t target = bbr_target_cwnd(pcb, b->cwnd_gain);
 	if (b->full_bw_reached)
 		cwnd = tcp_min32(cwnd + delivered, target);
-	else if (cwnd < target || pcb->rate.delivered < initial_cwnd(pcb))
+	else if (cwnd < target || pcb->rate.delivered < tcp_cc_initial_window(pcb->mss))
 		cwnd += delivered;
 	cwnd = tcp_max32(cwnd, min_cwnd);
 	if (b->mode == TCP_BBR_PROBE_RTT)

@@ -17,7 +17,7 @@ static double cube_root(double x)
 	return r;
 }
 
-static uint32_t initial_window(uint32_t mss)
+uint32_t tcp_cc_initial_window(uint32_t mss)
 {
 	/* RFC 6928 (IW10, as Linux): a request/response of up to ~14 KB fits
 	 * in the first flight instead of waiting a round trip for ACKs */
@@ -33,7 +33,7 @@ void tcp_cc_init(struct tcp_pcb *pcb)
 	if (pcb->cc_algo == TCP_CC_NONE)
 		pcb->cwnd = pcb->ctx->set.none_cwnd_segments * pcb->mss;
 	else
-		pcb->cwnd = initial_window(pcb->mss);
+		pcb->cwnd = tcp_cc_initial_window(pcb->mss);
 	pcb->rate_sampling = pcb->cc_algo == TCP_CC_BBR;
 	if (pcb->rate_sampling)
 		tcp_bbr_init(pcb);

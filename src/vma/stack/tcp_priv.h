@@ -99,7 +99,7 @@ struct tcp_range { uint32_t start, end; };
 #define TCP_TXSEG_RETRANS 0x04   /* sent more than once */
 #define TCP_TXSEG_FIN     0x08
 #define TCP_TXSEG_PROBE   0x10   /* latest transmission was a tail loss probe */
-#define TCP_TXSEG_APP_LIMITED 0x20 /* left while the sender was app-limited (tcp_rate.c) */
+#define TCP_TXSEG_APP_LIMITED 0x20 /* left while the sender was app-limited (tcp_rate_*) */
 #define TCP_TXQ_NONE      0xffffu
 #define TCP_TXQ_MAX       32768u
 
@@ -110,7 +110,7 @@ struct tcp_txseg {
 	 * later, also within one microsecond (a burst of ACKs processed at
 	 * one clock reading sends new data and retransmissions in any order) */
 	uint32_t order;
-	/* The delivery rate's state at its latest transmission (tcp_rate.c):
+	/* The delivery rate's state at its latest transmission (tcp_rate_stamp):
 	 * bytes delivered then (low 32 bits), when that count last moved, and
 	 * when the first segment of its flight left (us clock, low 32 bits). */
 	uint32_t rate_delivered, rate_delivered_us, rate_first_us;
@@ -706,12 +706,13 @@ void tcp_sndbuf_expand(struct tcp_pcb *pcb);
 
 /* tcp_cc.c */
 void tcp_cc_init(struct tcp_pcb *pcb);
+uint32_t tcp_cc_initial_window(uint32_t mss);    /* IW10 (RFC 6928), bytes */
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
 void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* ECE: sets ssthresh, cwnd */
 void tcp_cc_set_ssthresh(struct tcp_pcb *pcb);         /* recovery: ssthresh only (PRR moves cwnd) */
 void tcp_cc_on_rto(struct tcp_pcb *pcb);
 
-/* tcp_rate.c: delivery rate samples. A record leaving copies the rate's
+/* Delivery rate samples (inline here). A record leaving copies the rate's
  * state (inline: every segment sent); the ACK that delivers it makes a
  * sample (tcp_rate_on_ack, before the congestion control sees the ACK);
  * the sender running out of data marks the samples to come app-limited. */
@@ -720,7 +721,7 @@ static inline void tcp_rate_stamp(struct tcp_pcb *pcb, struct tcp_txseg *r, uint
 	struct tcp_rate *rt = &pcb->rate;
 	if (!pcb->rate_sampling)
 		return;
-	if (pcb->snd_una == pcb->snd_max && r->start == pcb->snd_una) {
+	if (pcb->snd_una == pcb->snd_max) {
 		/* nothing in flight: a new flight starts its clocks now */
 		rt->first_us = rt->delivered_us = now_us;
 	}
