@@ -193,10 +193,14 @@ START_TEST(multi_ring_receives_what_any_queue_received)
 	ck_assert_ptr_eq(back[2], m[2]);
 	ck_assert_int_eq(ring_wait_arm(r), 0);
 	ck_assert(!wait_fd_readable(r));
+	ck_assert(!ring_rx_maybe(r));
 
-	/* A frame on queue 2 wakes the group's wait fd and is received. */
+	/* A frame on queue 2 wakes the group's wait fd and is received; the
+	 * look without the lock sees it in the group and in that member only. */
 	loop_send(m[2], 0x22, 60);
 	ck_assert(wait_fd_readable(r));
+	ck_assert(ring_rx_maybe(r));
+	ck_assert(ring_rx_maybe(m[2]) && !ring_rx_maybe(m[0]) && !ring_rx_maybe(m[1]));
 	ck_assert_int_eq(ring_wait_arm(r), 1);
 	loop_send(m[0], 0x00, 61);
 	loop_send(m[1], 0x11, 62);
@@ -213,6 +217,7 @@ START_TEST(multi_ring_receives_what_any_queue_received)
 	}
 	ck_assert_uint_eq(seen, 7);
 	ck_assert_int_eq(ring_rx_burst(r, bufs, 8), 0);
+	ck_assert(!ring_rx_maybe(r));
 
 	/* max is honoured and no queue starves: 2 frames on each of the
 	 * three queues, bursts of 2. */

@@ -5,16 +5,9 @@
 #include "config/cfg_params.h"
 #include "iomux/iomux_internal.h"
 #include "ring/ring_spin.h"
+#include "os/os.h"
 #include "os/os_signal.h"
 
-#define IOMUX_LOCK_SPINS_LONG 4096
-
-static inline void iomux_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
 
 /* Read on every lock and unlock: the mode is fixed at startup, so a lock
  * never sees two different modes. */
@@ -41,10 +34,10 @@ void iomux_lock(struct iomux_lock *l)
 				/* The holder may be descheduled (more threads than
 				 * cores): mode 3 gives the core away at once, mode 1
 				 * after a spin longer than any holder keeps it. */
-				if (g_cfg.thread_mode == 3 || ++spins > IOMUX_LOCK_SPINS_LONG)
+				if (g_cfg.thread_mode == 3 || ++spins > OS_SPIN_PAUSES_MAX)
 					sched_yield();
 				else
-					iomux_cpu_relax();
+					os_cpu_relax();
 			}
 		}
 	}

@@ -114,6 +114,13 @@ struct ring_ops {
 	/* Prepares wait_fd to signal the next packet. Returns 0 when armed, 1
 	 * when packets are already waiting (do not sleep), or a negative errno. */
 	int (*wait_arm)(struct ring *ring);
+	/* Without the owner's lock, from any thread: whether rx_burst (or
+	 * wait_arm) might have something to do, i.e. frames in the RX ring
+	 * or a kernel that asks for a wake-up. Reads only what the kernel and
+	 * the owner publish; a "no" may be stale when it returns, so a caller
+	 * that sleeps on it must already have wait_fd in its wait set (a
+	 * frame that comes later signals it). NULL: always "maybe". */
+	bool (*rx_maybe)(const struct ring *ring);
 	/* Fills *out with the ring's counters plus what the backend's kernel
 	 * side counts (and updates the RX pool's empty count from it). */
 	void (*read_counters)(struct ring *ring, struct ring_counters *out);
@@ -295,6 +302,11 @@ static inline int ring_wait_fd(const struct ring *ring)
 static inline int ring_wait_arm(struct ring *ring)
 {
 	return ring->ops->wait_arm(ring);
+}
+
+static inline bool ring_rx_maybe(const struct ring *ring)
+{
+	return !ring->ops->rx_maybe || ring->ops->rx_maybe(ring);
 }
 
 static inline void ring_read_counters(struct ring *ring, struct ring_counters *out)

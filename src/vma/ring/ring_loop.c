@@ -178,6 +178,15 @@ static int ring_loop_wait_arm(struct ring *ring)
 	return r->rxq_count ? 1 : 0;
 }
 
+/* Frames to receive, or sent ones the next flush turns into frames. */
+static bool ring_loop_rx_maybe(const struct ring *ring)
+{
+	const struct ring_loop *r = (const struct ring_loop *)ring;
+
+	return __atomic_load_n(&r->rxq_count, __ATOMIC_ACQUIRE) != 0 ||
+	       __atomic_load_n(&r->txq_count, __ATOMIC_ACQUIRE) != 0;
+}
+
 static void ring_loop_read_counters(struct ring *ring, struct ring_counters *out)
 {
 	*out = ring->counters;
@@ -223,6 +232,7 @@ static const struct ring_ops ring_loop_ops = {
 	/* Loop rings steer nothing outside themselves: forgetting is detaching. */
 	.forget_flow = ring_loop_detach_flow,
 	.wait_arm = ring_loop_wait_arm,
+	.rx_maybe = ring_loop_rx_maybe,
 	.read_counters = ring_loop_read_counters,
 	.close = ring_loop_close,
 };

@@ -133,6 +133,16 @@ static int ring_multi_wait_arm(struct ring *ring)
 	return 0;
 }
 
+static bool ring_multi_rx_maybe(const struct ring *ring)
+{
+	const struct ring_multi *r = (const struct ring_multi *)ring;
+
+	for (unsigned i = 0; i < r->count; i++)
+		if (ring_rx_maybe(r->members[i]))
+			return true;
+	return false;
+}
+
 static void ring_multi_read_counters(struct ring *ring, struct ring_counters *out)
 {
 	struct ring_multi *r = ring_multi_of(ring);
@@ -203,6 +213,7 @@ static const struct ring_ops ring_multi_ops = {
 	.forget_flow = ring_multi_forget_flow,
 	.share_admit = ring_multi_share_admit,
 	.wait_arm = ring_multi_wait_arm,
+	.rx_maybe = ring_multi_rx_maybe,
 	.read_counters = ring_multi_read_counters,
 	.close = ring_multi_close,
 	.forget = ring_multi_forget,

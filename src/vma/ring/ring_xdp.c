@@ -507,6 +507,16 @@ static int ring_xdp_wait_arm(struct ring *ring)
 	return ring_xsk_cons_avail(&r->rx) ? 1 : 0;
 }
 
+static bool ring_xdp_rx_maybe(const struct ring *ring)
+{
+	const struct ring_xdp *r = (const struct ring_xdp *)ring;
+
+	/* The shared indices, not the owner's cached ones: the consumer
+	 * index moves only when the owner has handed frames on. */
+	return __atomic_load_n(r->rx.producer, __ATOMIC_ACQUIRE) != __atomic_load_n(r->rx.consumer, __ATOMIC_ACQUIRE) ||
+	       ring_xsk_needs_wakeup(&r->dom.fill);
+}
+
 static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
@@ -637,6 +647,7 @@ static const struct ring_ops ring_xdp_ops = {
 	.detach_flow = ring_xdp_detach_flow,
 	.forget_flow = ring_xdp_forget_flow,
 	.wait_arm = ring_xdp_wait_arm,
+	.rx_maybe = ring_xdp_rx_maybe,
 	.read_counters = ring_xdp_read_counters,
 	.close = ring_xdp_close,
 	.forget = ring_xdp_forget,

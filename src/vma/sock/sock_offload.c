@@ -1119,12 +1119,26 @@ void sock_offload_clock_locked(struct sock_offload *ctx)
 	stack_clock_set_us(ctx->stack, engine_now_us());
 }
 
+bool sock_offload_idle_peek(const struct sock_offload *ctx)
+{
+	if (ctx->timers_by_app || ctx->rx_drain_rate_ns || __atomic_load_n(&ctx->drain_signalled, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL)
+		return false;
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring))
+			return false;
+	return true;
+}
+
 int sock_offload_progress_try(struct sock_offload *ctx)
 {
 	/* Busy-polling threads (select/poll/epoll passes) must not queue up
 	 * behind each other: while one holds the lock it polls the rings for
-	 * everybody, so the others look at their sockets again instead. */
-	if (!sock_offload_trylock(ctx))
+	 * everybody, so the others look at their sockets again instead. And
+	 * a lane with nothing to do is not locked at all: threads whose epoll
+	 * sets hold a socket of another thread's lane (a shared listener)
+	 * would otherwise take turns at its lock on every pass. */
+	if (sock_offload_idle_peek(ctx) || !sock_offload_trylock(ctx))
 		return 0;
 	int n = sock_offload_progress_locked(ctx);
 	sock_offload_unlock(ctx);
@@ -1456,7 +1470,27 @@ int sock_offload_wait_prepare(struct sock_offload *ctx, int *fds, int max)
 {
 	if (!ctx)
 		return 0;
-	sock_offload_lock(ctx);
+	if (!sock_offload_trylock(ctx)) {
+		/* Another thread works on the lane. When it has nothing left
+		 * to do, arming it ourselves would only make us wait for that
+		 * thread: its wait fds are enough. A frame already in a ring
+		 * shows in the look; one that comes after it signals a wait
+		 * fd, which the caller's kernel set holds (or, added now,
+		 * reports at once), so the caller or the one it wakes polls
+		 * it. Without a wait fd, take the lock and arm as usual. */
+		if (sock_offload_idle_peek(ctx) && !__atomic_load_n(&ctx->dead, __ATOMIC_RELAXED)) {
+			int count = 0;
+			for (unsigned i = 0; i < ctx->nifs && count < max; i++)
+				if (ring_wait_fd(ctx->ifs[i].ring) >= 0)
+					fds[count++] = ring_wait_fd(ctx->ifs[i].ring);
+			if (count == (int)ctx->nifs && (ctx->drain_wake_fd < 0 || count < max)) {
+				if (ctx->drain_wake_fd >= 0)
+					fds[count++] = ctx->drain_wake_fd;
+				return count;
+			}
+		}
+		sock_offload_lock(ctx);
+	}
 	int n = sock_offload_wait_prepare_locked(ctx, fds, max);
 	sock_offload_unlock(ctx);
 	return n;

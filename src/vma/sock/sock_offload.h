@@ -32,6 +32,7 @@
 #include "stack/stack.h"
 #include "stack/tcp.h"
 #include "stats/stats_layout.h"
+#include "os/os.h"
 #include "os/os_signal.h"
 
 #define SOCK_OFFLOAD_MAX_IFS 8
@@ -259,11 +260,8 @@ static inline void sock_offload_poll_wake_if_locked(struct sock_offload *ctx)
 #define SOCK_OFFLOAD_LOCK_MUTEX 2
 #define SOCK_OFFLOAD_LOCK_YIELD 3
 #define SOCK_OFFLOAD_LOCK_SPINS 64
-/* Mode 0 and 1 spin this many pauses (some microseconds, longer than any
- * pass holds the lock) before they yield: a holder preempted on a core
- * another waiter spins on would otherwise cost that waiter its whole time
- * slice, which is what more waiting threads than cores did. */
-#define SOCK_OFFLOAD_LOCK_SPINS_LONG 4096
+/* Mode 0 and 1 spin longer before they yield (os.h). */
+#define SOCK_OFFLOAD_LOCK_SPINS_LONG OS_SPIN_PAUSES_MAX
 
 /* Every lock of a lane holds back the application's signal handlers in
  * this thread until the unlock (os/os_signal.h): a handler that sends
@@ -288,11 +286,7 @@ static inline void sock_offload_lock(struct sock_offload *ctx)
 									   : SOCK_OFFLOAD_LOCK_SPINS_LONG;
 		for (unsigned spins = 0; pthread_spin_trylock(&ctx->lock) != 0; spins++) {
 			if (spins < limit) {
-#if defined(__x86_64__) || defined(__i386__)
-				__builtin_ia32_pause();
-#elif defined(__aarch64__)
-				__asm__ __volatile__("yield");
-#endif
+				os_cpu_relax();
 			} else {
 				sched_yield();
 			}
@@ -358,6 +352,15 @@ int sock_offload_progress(struct sock_offload *ctx);
 /* The same if the lock is free; 0 at once when another thread holds it
  * (it is polling the rings, or will at its unlock). For poll loops. */
 int sock_offload_progress_try(struct sock_offload *ctx);
+/* Without the lane lock: whether a pass over the lane would find nothing to
+ * do: no frame in its RX rings, no send held, no stray segment, no drain
+ * signal, and no timers that only application passes run. Reads fields
+ * the lock guards, racily on purpose: a stale "busy" costs one pass, and a
+ * stale "idle" is what a pass that ended a moment earlier would have seen
+ * (callers that then sleep have the lane's wait fds in their wait set, so
+ * what arrives after the look signals them). Rings that cannot tell
+ * (ring_rx_maybe) are never idle. */
+bool sock_offload_idle_peek(const struct sock_offload *ctx);
 /* VMA_RX_CQ_DRAIN_RATE_NSEC, lock held: a receive call that found data
  * already queued also polls the rings when their last poll is older than
  * the rate, and counts it in *polls (NULL: not counted). Returns whether it

@@ -155,6 +155,16 @@ ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 	return r;
 }
 
+/* Without the lane lock: an established connection with no byte queued, no
+ * error or end to report, nothing staged for a receive callback, and a lane
+ * with nothing to process (sock_offload_idle_peek). */
+static bool sock_tcp_recv_would_block(const struct sock_tcp *s, const struct sock_offload *ctx)
+{
+	return !__atomic_load_n(&s->rxq_bytes, __ATOMIC_ACQUIRE) && s->established && !s->connecting &&
+	       !s->err && !s->shut_rcv && !s->reset && s->pcb && !s->released && !s->xcb &&
+	       sock_offload_idle_peek(ctx);
+}
+
 static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
@@ -189,6 +199,18 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
 	sock_tcp_migrate_note(s);
+	/* A non-blocking read that finds nothing: EAGAIN without the lane
+	 * lock. The read loop of an event-driven server ends in one per
+	 * request, and under the lock it would queue behind whichever thread
+	 * works on the lane. Nothing is lost by not looking under the lock:
+	 * the racy reads answer as a locked read a moment earlier would
+	 * have, and what arrives later readies the socket as always. */
+	if (nonblock && !peek && sock_tcp_recv_would_block(s, ctx)) {
+		if (s->stats)
+			s->stats->c.rx_eagain++;
+		errno = EAGAIN;
+		return -1;
+	}
 	for (;;) {
 		ctx = sock_tcp_lock(s, ctx);
 		if (!s->rxq_bytes)
