@@ -1,0 +1,106 @@
+#!/bin/bash
+# mp_ab.sh LIB_A LIB_B [ROUNDS] [MODEL WORKERS [VAR=VALUE ...]]: two builds
+# of libvma.so under one server of several threads or processes, for the
+# before/after numbers of a change (issue "many processes"; mp_bench.sh
+# gives the whole table for one build). Root; own testbed (TB_PREFIX,
+# default vmamab). Alternating the kernel, A and B, ROUNDS (3) times:
+# tests/integration/mp_server --model MODEL (threads) --workers WORKERS (4)
+# in one namespace, loaded by mp_client from the other (8 connections of
+# 64-byte request/echo round trips, BENCH_SECONDS (4) each). Prints per run
+# the rate and the server's CPU time per request (user + system of every
+# process of the server, from /proc, over the last BENCH_SECONDS - 1
+# seconds), then the medians and each build's ratio to the kernel.
+# VAR=VALUE words are more environment for the libvma runs
+# (e.g. VMA_RING_ALLOCATION_LOGIC_RX=20).
+# A libvma run whose requests reached the server namespace's kernel TCP
+# (more than 1000 segments: the library was not offloading, say because
+# no vmad was found beside a copied libvma.so) stops the script with exit 2
+# rather than reporting kernel numbers as libvma's.
+# Exit 0 when it ran, 2 when it could not set up or a run was not offloaded.
+set -u
+[ $# -ge 2 ] || { echo "usage: $0 LIB_A LIB_B [ROUNDS] [MODEL WORKERS [VAR=VALUE ...]]" >&2; exit 2; }
+LIB_A=$(readlink -f "$1") LIB_B=$(readlink -f "$2") ROUNDS=${3:-3} MODEL=${4:-threads} WORKERS=${5:-4}
+shift $(($# < 5 ? $# : 5))
+EXTRA_ENV=("$@")
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILDDIR:-$TOP/build}
+SRV=$BUILD/tests/integration/mp_server CLI=$BUILD/tests/integration/mp_client
+SECS=${BENCH_SECONDS:-4}
+[ "$(id -u)" = 0 ] || { echo "mp_ab: needs root (namespaces)" >&2; exit 2; }
+for f in "$LIB_A" "$LIB_B" "$SRV" "$CLI"; do [ -f "$f" ] || { echo "mp_ab: no $f" >&2; exit 2; }; done
+[ "$SECS" -ge 2 ] || { echo "mp_ab: BENCH_SECONDS must be 2 or more" >&2; exit 2; }
+export TB_PREFIX=${TB_PREFIX:-vmamab}
+bash "$TOP/contrib/testbed.sh" up pair >/dev/null || exit 2
+TMP=$(mktemp -d)
+trap 'pkill -f "$SRV --port 1940[0-9]" 2>/dev/null; bash "$TOP/contrib/testbed.sh" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+trap 'exit 143' TERM INT
+NS_CLI="nsenter --net=/run/netns/$TB_PREFIX-a" NS_SRV="nsenter --net=/run/netns/$TB_PREFIX-b"
+HZ=$(getconf CLK_TCK)
+
+tcp_insegs() { $NS_SRV awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp; }
+server_ticks() { # user + system clock ticks of every process of the server on PORT
+	local t=0 p
+	for p in $(pgrep -f "$SRV --port $1"); do
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo $t
+}
+
+PORT=19400
+# one LIB|kernel: prints "RATE US_PER_REQUEST" ("n/a n/a" on failure)
+one() {
+	PORT=$((PORT == 19409 ? 19400 : PORT + 1))
+	local pre=()
+	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}")
+	$NS_SRV "${pre[@]}" "$SRV" --port $PORT --bind 198.18.0.2 --model "$MODEL" --workers "$WORKERS" \
+		--max-seconds $((SECS + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
+	local job=$!
+	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
+	local segs0 t0 t1 out
+	segs0=$(tcp_insegs)
+	$NS_CLI timeout $((SECS + 20)) "$CLI" --server 198.18.0.2 --port $PORT --conns 8 --seconds "$SECS" \
+		>"$TMP/cli.out" 2>&1 &
+	local cli=$!
+	sleep 1
+	t0=$(server_ticks $PORT)
+	wait $cli
+	t1=$(server_ticks $PORT)
+	local segs=$(($(tcp_insegs) - segs0))
+	kill -TERM $job 2>/dev/null
+	wait $job 2>/dev/null
+	out=$(cat "$TMP/cli.out")
+	local rate req
+	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9]*\).*/\1/p')
+	req=$(echo "$out" | sed -n 's/^ok requests \([0-9]*\) .*/\1/p')
+	if [ "$1" != kernel ] && [ "$segs" -gt 1000 ]; then
+		echo "mp_ab: $1: $segs TCP segments reached the server's kernel: not offloaded; its warnings:" >&2
+		grep -E 'WARNING|ERROR' "$TMP/srv.err" | head -5 >&2
+		echo "abort"
+		return
+	fi
+	if [ -z "$rate" ] || [ -z "$req" ] || [ "$req" -eq 0 ]; then
+		echo "n/a n/a"
+		return
+	fi
+	# The ticks cover the last SECS - 1 seconds of the run: as many of
+	# its requests.
+	awk -v r="$rate" -v t=$((t1 - t0)) -v n="$req" -v s="$SECS" -v hz="$HZ" \
+		'BEGIN { printf "%s %.2f\n", r, t * 1e6 / hz / (n * (s - 1) / s) }'
+}
+
+med() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : "n/a") }'; }
+declare -a K KU A AU B BU
+echo "mp_ab: $MODEL x$WORKERS ${EXTRA_ENV[*]}; rate/s (server CPU us per request)"
+for i in $(seq "$ROUNDS"); do
+	read -r k ku < <(one kernel)
+	read -r a au < <(one "$LIB_A")
+	[ "$a" = abort ] && exit 2
+	read -r b bu < <(one "$LIB_B")
+	[ "$b" = abort ] && exit 2
+	printf 'round %d: kernel %s (%s)  A %s (%s)  B %s (%s)\n' "$i" "$k" "$ku" "$a" "$au" "$b" "$bu"
+	K+=("$k") KU+=("$ku") A+=("$a") AU+=("$au") B+=("$b") BU+=("$bu")
+done
+k=$(med "${K[@]}") a=$(med "${A[@]}") b=$(med "${B[@]}")
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x + 0 > 0 && y + 0 > 0) printf "%.2f", x / y; else print "n/a" }'; }
+printf 'median: kernel %s (%s)  A %s (%s, %sx)  B %s (%s, %sx)\n' "$k" "$(med "${KU[@]}")" "$a" \
+	"$(med "${AU[@]}")" "$(ratio "$a" "$k")" "$b" "$(med "${BU[@]}")" "$(ratio "$b" "$k")"
