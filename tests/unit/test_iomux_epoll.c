@@ -571,6 +571,63 @@ START_TEST(signal_interrupts_with_eintr)
 }
 END_TEST
 
+
+/* A socket's lane notifies from another thread while the application
+ * removes the socket from its set (an acceptor thread's lane still serving
+ * a connection handed to a worker, which closes it: mp_server's
+ * threads-handoff). A notify between EPOLL_CTL_DEL taking the item out and
+ * unlinking its watch put the item back on the ready list, which then held
+ * freed memory: a later epoll_wait looped in a cycle (mp_procs m in CI). */
+struct notifier {
+	struct fake_sock *f;
+	int stop;
+	long rounds;
+};
+
+static void *notify_run(void *arg)
+{
+	struct notifier *n = arg;
+	while (!__atomic_load_n(&n->stop, __ATOMIC_ACQUIRE)) {
+		iomux_notify(&n->f->base, EPOLLIN);
+		n->rounds++;
+	}
+	return NULL;
+}
+
+START_TEST(del_racing_notify_leaves_nothing_on_ready_list)
+{
+	int ep = ep_new();
+	struct iomux_epoll *set = (struct iomux_epoll *)iomux_epoll_lookup(ep);
+	struct fake_sock *f = fake_new();
+	__atomic_store_n(&f->ready, EPOLLIN, __ATOMIC_RELEASE);
+	struct notifier n = { .f = f };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, notify_run, &n), 0);
+	int64_t end = iomux_now_ns() + 300 * 1000000LL;
+	int dirty = 0, cycles = 0;
+	while (iomux_now_ns() < end || cycles < 1000) {
+		ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 7), 0);
+		ck_assert_int_eq(ctl(ep, EPOLL_CTL_DEL, f->base.fd, 0, 0), 0);
+		/* The set's only member is gone and no notify can still hold it. */
+		iomux_lock(&set->lock);
+		if (set->ready_head || set->ready_tail) {
+			dirty++;
+			set->ready_head = set->ready_tail = NULL;   /* do not walk freed memory */
+		}
+		iomux_unlock(&set->lock);
+		cycles++;
+	}
+	__atomic_store_n(&n.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	ck_assert_msg(dirty == 0, "%d of %d EPOLL_CTL_DEL left a freed item on the ready list", dirty, cycles);
+	ck_assert_int_gt(n.rounds, 0);
+	struct epoll_event evs[2];
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("iomux_epoll");
@@ -594,6 +651,7 @@ int main(void)
 	tcase_add_test(tc, spin_forever_until_timeout);
 	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, signal_interrupts_with_eintr);
+	tcase_add_test(tc, del_racing_notify_leaves_nothing_on_ready_list);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -26,7 +26,7 @@ static void kernel_close(int fd)
 /* ---- ready list (ep lock held) ---- */
 void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it)
 {
-	if (it->on_ready)
+	if (it->on_ready || it->detached)
 		return;
 	it->on_ready = true;
 	it->ready_next = NULL;
@@ -125,6 +125,7 @@ static void watch_unlink(struct iomux_item *it)
 static void item_detach(struct iomux_epoll *ep, struct iomux_item *it)
 {
 	iomux_ready_remove(ep, it);
+	it->detached = true;
 	if (it->fd >= 0 && it->fd < ep->item_cap && ep->items[it->fd] == it)
 		ep->items[it->fd] = NULL;
 	if (it->offl_index >= 0) {
@@ -408,9 +409,11 @@ void iomux_promote(struct sock_obj *obj)
 	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
 		struct iomux_item *it = w->item;
 		struct iomux_epoll *ep = it->ep;
-		if (it->obj)
-			continue;
 		iomux_lock(&ep->lock);
+		if (it->obj || it->detached) {
+			iomux_unlock(&ep->lock);
+			continue;
+		}
 		bool ok = grow((void **)&ep->offl, &ep->offl_cap, ep->offl_count + 1, sizeof(*ep->offl)) == 0 &&
 			  wake_fd_ensure(ep) == 0;
 		if (ok) {

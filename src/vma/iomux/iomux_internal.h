@@ -46,6 +46,10 @@ struct iomux_item {
 	int offl_index;           /* in ep->offl, -1 for kernel fds */
 	bool on_ready;
 	bool disarmed;            /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+	/* Out of the set's tables, about to be freed: a notify or promote that
+	 * still finds it through the watchers list (until watch_unlink) must
+	 * not put it back on the ready list or in offl. */
+	bool detached;
 	unsigned int report_gen;  /* epoll_wait call that last reported it */
 	int report_index;
 };
