@@ -1119,15 +1119,30 @@ void sock_offload_clock_locked(struct sock_offload *ctx)
 	stack_clock_set_us(ctx->stack, engine_now_us());
 }
 
+void sock_offload_timers_publish_locked(struct sock_offload *ctx)
+{
+	uint64_t due = ctx->timers_next_ms;
+	if (ctx->tcp) {
+		uint64_t fine = tcp_ctx_next_deadline_ms(ctx->tcp);
+		if (fine < due)
+			due = fine;
+	}
+	__atomic_store_n(&ctx->timers_due_ms, due, __ATOMIC_RELAXED);
+}
+
 bool sock_offload_idle_peek(const struct sock_offload *ctx)
 {
-	if (ctx->timers_by_app || ctx->rx_drain_rate_ns || __atomic_load_n(&ctx->drain_signalled, __ATOMIC_ACQUIRE) ||
+	if (ctx->rx_drain_rate_ns || __atomic_load_n(&ctx->drain_signalled, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL)
 		return false;
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring))
 			return false;
-	return true;
+	/* Timers that application passes run (the default,
+	 * VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING=0) keep a lane busy only
+	 * once due: a delayed ACK or an RTO fires at the first pass after its
+	 * deadline, as under the lock. Last: it reads a clock. */
+	return !ctx->timers_by_app || !engine_deadline_passed(__atomic_load_n(&ctx->timers_due_ms, __ATOMIC_RELAXED));
 }
 
 int sock_offload_progress_try(struct sock_offload *ctx)

@@ -156,6 +156,11 @@ struct sock_offload {
 	uint32_t tcp_period_ms;
 	uint64_t timers_next_ms;
 	bool timers_by_app;
+	/* With timers_by_app: the earliest of timers_next_ms and the engine's
+	 * next fine deadline, published by every unlock for the look without
+	 * the lock (sock_offload_idle_peek): a lane whose timers are not due
+	 * may be skipped. 0 (due) until the first unlock. */
+	uint64_t timers_due_ms;
 	uint64_t tick_routine_ms;      /* next stats refresh / send backstop */
 	/* VMA_TCP_CTL_THREAD (docs/engine.md, "TCP control thread"): the
 	 * internal thread also drains this lane's rings, on every packet
@@ -309,8 +314,13 @@ void sock_offload_tx_kick_owed(struct sock_offload *ctx);
 /* Drops the lock without running deferred work (sock_offload_unlock does),
  * except the TX doorbells owed: those are rung by every unlock, before a
  * signal handler held back meanwhile may run. */
+/* Lock held: stores timers_due_ms. */
+void sock_offload_timers_publish_locked(struct sock_offload *ctx);
+
 static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 {
+	if (ctx->timers_by_app)
+		sock_offload_timers_publish_locked(ctx);
 	bool kick = ctx->tx_kick_owed;
 	if (__builtin_expect(kick, 0)) {
 		ctx->tx_kick_owed = false;
