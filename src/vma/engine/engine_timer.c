@@ -28,9 +28,10 @@ uint64_t engine_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* How far CLOCK_MONOTONIC_COARSE may lag CLOCK_MONOTONIC, in ms (its
- * resolution, a jiffy), plus one for the truncation to ms; -1 until
- * asked, UINT32_MAX when the coarse clock is unusable (always precise). */
+/* How far CLOCK_MONOTONIC_COARSE may lag CLOCK_MONOTONIC, in ms: its
+ * resolution (a jiffy) plus two, both readings being truncated to ms; -1
+ * until asked, UINT32_MAX when the coarse clock is unusable (then the
+ * precise clock always answers). */
 static int64_t engine_coarse_slack_ms = -1;
 
 static int64_t engine_coarse_slack(void)

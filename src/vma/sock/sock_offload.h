@@ -311,12 +311,12 @@ void sock_offload_tx_kick_locked(struct sock_offload *ctx);
  * leaves the flight the unlock entered. */
 void sock_offload_tx_kick_owed(struct sock_offload *ctx);
 
-/* Drops the lock without running deferred work (sock_offload_unlock does),
- * except the TX doorbells owed: those are rung by every unlock, before a
- * signal handler held back meanwhile may run. */
 /* Lock held: stores timers_due_ms. */
 void sock_offload_timers_publish_locked(struct sock_offload *ctx);
 
+/* Drops the lock without running deferred work (sock_offload_unlock does),
+ * except the TX doorbells owed: those are rung by every unlock, before a
+ * signal handler held back meanwhile may run. */
 static inline void sock_offload_unlock_plain(struct sock_offload *ctx)
 {
 	if (ctx->timers_by_app)
