@@ -443,6 +443,44 @@ START_TEST(timeouts_zero_short_and_woken)
 }
 END_TEST
 
+/* epoll_wait reads its offloaded sockets in batches of 16 under the set
+ * lock: a packet on the last socket of a set of 16, 32 or 40 is found by
+ * the polling pass, and a sleep arms every socket's ring, so a packet on
+ * the last one wakes the sleeper. */
+START_TEST(every_socket_of_a_large_set_progressed_and_armed)
+{
+	static const int sizes[] = { 16, 32, 40 };
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		int count = sizes[k];
+		int ep = ep_new();
+		struct fake_sock *f[40];
+		for (int i = 0; i < count; i++) {
+			f[i] = fake_new();
+			ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f[i]->base.fd, EPOLLIN, (uint64_t)i), 0);
+		}
+		struct fake_sock *last = f[count - 1];
+		struct epoll_event evs[4];
+		fake_ring_packet(last);
+		ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+		ck_assert_uint_eq(evs[0].data.u64, (uint64_t)(count - 1));
+		for (int i = 0; i < count; i++)
+			ck_assert_int_gt(f[i]->progress_calls, 0);
+		fake_set_ready(last, 0);
+		struct delayed d = { .f = last, .ms = 50, .how = 1 };
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, delayed_run, &d), 0);
+		ck_assert_int_eq(wait_ev(ep, evs, 4, 5000), 1);
+		ck_assert_uint_eq(evs[0].data.u64, (uint64_t)(count - 1));
+		pthread_join(th, NULL);
+		for (int i = 0; i < count; i++)
+			ck_assert_int_gt(f[i]->wait_prepare_calls, 0);
+		for (int i = 0; i < count; i++)
+			fake_close(f[i]);
+		ep_close(ep);
+	}
+}
+END_TEST
+
 /* A ring over several queues waits on an epoll set of its members: that
  * fd cannot be added exclusively (EINVAL), and a sleeper must still wake
  * when a packet lands in a member. */
@@ -648,6 +686,7 @@ int main(void)
 	tcase_add_test(tc, nested_epoll_sees_offloaded_readiness);
 	tcase_add_test(tc, ring_wait_fd_that_is_an_epoll_set_wakes_a_sleeper);
 	tcase_add_test(tc, timeouts_zero_short_and_woken);
+	tcase_add_test(tc, every_socket_of_a_large_set_progressed_and_armed);
 	tcase_add_test(tc, spin_forever_until_timeout);
 	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, signal_interrupts_with_eintr);

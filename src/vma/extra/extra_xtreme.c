@@ -264,9 +264,9 @@ static bool extra_xt_node_poll_locked(struct extra_xt_table *t, struct extra_xt_
 /* The lane a ring fd belongs to; the calling thread's last answer first. */
 static struct sock_offload *extra_xt_lane_of(int fd)
 {
-	static __thread struct sock_offload *last_ctx;
-	static __thread int last_fd = -1;
-	static __thread unsigned last_slot;
+	static __thread struct sock_offload *last_ctx OS_TLS_HOT;
+	static __thread int last_fd OS_TLS_HOT = -1;
+	static __thread unsigned last_slot OS_TLS_HOT;
 	struct sock_offload *ctx = last_ctx;
 	if (__builtin_expect(ctx && fd == last_fd && sock_offload_usable(ctx) && last_slot < ctx->nifs &&
 			     ctx->ifs[last_slot].ring && ring_wait_fd(ctx->ifs[last_slot].ring) == fd, 1))

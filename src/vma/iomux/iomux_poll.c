@@ -23,8 +23,8 @@
 #define IOMUX_POLL_WATCH_MAX 16
 #define IOMUX_POLL_CAPPED_NS (1000 * 1000)
 
-static __thread struct pollfd *iomux_poll_buf;
-static __thread size_t iomux_poll_buf_cap;
+static __thread struct pollfd *iomux_poll_buf OS_TLS_HOT;
+static __thread size_t iomux_poll_buf_cap OS_TLS_HOT;
 static pthread_key_t iomux_poll_key;
 static pthread_once_t iomux_poll_key_once = PTHREAD_ONCE_INIT;
 
@@ -39,7 +39,7 @@ static void iomux_poll_key_make(void)
 }
 
 /* This thread's wake eventfd for poll_watch, closed at thread exit. */
-static __thread int iomux_poll_wake = -1;
+static __thread int iomux_poll_wake OS_TLS_HOT = -1;
 static pthread_key_t iomux_poll_wake_key;
 static pthread_once_t iomux_poll_wake_once = PTHREAD_ONCE_INIT;
 

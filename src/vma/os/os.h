@@ -41,6 +41,13 @@
  * their time spinning (tests/bench/mp_bench.sh, threads x4). */
 #define OS_SPIN_PAUSES_MAX 256
 
+/* Thread-locals read on every socket call or epoll pass: initial-exec, so an
+ * access is one %fs-relative load instead of a __tls_get_addr call (the
+ * default in a -fPIC library). Preloaded, or dlopened with a few dozen
+ * bytes of these, libvma fits glibc's static TLS surplus (os_sig_tls is
+ * initial-exec too). */
+#define OS_TLS_HOT __attribute__((tls_model("initial-exec")))
+
 static inline void os_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

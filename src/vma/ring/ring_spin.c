@@ -17,16 +17,16 @@ static int spin_limit = -1;
 
 /* The calling thread's permit: a slot index and the lease end it wrote
  * there (its proof of ownership for the renewing compare-and-swap). */
-static __thread int spin_slot = -1;
-static __thread uint64_t spin_lease_end;
-static __thread uint32_t spin_calls;
-static __thread pid_t spin_tid;
+static __thread int spin_slot OS_TLS_HOT = -1;
+static __thread uint64_t spin_lease_end OS_TLS_HOT;
+static __thread uint32_t spin_calls OS_TLS_HOT;
+static __thread pid_t spin_tid OS_TLS_HOT;
 /* Contention: a holder compares, over windows of RING_SPIN_WINDOW_NS, the
  * CPU time it got with the time that passed. Well under it means other
  * threads wanted this CPU (the scheduler took it away from us); the
  * holder then sleeps instead of spinning for RING_SPIN_BACKOFF_NS. */
-static __thread uint64_t spin_window_start_ns, spin_window_cpu_ns;
-static __thread uint64_t spin_backoff_until_ns;
+static __thread uint64_t spin_window_start_ns OS_TLS_HOT, spin_window_cpu_ns OS_TLS_HOT;
+static __thread uint64_t spin_backoff_until_ns OS_TLS_HOT;
 
 static uint64_t ring_spin_now_ns(void)
 {

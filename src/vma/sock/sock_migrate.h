@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "os/os.h"
 
 struct sock_mig_window {
 	unsigned ratio;              /* calls per window; 0: the socket never moves */
@@ -32,7 +33,7 @@ void sock_mig_window_configure(struct sock_mig_window *w, int own_logic);
 
 /* One byte per thread: its address names the calling thread without a
  * gettid syscall. */
-extern __thread char sock_mig_thread_tag;
+extern __thread char sock_mig_thread_tag OS_TLS_HOT;
 
 /* Counts one receive call. True at the end of a window, with *mixed
  * saying whether more than one caller made its calls. */

@@ -59,8 +59,8 @@ static bool sock_offload_lanes_full;   /* a lane could not be built: share from 
 static unsigned sock_offload_lane_rr;
 /* Bumped in a forked child: the threads' cached lanes are the parent's. */
 static unsigned sock_offload_generation;
-static __thread struct sock_offload *sock_offload_thread_lane;
-static __thread unsigned sock_offload_thread_gen;
+static __thread struct sock_offload *sock_offload_thread_lane OS_TLS_HOT;
+static __thread unsigned sock_offload_thread_gen OS_TLS_HOT;
 /* The lanes fork() found live and locked in the prepare handler. */
 static struct sock_offload *sock_offload_fork_locked[SOCK_OFFLOAD_MAX_LANES];
 static unsigned sock_offload_nfork_locked;
@@ -901,7 +901,7 @@ static struct sock_offload *sock_offload_lane_of_key_locked(uint64_t key, bool r
 	return sock_offload_lane[lane];
 }
 
-__thread char sock_mig_thread_tag;
+__thread char sock_mig_thread_tag OS_TLS_HOT;
 
 void sock_mig_window_configure(struct sock_mig_window *w, int own_logic)
 {
