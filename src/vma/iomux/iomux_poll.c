@@ -239,9 +239,10 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		     struct stats_iomux *st)
 {
 	st->c.calls++;
-	int64_t start = iomux_now_ns(), slept = 0;
-	int64_t deadline = iomux_deadline(
-		timeout ? (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec : -1);
+	/* As epoll_wait (iomux_wait.c): no clock read when the first pass
+	 * finds something; the sleep is timed only for VMA_CPU_USAGE_STATS. */
+	int64_t start = g_cfg.cpu_usage_stats ? iomux_now_ns() : 0, slept = 0;
+	int64_t deadline = INT64_MAX;
 	static unsigned int skip_os_count, os_ratio_count; /* approximate across threads */
 	struct pollfd stack[IOMUX_POLL_STACK_FDS];
 	int n, offl;
@@ -267,7 +268,16 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			st->c.poll_hit += slept == 0;
 			goto out;
 		}
-		int64_t now = iomux_now_ns();
+		int64_t now;
+		if (pass == 0) {
+			now = start = start ? start : iomux_now_ns();
+			if (timeout) {
+				int64_t ns = (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec;
+				deadline = ns > INT64_MAX - start ? INT64_MAX : start + ns;
+			}
+		} else {
+			now = iomux_now_ns();
+		}
 		if (now >= deadline)
 			goto out;
 		/* A handler ran while we polled in user space: poll and select
@@ -318,10 +328,10 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			leftp = &left;
 		}
 		ring_spin_release();
-		int64_t t0 = iomux_now_ns();
+		int64_t t0 = g_cfg.cpu_usage_stats ? iomux_now_ns() : 0;
 		int r = OS_CALL(ppoll, buf, (nfds_t)total, leftp, mask);
 		int saved = errno;
-		slept += iomux_now_ns() - t0 + 1;
+		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - t0 : 0) + 1;
 		if (wake >= 0) {
 			poll_watch_all(fds, nfds, wake, false);
 			eventfd_t drained;
@@ -389,7 +399,10 @@ int iomux_select(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespe
 		return -1;
 	}
 	os_libc_ensure();
-	int64_t deadline = iomux_deadline(timeout ? (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec : -1);
+	/* Only select() writes the time left back (pselect does not). */
+	int64_t deadline = remaining ? iomux_deadline(timeout ? (int64_t)timeout->tv_sec * 1000000000 +
+									 timeout->tv_nsec : -1)
+				     : INT64_MAX;
 	struct pollfd pfd[FD_SETSIZE];
 	nfds_t count = 0;
 	for (int fd = 0; fd < nfds; fd++) {
