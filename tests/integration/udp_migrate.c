@@ -11,6 +11,8 @@
  *            the main thread prints
  *            "done got G dup D bad B recv_calls C forks_ok F" (G distinct
  *            numbers). The worker gives up after 5 s without a datagram.
+ *            Each duplicate is reported on stderr with the calls and times
+ *            (CLOCK_MONOTONIC us) of both reads, and then the forks' times.
  *            With forks K the main thread meanwhile forks K children, 5 ms
  *            apart, each of which exits 0 at once (F: how many did):
  *            forks racing the socket's move between lanes.
@@ -33,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_N 100000
@@ -44,6 +47,17 @@ static int pin;
 static unsigned want_n;
 static unsigned char *seen;
 static unsigned got, dups, bad, calls;
+/* For a duplicate's report on stderr: the call that first returned each
+ * number, and when (CLOCK_MONOTONIC us), beside the forks' times. */
+static unsigned *first_call;
+static long long *first_us;
+
+static long long now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static void pin_to(int cpu)
 {
@@ -84,8 +98,12 @@ static ssize_t serve_one(int flags)
 		bad++;
 	} else if (seen[k]) {
 		dups++;
+		fprintf(stderr, "udp_migrate: datagram %u again at call %u, %lld us (first at call %u, %lld us)\n", k,
+			calls, now_us(), first_call[k], first_us[k]);
 	} else {
 		seen[k] = 1;
+		first_call[k] = calls;
+		first_us[k] = now_us();
 		got++;
 	}
 	if (sendto(sock_fd, buf, (size_t)n, 0, (struct sockaddr *)&from, flen) != n)
@@ -162,26 +180,35 @@ int main(int argc, char **argv)
 	char line[128];
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned n, forks = 0, forks_ok = 0;
+		long long fork_us[64];
 		if (sscanf(line, "go %u forks %u", &n, &forks) >= 1 && n > 0 && n <= MAX_N) {
 			want_n = n;
 			free(seen);
+			free(first_call);
+			free(first_us);
 			seen = calloc(n, 1);
+			first_call = calloc(n, sizeof(*first_call));
+			first_us = calloc(n, sizeof(*first_us));
 			got = dups = bad = calls = 0;
 			pthread_t t;
-			if (!seen || pthread_create(&t, NULL, worker, NULL) != 0) {
+			if (!seen || !first_call || !first_us || pthread_create(&t, NULL, worker, NULL) != 0) {
 				printf("error\n");
 				continue;
 			}
 			for (unsigned i = 0; i < forks; i++) {
 				usleep(5000);
+				long long t0 = now_us();
 				pid_t pid = fork();
 				if (pid == 0)
 					_exit(0);
+				fork_us[i < 64 ? i : 63] = t0;
 				int st = -1;
 				if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
 					forks_ok++;
 			}
 			pthread_join(t, NULL);
+			for (unsigned i = 0; dups && i < forks && i < 64; i++)
+				fprintf(stderr, "udp_migrate: fork %u at %lld us\n", i, fork_us[i]);
 			printf("done got %u dup %u bad %u recv_calls %u forks_ok %u\n", got, dups, bad, calls, forks_ok);
 		} else if (strncmp(line, "quit", 4) == 0) {
 			break;

@@ -689,6 +689,68 @@ START_TEST(shared_ports_give_every_member_the_frames_and_one_takes_each_flow)
 }
 END_TEST
 
+/* A shared port's only socket moving lanes (sock_udp_migrate.c, after a
+ * fork made it shared): attached as a takeover, the rule and the share
+ * member move to the new ring, never standing on both (each QP would get a
+ * copy, and the old ring, drained after it left the group, takes all it
+ * holds: duplicates). A takeover of another socket's rule (an SO_REUSEPORT
+ * sibling's) does not steal it. */
+START_TEST(a_shared_port_moving_with_its_only_socket_swaps_the_rule)
+{
+	struct ring_config cfg = small_cfg();
+	struct ring *from = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t from_qpn = softverbs_test_last_qp_num();
+	struct ring *sibling = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t sibling_qpn = softverbs_test_last_qp_num();
+	struct ring *to = ring_verbs_open(TEST_IF, 0, &cfg);
+	uint32_t to_qpn = softverbs_test_last_qp_num();
+	ck_assert_ptr_nonnull(from);
+	ck_assert_ptr_nonnull(sibling);
+	ck_assert_ptr_nonnull(to);
+	struct ring_flow shared = udp3("10.0.0.1", 5979);
+	shared.share = 1;
+	shared.owner_fd = 7;
+	ck_assert_int_eq(ring_attach_flow(from, &shared), 0);
+	ck_assert_uint_eq(from->share_members, 1);
+	struct ring_flow other = shared;
+	other.owner_fd = 8;
+	other.takeover = 1;
+	ck_assert_int_eq(ring_attach_flow(sibling, &other), 0);
+	ck_assert_int_eq(softverbs_test_rules(from_qpn, NULL, 0), 1);
+	ck_assert_int_eq(softverbs_test_rules(sibling_qpn, NULL, 0), 1);
+	ck_assert_uint_eq(from->share_members, 1);
+	ck_assert_uint_eq(sibling->share_members, 1);
+	ck_assert_int_eq(ring_detach_flow(sibling, &other), 0);
+	struct ring_flow moving = shared;
+	moving.takeover = 1;
+	ck_assert_int_eq(ring_attach_flow(to, &moving), 0);
+	ck_assert_int_eq(softverbs_test_rules(from_qpn, NULL, 0), 0);
+	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 1);
+	ck_assert_uint_eq(from->share_members, 0);
+	ck_assert_uint_eq(to->share_members, 1);
+	uint8_t f[256];
+	for (unsigned i = 0; i < 8; i++) {
+		size_t len = udp_frame(f, to, "10.0.0.2", (uint16_t)(20000 + i), "10.0.0.1", 5979, 10, 0);
+		softverbs_test_inject(test_ifindex, f, len);
+	}
+	ck_assert_int_eq(drain(from), 0);
+	ck_assert_int_eq(drain(to), 8);
+	ck_assert_uint_eq(admitted(to, &shared, 64, NULL), 64);   /* alone in the group */
+	/* The old lane lets its reference go: nothing of the new ring's goes. */
+	ck_assert_int_eq(ring_detach_flow(from, &shared), 0);
+	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 1);
+	ck_assert_uint_eq(to->share_members, 1);
+	ck_assert_int_eq(ring_detach_flow(to, &moving), 0);
+	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 0);
+	ring_close(to);
+	ring_close(sibling);
+	ring_close(from);
+	struct softverbs_stats s = stats();
+	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
+	ck_assert_uint_eq(s.violations, 0);
+}
+END_TEST
+
 START_TEST(a_member_process_killed_is_taken_out_of_the_spread)
 {
 	struct ring_config cfg = small_cfg();
@@ -1081,6 +1143,7 @@ static Suite *ring_verbs_suite(void)
 	tcase_add_test(tc, the_more_specific_rule_wins_across_rings);
 	tcase_add_test(tc, detach_and_close_tear_rules_down);
 	tcase_add_test(tc, shared_ports_give_every_member_the_frames_and_one_takes_each_flow);
+	tcase_add_test(tc, a_shared_port_moving_with_its_only_socket_swaps_the_rule);
 	tcase_add_test(tc, a_member_process_killed_is_taken_out_of_the_spread);
 	tcase_add_test(tc, a_taken_over_flow_is_forgotten_by_its_old_ring);
 	tcase_add_test(tc, to_kernel_removes_a_5tuple_and_parks_its_listener);

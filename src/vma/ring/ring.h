@@ -38,7 +38,11 @@ struct ring_flow {
 	/* 5-tuple: another ring of this process may steer it now (a TCP
 	 * connection moving between the process's lanes): attaching it here
 	 * points the existing entry at this ring instead of failing with
-	 * -EEXIST. The other ring then only forgets it (forget_flow). */
+	 * -EEXIST. The other ring then only forgets it (forget_flow).
+	 * Shared 3-tuple: the socket moving here from another ring of this
+	 * process was that ring's only user, so the rule and its place in the
+	 * share group move with it rather than a second member joining
+	 * (verbs; the XDP program gives a frame to one member anyway). */
 	uint8_t takeover;
 };
 

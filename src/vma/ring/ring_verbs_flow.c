@@ -264,7 +264,13 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 	/* A port shared by several sockets (fork, SO_REUSEPORT) is not a
 	 * move: every member has the same rule on its own QP (the device
 	 * gives each a copy) and the share group's spread picks the one that
-	 * takes each new flow (ring_verbs_share.c). */
+	 * takes each new flow (ring_verbs_share.c). Unless the caller says it
+	 * is (takeover: the socket was the other ring's only user of it, and
+	 * that ring's rule is the one it made, not an SO_REUSEPORT sibling's). A
+	 * second member beside the first would see the frames of the moment
+	 * both rules stand too; the spread gives such a frame to one of them,
+	 * but the old ring, drained after it left the group, takes every frame
+	 * it holds: udp_migrate case g read 2 datagrams twice in 1 run of 16. */
 	bool shared = flow->share && kind == RING_FLOW_3TUPLE;
 	struct ring_verbs_flow *theirs = NULL;
 	struct ring_verbs *theirs_ring = NULL;
@@ -274,7 +280,7 @@ static int ring_verbs_attach_flow_locked(struct ring *ring, const struct ring_fl
 			if (o == r)
 				continue;
 			struct ring_verbs_flow *f = ring_verbs_flow_find(o, flow);
-			if (f && f->ib && !shared) {
+			if (f && f->ib && (!shared || (flow->takeover && f->flow.owner_fd == flow->owner_fd))) {
 				theirs = f;
 				theirs_ring = o;
 			} else if (f && f->parked) {

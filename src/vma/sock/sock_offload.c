@@ -1217,7 +1217,8 @@ int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const st
 	int err = ring_attach_flow(ctx->ifs[if_slot].ring, flow);
 	if (err < 0 && err != -EEXIST)
 		return err;
-	ctx->flows[ctx->nflows++] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .flow = *flow, .refs = 1 };
+	ctx->flows[ctx->nflows] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .flow = *flow, .refs = 1 };
+	ctx->flows[ctx->nflows++].flow.takeover = 0;   /* how this attach went, not the flow's */
 	return 0;
 }
 
@@ -1249,6 +1250,12 @@ void sock_offload_kernel_flows_gc_locked(struct sock_offload *ctx, bool (*alive)
 		/* put moves the last entry into slot i: look at i again */
 		sock_offload_flow_put_locked(ctx, ref->if_slot, &gone);
 	}
+}
+
+unsigned sock_offload_flow_refs_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = if_slot >= 0 ? sock_offload_flow_find(ctx, if_slot, flow) : NULL;
+	return ref ? ref->refs : 0;
 }
 
 void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)

@@ -395,6 +395,8 @@ int sock_offload_if_slot_by_ip(const struct sock_offload *ctx, uint32_t ip);
  * Lock held. Returns 0 or a negative errno. */
 int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
+/* How many sockets of the lane hold flow on interface if_slot (0: none). */
+unsigned sock_offload_flow_refs_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 /* A 5-tuple another lane took over (attached with takeover): this lane's
  * reference goes without detaching, since the entry names the other lane. */
 void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);

@@ -128,8 +128,14 @@ static void sock_udp_rx_teardown_locked(struct sock_udp *s)
 
 /* Steers the socket's 3-tuple on every interface of want: alone, or in the
  * port's share group when several processes read the socket (fork) or it
- * has SO_REUSEPORT. */
-uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want)
+ * has SO_REUSEPORT. from: the lane the socket is moving from (both
+ * locked), else NULL. A shared port whose only user there is this socket
+ * is attached as a takeover (ring.h): the rule moves to the new lane's ring
+ * instead of a second one joining the share group beside it (on verbs each
+ * would get a copy of a frame, and the old ring, drained after it left the
+ * group, would take its copy as well: duplicates). */
+uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want,
+					 struct sock_offload *from)
 {
 	uint32_t got = 0;
 	for (unsigned slot = 0; slot < ctx->nifs; slot++) {
@@ -138,6 +144,9 @@ uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload
 		struct ring_flow flow = sock_udp_slot_flow(s, ctx, slot);
 		flow.owner_fd = s->obj.fd;
 		flow.share = s->share;
+		if (from && flow.share)
+			flow.takeover = sock_offload_flow_refs_locked(
+						from, sock_offload_if_slot(from, ctx->ifs[slot].nif.ifindex), &flow) == 1;
 		int err = sock_offload_flow_get_locked(ctx, (int)slot, &flow);
 		if (err < 0)
 			vlog_debug("fd %d: steering on %s refused (%s): the kernel serves it", s->obj.fd,
@@ -159,7 +168,7 @@ void sock_udp_flows_detach_in_locked(struct sock_udp *s, struct sock_offload *ct
 
 static void sock_udp_flows_attach_locked(struct sock_udp *s)
 {
-	s->flow_slots |= sock_udp_flows_attach_in_locked(s, s->ctx, s->flow_want & ~s->flow_slots);
+	s->flow_slots |= sock_udp_flows_attach_in_locked(s, s->ctx, s->flow_want & ~s->flow_slots, NULL);
 }
 
 static void sock_udp_flows_detach_locked(struct sock_udp *s)

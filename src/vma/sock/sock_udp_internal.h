@@ -209,7 +209,8 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 struct stack_udp_pcb *sock_udp_pcb_make_locked(struct sock_udp *s, struct sock_offload *ctx);
 /* Steers the 3-tuple on ctx's interfaces in want (a mask of ctx's slots);
  * returns the slots attached. Lock of ctx held. */
-uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want);
+uint32_t sock_udp_flows_attach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t want,
+					 struct sock_offload *from);
 /* Stops steering the 3-tuple on ctx's slots. Lock of ctx held. */
 void sock_udp_flows_detach_in_locked(struct sock_udp *s, struct sock_offload *ctx, uint32_t slots);
 /* Steers group g on ctx's slot (when no other source of the same group of

@@ -396,7 +396,7 @@ static int sock_udp_move(struct sock_udp *s, struct sock_offload *from, struct s
 		}
 		want = sock_udp_map_slots(from, to, s->flow_want);
 		uint32_t need = sock_udp_map_slots(from, to, s->flow_slots);
-		slots = sock_udp_flows_attach_in_locked(s, to, want);
+		slots = sock_udp_flows_attach_in_locked(s, to, want, from);
 		if ((slots & need) != need) {
 			err = -EBUSY;   /* steered in the old lane, refused in the new one */
 			goto undo;
