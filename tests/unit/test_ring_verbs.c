@@ -571,15 +571,31 @@ START_TEST(the_more_specific_rule_wins_across_rings)
 }
 END_TEST
 
+/* softverbs' counters once every ring of a test is closed. */
+static void assert_every_rule_gone_and_no_violation(void)
+{
+	struct softverbs_stats s = stats();
+	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
+	ck_assert_uint_eq(s.violations, 0);
+}
+
+/* A ring on the test device and its QP's number (for softverbs_test_rules). */
+static struct ring *ring_with_qpn(uint32_t *qpn)
+{
+	struct ring_config cfg = small_cfg();
+	struct ring *ring = ring_verbs_open(TEST_IF, 0, &cfg);
+	ck_assert_ptr_nonnull(ring);
+	*qpn = softverbs_test_last_qp_num();
+	return ring;
+}
+
 START_TEST(a_taken_over_flow_is_forgotten_by_its_old_ring)
 {
 	/* A connection moving lanes (sock_tcp_move.c): the new ring takes
 	 * the 5-tuple over, the old one forgets its record. */
-	struct ring_config cfg = small_cfg();
-	struct ring *from = ring_verbs_open(TEST_IF, 0, &cfg);
-	uint32_t from_qpn = softverbs_test_last_qp_num();
-	struct ring *to = ring_verbs_open(TEST_IF, 0, &cfg);
-	uint32_t to_qpn = softverbs_test_last_qp_num();
+	uint32_t from_qpn, to_qpn;
+	struct ring *from = ring_with_qpn(&from_qpn);
+	struct ring *to = ring_with_qpn(&to_qpn);
 	ck_assert(ring_can_hand_over_flows(from));
 	struct ring_flow five = udp5("10.0.0.1", 5000, "10.0.0.2", 7000);
 	ck_assert_int_eq(ring_attach_flow(from, &five), 0);
@@ -604,9 +620,7 @@ START_TEST(a_taken_over_flow_is_forgotten_by_its_old_ring)
 	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 0);
 	ring_close(to);
 	ring_close(from);
-	struct softverbs_stats s = stats();
-	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
-	ck_assert_uint_eq(s.violations, 0);
+	assert_every_rule_gone_and_no_violation();
 }
 END_TEST
 
@@ -648,6 +662,16 @@ static unsigned admitted(struct ring *ring, const struct ring_flow *three, unsig
 	return got;
 }
 
+/* n UDP frames to 10.0.0.1:port from 10.0.0.2, remote ports 20000 on. */
+static void inject_from_ports(struct ring *ring, uint16_t port, unsigned n)
+{
+	uint8_t f[256];
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = udp_frame(f, ring, "10.0.0.2", (uint16_t)(20000 + i), "10.0.0.1", port, 10, 0);
+		softverbs_test_inject(test_ifindex, f, len);
+	}
+}
+
 START_TEST(shared_ports_give_every_member_the_frames_and_one_takes_each_flow)
 {
 	struct ring_config cfg = small_cfg();
@@ -662,11 +686,7 @@ START_TEST(shared_ports_give_every_member_the_frames_and_one_takes_each_flow)
 	ck_assert_uint_eq(admitted(a, &shared, 64, NULL), 64);   /* alone: every flow */
 	ck_assert_int_eq(ring_attach_flow(b, &shared), 0);
 	/* The same rule on both QPs: each gets a copy of every frame. */
-	uint8_t f[256];
-	for (unsigned i = 0; i < 8; i++) {
-		size_t len = udp_frame(f, a, "10.0.0.2", (uint16_t)(20000 + i), "10.0.0.1", 5977, 10, 0);
-		softverbs_test_inject(test_ifindex, f, len);
-	}
+	inject_from_ports(a, 5977, 8);
 	ck_assert_int_eq(drain(a), 8);
 	ck_assert_int_eq(drain(b), 8);
 	/* Exactly one member takes each flow, and both take some. */
@@ -697,16 +717,10 @@ END_TEST
  * sibling's) does not steal it. */
 START_TEST(a_shared_port_moving_with_its_only_socket_swaps_the_rule)
 {
-	struct ring_config cfg = small_cfg();
-	struct ring *from = ring_verbs_open(TEST_IF, 0, &cfg);
-	uint32_t from_qpn = softverbs_test_last_qp_num();
-	struct ring *sibling = ring_verbs_open(TEST_IF, 0, &cfg);
-	uint32_t sibling_qpn = softverbs_test_last_qp_num();
-	struct ring *to = ring_verbs_open(TEST_IF, 0, &cfg);
-	uint32_t to_qpn = softverbs_test_last_qp_num();
-	ck_assert_ptr_nonnull(from);
-	ck_assert_ptr_nonnull(sibling);
-	ck_assert_ptr_nonnull(to);
+	uint32_t from_qpn, sibling_qpn, to_qpn;
+	struct ring *from = ring_with_qpn(&from_qpn);
+	struct ring *sibling = ring_with_qpn(&sibling_qpn);
+	struct ring *to = ring_with_qpn(&to_qpn);
 	struct ring_flow shared = udp3("10.0.0.1", 5979);
 	shared.share = 1;
 	shared.owner_fd = 7;
@@ -728,11 +742,7 @@ START_TEST(a_shared_port_moving_with_its_only_socket_swaps_the_rule)
 	ck_assert_int_eq(softverbs_test_rules(to_qpn, NULL, 0), 1);
 	ck_assert_uint_eq(from->share_members, 0);
 	ck_assert_uint_eq(to->share_members, 1);
-	uint8_t f[256];
-	for (unsigned i = 0; i < 8; i++) {
-		size_t len = udp_frame(f, to, "10.0.0.2", (uint16_t)(20000 + i), "10.0.0.1", 5979, 10, 0);
-		softverbs_test_inject(test_ifindex, f, len);
-	}
+	inject_from_ports(to, 5979, 8);
 	ck_assert_int_eq(drain(from), 0);
 	ck_assert_int_eq(drain(to), 8);
 	ck_assert_uint_eq(admitted(to, &shared, 64, NULL), 64);   /* alone in the group */
@@ -745,9 +755,7 @@ START_TEST(a_shared_port_moving_with_its_only_socket_swaps_the_rule)
 	ring_close(to);
 	ring_close(sibling);
 	ring_close(from);
-	struct softverbs_stats s = stats();
-	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
-	ck_assert_uint_eq(s.violations, 0);
+	assert_every_rule_gone_and_no_violation();
 }
 END_TEST
 
@@ -862,9 +870,7 @@ START_TEST(to_kernel_removes_a_5tuple_and_parks_its_listener)
 	ck_assert_int_eq(ring_attach_flow(ring, &unknown), -ENOENT);
 	ring_close(other);
 	ring_close(ring);
-	struct softverbs_stats s = stats();
-	ck_assert_uint_eq(s.flows_created, s.flows_destroyed);
-	ck_assert_uint_eq(s.violations, 0);
+	assert_every_rule_gone_and_no_violation();
 }
 END_TEST
 
