@@ -118,9 +118,8 @@ int engine_tick(void);
 uint64_t engine_now_ms(void);
 /* The same clock in microseconds (a test clock hook's ms times 1000). */
 uint64_t engine_now_us(void);
-/* True when due_ms (engine_now_ms time; UINT64_MAX never) has come. Cheap
- * enough for a look without a lock on every pass: the coarse clock first,
- * the precise one only within the coarse clock's resolution of due_ms. */
+/* True when due_ms (engine_now_ms time; UINT64_MAX never) has come: one
+ * vDSO clock read, for a look without a lock on every pass. */
 bool engine_deadline_passed(uint64_t due_ms);
 /* Replaces the clock (NULL restores CLOCK_MONOTONIC). For tests. */
 void engine_set_clock(uint64_t (*now_ms)(void));
