@@ -88,6 +88,9 @@ wait_for() {
 	done
 	return 1
 }
+# pid has exited: gone, or a zombie its parent has not reaped yet (a vmad
+# started --daemon is reparented to PID 1, which reaps when it gets to it).
+exited() { ! kill -0 "$1" 2>/dev/null || [ "$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 no_pins() { [ ! -d "/sys/fs/bpf/vma/$P-b0" ] || [ -z "$(ls -A "/sys/fs/bpf/vma/$P-b0")" ]; }
 rx_count() { sed -n 's/.*ring_echo: rx \([0-9]*\) .*/\1/p' "$1"; }
 
@@ -132,7 +135,7 @@ check "ring_echo received exactly the 200 datagrams sent to its port" test "$(rx
 check "UDP $PORT no longer answered (3 tries, all lost)" pp_all_lost "$PORT" 3
 check "within 5 s vmad removed the XDP program from $P-b0" wait_for 5 no_xdp
 check "and its pin" wait_for 2 no_pins
-check "and exited" wait_for 2 eval "! kill -0 $VMAD 2>/dev/null"
+check "and exited" wait_for 5 exited "$VMAD"
 
 echo "# a member killed"
 check "second ring_echo starts" start_echo crashed
@@ -154,7 +157,7 @@ check "UDP $PORT answered again" pp_ok "$PORT" 20
 VMAD=$(vmad_pid)
 kill -TERM "$ECHO_PID"; wait "$ECHO_PID"
 check "after its exit no XDP program and no pin are left (linger)" wait_for 5 eval "no_xdp && no_pins"
-check "its vmad ($VMAD) exited" wait_for 3 eval "! kill -0 $VMAD 2>/dev/null"
+check "its vmad ($VMAD) exited" wait_for 5 exited "$VMAD"
 
 echo "# without privileges"
 in_b setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
