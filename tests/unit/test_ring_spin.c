@@ -19,11 +19,18 @@ static void setup(void)
 	board = mmap(NULL, sizeof(*board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(board, MAP_FAILED);
 	ring_spin_board_set(board, 2);
+	/* The tests share one process (CK_NOFORK): no thread state left by
+	 * the one before, and no backoff because a loaded machine preempted
+	 * us (CI under ASan: one test lost its permit, the next two inherited
+	 * the 50 ms backoff). */
+	ring_spin_after_fork_child();
+	ring_spin_contention_check(false);
 }
 
 static void teardown(void)
 {
 	ring_spin_board_set(NULL, -1);
+	ring_spin_contention_check(true);
 	munmap(board, sizeof(*board));
 }
 

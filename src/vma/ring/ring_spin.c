@@ -27,6 +27,12 @@ static __thread pid_t spin_tid OS_TLS_HOT;
  * holder then sleeps instead of spinning for RING_SPIN_BACKOFF_NS. */
 static __thread uint64_t spin_window_start_ns OS_TLS_HOT, spin_window_cpu_ns OS_TLS_HOT;
 static __thread uint64_t spin_backoff_until_ns OS_TLS_HOT;
+static bool spin_contention_on = true;
+
+void ring_spin_contention_check(bool on)
+{
+	__atomic_store_n(&spin_contention_on, on, __ATOMIC_RELAXED);
+}
 
 static uint64_t ring_spin_now_ns(void)
 {
@@ -141,7 +147,7 @@ bool ring_spin_permit(void)
 	if (spin_slot >= 0 && (++spin_calls & 31) != 0)
 		return true;
 	uint64_t now = ring_spin_now_ns();
-	if (spin_slot >= 0 && ring_spin_contended(now)) {
+	if (spin_slot >= 0 && __atomic_load_n(&spin_contention_on, __ATOMIC_RELAXED) && ring_spin_contended(now)) {
 		ring_spin_release();
 		spin_backoff_until_ns = now + RING_SPIN_BACKOFF_NS;
 		return false;

@@ -72,5 +72,9 @@ void ring_spin_release(void);
 void ring_spin_after_fork_child(void);
 /* Permits held now (live leases) on the board, for stats and tests. */
 int ring_spin_holders(void);
+/* Tests: false turns off the contention check (RING_SPIN_CPU_SHARE_MIN), so
+ * a test preempted on a loaded machine keeps its permit and tests what it
+ * means to. */
+void ring_spin_contention_check(bool on);
 
 #endif
