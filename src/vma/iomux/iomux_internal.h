@@ -94,6 +94,8 @@ uint32_t iomux_obj_ready(struct sock_obj *obj);
 int64_t iomux_now_ns(void);
 /* Deadline for a relative timeout in ns (< 0 = forever => INT64_MAX). */
 int64_t iomux_deadline(int64_t timeout_ns);
+/* The same from a start already read (INT64_MAX: none, or beyond). */
+int64_t iomux_deadline_from(int64_t start, int64_t timeout_ns);
 /* Milliseconds left until deadline, rounded up; -1 when forever. */
 int iomux_ms_left(int64_t deadline);
 /* Whether the spin phase (VMA_SELECT_POLL) is still on. */

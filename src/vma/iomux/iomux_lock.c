@@ -85,12 +85,16 @@ int64_t iomux_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t iomux_deadline(int64_t timeout_ns)
+int64_t iomux_deadline_from(int64_t start, int64_t timeout_ns)
 {
 	if (timeout_ns < 0)
 		return INT64_MAX;
-	int64_t now = iomux_now_ns();
-	return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+	return timeout_ns > INT64_MAX - start ? INT64_MAX : start + timeout_ns;
+}
+
+int64_t iomux_deadline(int64_t timeout_ns)
+{
+	return timeout_ns < 0 ? INT64_MAX : iomux_deadline_from(iomux_now_ns(), timeout_ns);
 }
 
 int iomux_ms_left(int64_t deadline)

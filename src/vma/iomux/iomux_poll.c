@@ -271,10 +271,9 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int64_t now;
 		if (pass == 0) {
 			now = start = start ? start : iomux_now_ns();
-			if (timeout) {
-				int64_t ns = (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec;
-				deadline = ns > INT64_MAX - start ? INT64_MAX : start + ns;
-			}
+			if (timeout)
+				deadline = iomux_deadline_from(start, (int64_t)timeout->tv_sec * 1000000000 +
+									 timeout->tv_nsec);
 		} else {
 			now = iomux_now_ns();
 		}

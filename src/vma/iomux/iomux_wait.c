@@ -324,8 +324,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		if (pass == 0) {
 			if (!start)
 				start = iomux_now_ns();
-			if (timeout_ms >= 0)
-				deadline = start + (int64_t)timeout_ms * 1000000;
+			deadline = iomux_deadline_from(start, (int64_t)timeout_ms * 1000000);
 		}
 		if (!offloaded && g_cfg.select_poll_os_force && slept == 0) {
 			/* VMA_SELECT_POLL_OS_FORCE: kernel fds alone are
