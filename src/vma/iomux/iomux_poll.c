@@ -311,8 +311,17 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			continue;
 		}
 		/* A handler held back while sleep_set had a lane locked ran at
-		 * its unlock, after the check above: ppoll would not see it. */
+		 * its unlock, after the check above: ppoll would not see it.
+		 * One that runs after this look writes the wake fd. */
+		int prev_sleep_fd = wake >= 0 ? os_signal_sleep_arm(wake) : -1;
 		if (os_signal_interrupts(&sigmark, false)) {
+			if (wake >= 0) {
+				os_signal_sleep_disarm(prev_sleep_fd);
+				poll_watch_all(fds, nfds, wake, false);
+				eventfd_t drained;
+				(void)eventfd_read(wake, &drained);
+				errno = EINTR;
+			}
 			n = -1;
 			goto out;
 		}
@@ -332,9 +341,10 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int saved = errno;
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - t0 : 0) + 1;
 		if (wake >= 0) {
+			os_signal_sleep_disarm(prev_sleep_fd);
 			poll_watch_all(fds, nfds, wake, false);
 			eventfd_t drained;
-			if (buf[total - 1].revents)
+			if (buf[total - 1].revents || os_signal_caught_since(&sigmark))
 				(void)eventfd_read(wake, &drained);
 		}
 		errno = saved;

@@ -270,6 +270,26 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 	return n;
 }
 
+/* After os_signal_sleep_arm(ep->wake_fd): a handler that ran since may
+ * have written the wake fd, which is level-triggered in the kernel epoll
+ * and would end every later sleep at once. Drained here unless a wake-up
+ * of ours is pending too (wake_signalled): iomux_wake_drain then reads it
+ * all. */
+static void sleep_disarm(struct iomux_epoll *ep, int prev, const struct os_sig_mark *mark)
+{
+	os_signal_sleep_disarm(prev);
+	if (__builtin_expect(!os_signal_caught_since(mark), 1) || ep->wake_fd < 0)
+		return;
+	int saved = errno;
+	iomux_lock(&ep->lock);
+	if (!ep->wake_signalled) {
+		uint64_t value;
+		(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
+	}
+	iomux_unlock(&ep->lock);
+	errno = saved;
+}
+
 static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept)
 {
 	iomux_stats_finish(ep->stats, n, start, slept);
@@ -383,12 +403,17 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			continue;
 		/* A handler held back while rings_arm had a lane locked ran at
 		 * its unlock, after the check above: the kernel sleep would not
-		 * see it. */
-		if (os_signal_interrupts(&sigmark, false))
+		 * see it. One that runs after this look (the lock in
+		 * sleep_kernel holds one back too) writes the set's wake fd. */
+		int prev_sleep_fd = os_signal_sleep_arm(ep->wake_fd);
+		if (os_signal_interrupts(&sigmark, false)) {
+			sleep_disarm(ep, prev_sleep_fd, &sigmark);
 			return wait_done(ep, -1, start, slept);
+		}
 		st->c.poll_miss += slept == 0;
 		bool woke = false;
 		n = sleep_kernel(ep, events, maxevents, deadline, mask, &woke);
+		sleep_disarm(ep, prev_sleep_fd, &sigmark);
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - now : 0) + 1;
 		if (n < 0)
 			return wait_done(ep, n, start, slept);

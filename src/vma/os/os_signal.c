@@ -33,6 +33,16 @@ void os_signal_run_deferred(void)
 	}
 }
 
+void os_signal_wake_sleep(void)
+{
+	int fd = __atomic_load_n(&os_sig_tls.sleep_fd1, __ATOMIC_RELAXED) - 1;
+	if (fd < 0)
+		return;
+	uint64_t one = 1;
+	/* Raw: no interposed write, and errno is the handler's to keep. */
+	(void)syscall(SYS_write, fd, &one, sizeof(one));
+}
+
 bool os_signal_interrupts_slow(struct os_sig_mark *mark, bool restartable)
 {
 	struct os_sig_mark now = os_signal_mark();

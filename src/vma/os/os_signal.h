@@ -40,6 +40,9 @@ struct os_sig_thread {
 	uint64_t deferred;    /* bit sig-1: a handler waits for defer_depth 0 */
 	int info_sig;         /* the first held-back signal's siginfo is kept */
 	siginfo_t info;
+	/* The eventfd the thread's coming kernel sleep waits on, plus one
+	 * (0: none): os_signal_sleep_arm. */
+	int sleep_fd1;
 };
 extern __thread struct os_sig_thread os_sig_tls __attribute__((tls_model("initial-exec")));
 
@@ -64,6 +67,7 @@ static inline void os_signal_after_fork_child(void)
 	os_sig_tls.defer_depth = 0;
 	os_sig_tls.deferred = 0;
 	os_sig_tls.info_sig = 0;
+	os_sig_tls.sleep_fd1 = 0;
 }
 
 /* Around every lock of ours (no call, two TLS accesses). */
@@ -100,5 +104,32 @@ static inline bool os_signal_interrupts(struct os_sig_mark *mark, bool restartab
 		return false;
 	return os_signal_interrupts_slow(mark, restartable);
 }
+
+/* A blocking call that is about to sleep in the kernel names, before its
+ * last os_signal_interrupts look, an eventfd that sleep waits on. A handler
+ * that runs from then on (one held back by a lock of ours and re-raised at
+ * its unlock included) writes it: a signal handled in user space is not
+ * seen by a later system call, so without this the sleep would last until
+ * its next wake-up or timeout instead of returning at once. The caller
+ * drains the eventfd after the sleep (after os_signal_sleep_disarm) when a
+ * handler ran. Returns the previous value for disarm: a handler may itself
+ * block. */
+static inline int os_signal_sleep_arm(int fd)
+{
+	int prev = os_sig_tls.sleep_fd1;
+	__atomic_store_n(&os_sig_tls.sleep_fd1, fd + 1, __ATOMIC_RELAXED);
+	__asm__ __volatile__("" ::: "memory");
+	return prev;
+}
+
+static inline void os_signal_sleep_disarm(int prev)
+{
+	__asm__ __volatile__("" ::: "memory");
+	__atomic_store_n(&os_sig_tls.sleep_fd1, prev, __ATOMIC_RELAXED);
+}
+
+/* For libvma's handler, after it counted an application handler: wakes
+ * the sleep armed in this thread, if any (async-signal-safe). */
+void os_signal_wake_sleep(void);
 
 #endif

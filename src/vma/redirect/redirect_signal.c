@@ -85,6 +85,9 @@ static void redirect_sig_handler(int sig, siginfo_t *info, void *context)
 		os_sig_tls.count.caught++;
 		if (!(app.sa_flags & SA_RESTART))
 			os_sig_tls.count.interrupting++;
+		/* A call of ours going to sleep in the kernel past its last
+		 * look at the counts: its sleep must end now. */
+		os_signal_wake_sleep();
 	}
 	__typeof__(os_libc.sigaction) orig = OS_FN_RESOLVED(sigaction);
 	bool dies = !(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_DFL;

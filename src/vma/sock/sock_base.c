@@ -206,7 +206,8 @@ void sock_base_wake_sleepers(struct sock_base *b)
 		eventfd_write(b->wake_fd, 1);
 }
 
-int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms)
+int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms,
+			  const struct os_sig_mark *since)
 {
 	sock_offload_wake_fd_get(&b->wake_fd);
 	z->deadline_ms = deadline_ms;
@@ -220,7 +221,7 @@ int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64
 		if (cap_ms < 0 || deadline_ms - now < (uint64_t)cap_ms)
 			z->timeout_ms = (int)(deadline_ms - now);
 	}
-	z->before = os_signal_mark();
+	z->before = since ? *since : os_signal_mark();
 	ring_spin_release();
 	__atomic_add_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	return 0;
@@ -242,13 +243,24 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 		pfd[count++] = (struct pollfd){ .fd = b->obj.fd, .events = kernel_events };
 	if (b->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = b->wake_fd, .events = POLLIN };
+	/* From here a handler writes the wake fd (os_signal_sleep_arm): one
+	 * that runs after the look below ends the poll at once. */
+	int prev_sleep_fd = b->wake_fd >= 0 ? os_signal_sleep_arm(b->wake_fd) : -1;
 	/* A handler held back while the kind armed the rings (a lane was
 	 * locked) ran at the unlock: the caller decides before we sleep
 	 * through it. */
-	if (os_signal_caught_since(&z->before))
+	if (os_signal_caught_since(&z->before)) {
+		if (b->wake_fd >= 0) {
+			os_signal_sleep_disarm(prev_sleep_fd);
+			eventfd_t drained;
+			eventfd_read(b->wake_fd, &drained);
+		}
 		return sock_base_sleep_cancel(b);
+	}
 	int r = OS_CALL(poll, pfd, (nfds_t)count, z->timeout_ms);
 	int saved = errno;
+	if (b->wake_fd >= 0)
+		os_signal_sleep_disarm(prev_sleep_fd);
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	if (b->wake_fd >= 0) {
 		eventfd_t drained;

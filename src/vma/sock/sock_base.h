@@ -124,7 +124,9 @@ void sock_base_wake_sleepers(struct sock_base *b);
 /* A blocked call's sleep, in three steps around the kind's arming of its
  * lane's rings (sock_offload_wait_prepare_locked):
  *   sock_base_sleep_begin: the wake eventfd, the poll timeout (the deadline
- *     in ms, 0 none, capped at cap_ms when >= 0), the signal mark, the
+ *     in ms, 0 none, capped at cap_ms when >= 0), the signal mark (since: the
+ *     caller's, taken before its last os_signal_interrupts look, so that a
+ *     handler that ran after that look is not slept through; NULL: now), the
  *     busy-polling permit given back; -1/EAGAIN when the deadline passed;
  *   the kind arms its rings (or finds it need not sleep: sock_base_sleep_cancel);
  *   sock_base_sleep_end: polls the ring fds, the kernel socket when
@@ -138,7 +140,8 @@ struct sock_base_sleep {
 	uint64_t deadline_ms;
 	struct os_sig_mark before;
 };
-int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms);
+int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms,
+			  const struct os_sig_mark *since);
 int sock_base_sleep_cancel(struct sock_base *b);
 int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const int *fds, int n, short kernel_events);
 

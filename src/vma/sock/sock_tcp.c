@@ -351,7 +351,7 @@ int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int ti
 			return -1;
 		if (sock_tcp_spin_again(&spins, deadline))
 			continue;
-		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_is_connected) < 0)
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_is_connected, &sigmark) < 0)
 			return -1;
 		spins = 0;
 	}
@@ -862,7 +862,7 @@ static void sock_tcp_linger_wait(struct sock_tcp *s, struct sock_offload *ctx)
 		sock_offload_unlock(ctx);
 		if (done)
 			return;
-		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_fin_settled) < 0 && errno != EINTR)
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_fin_settled, NULL) < 0 && errno != EINTR)
 			return;
 		if (engine_now_ms() >= deadline)
 			return;

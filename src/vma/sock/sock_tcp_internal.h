@@ -275,11 +275,12 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort);
 
 /* Sleeps on the rings' wait fds (+ kernel fd when kernel_events != 0) and
  * the wake eventfd until ready(s) holds (checked under lock before
- * sleeping), deadline (0 = none; then -1 EAGAIN) or a signal: 0 when a
+ * sleeping), deadline (0 = none; then -1 EAGAIN) or a signal since the
+ * caller's mark (sock_base_sleep_begin; NULL: now): 0 when a
  * handler libvma counted ran (the caller's os_signal_interrupts
  * decides), else -1 EINTR unless every handler restarts. Returns 0 to retry. */
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
-		   bool (*ready)(const struct sock_tcp *s));
+		   bool (*ready)(const struct sock_tcp *s), const struct os_sig_mark *since);
 
 /* A blocking call found nothing: may it poll the rings again (VMA_RX_POLL
  * loops, a busy-polling permit, deadline not passed) instead of sleeping?

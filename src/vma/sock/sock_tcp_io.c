@@ -26,12 +26,12 @@
 
 
 int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
-		   bool (*ready)(const struct sock_tcp *s))
+		   bool (*ready)(const struct sock_tcp *s), const struct os_sig_mark *since)
 {
 	/* Capped: timers run on the internal thread and wake us through the
 	 * eventfd, but a missed edge must never hang the application. */
 	struct sock_base_sleep z;
-	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, SOCK_TCP_SLEEP_CAP_MS) < 0)
+	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, SOCK_TCP_SLEEP_CAP_MS, since) < 0)
 		return -1;
 	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
 	ctx = sock_tcp_lock(s, ctx);
@@ -285,7 +285,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		}
 		if (s->stats)
 			s->stats->c.rx_poll_miss++;
-		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_rx_ready) < 0) {
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_rx_ready, &sigmark) < 0) {
 			if (errno == EAGAIN)
 				goto timeout;
 			return copied ? (ssize_t)copied : -1;
@@ -481,7 +481,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		 * EINTR, or a restart under SA_RESTART without SO_SNDTIMEO. */
 		if (os_signal_interrupts(&sigmark, !deadline && !sent))
 			return sent ? sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent) : -1;
-		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready) < 0) {
+		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_tx_ready, &sigmark) < 0) {
 			if (sent)
 				return sock_tcp_tx_stamp_late(s, ctx, stamp_kinds, sent);
 			return -1;

@@ -652,7 +652,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 			return -1;
 		if (sock_tcp_spin_again(&spins, deadline))
 			continue;
-		if (sock_tcp_sleep(s, ctx, deadline, POLLIN, sock_tcp_has_child) < 0)
+		if (sock_tcp_sleep(s, ctx, deadline, POLLIN, sock_tcp_has_child, &sigmark) < 0)
 			return -1;
 		spins = 0;   /* the kernel listener is asked again first */
 		if (s->released) {

@@ -99,10 +99,10 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
  * (sock_base_sleep_*). The rings are those of the lane the socket is in
  * when we arm; a move while we sleep writes our wake eventfd (the deferred
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
-static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms)
+static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct os_sig_mark *since)
 {
 	struct sock_base_sleep z;
-	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, -1) < 0)
+	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, -1, since) < 0)
 		return -1;
 	/* The lane's rings and drain eventfd, and the same of the lane the
 	 * socket just left (strays). */
@@ -249,7 +249,7 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 		ssize_t r = sock_udp_os_try(s, msg, flags);
 		if (r != SOCK_UDP_OS_EMPTY)
 			return r;
-		if (sock_udp_sleep(s, deadline) < 0)
+		if (sock_udp_sleep(s, deadline, &sigmark) < 0)
 			return -1;
 		slept = true;
 		spins = 0;
