@@ -324,9 +324,52 @@ static void loss_reduces_cwnd(enum tcp_cc_algo algo, double factor_lo, double fa
 	uint32_t after_rec = in.cwnd;
 	th_run(w, 500);
 	tcp_pcb_get_info(a, &in);
-	ck_assert_uint_gt(in.cwnd, after_rec);   /* grows again */
+	/* Grows again where cwnd limits the sender. Where the peer's window
+	 * does (Cubic keeps 0.7 of a cwnd slow start took past the 256 KiB
+	 * window), it stays, as Linux's (tcp_is_cwnd_limited). */
+	if (after_rec + in.mss <= in.snd_wnd)
+		ck_assert_msg(in.cwnd > after_rec, "cwnd %u after recovery %u, below the window %u: must grow",
+			      in.cwnd, after_rec, in.snd_wnd);
+	else
+		ck_assert_msg(in.cwnd == after_rec, "cwnd %u after recovery %u, above the window %u: must stay",
+			      in.cwnd, after_rec, in.snd_wnd);
 	w->side[0].tx_goal = w->side[0].tx_bytes;
 }
+
+/* An application-limited sender (a few small writes per round trip) never
+ * fills cwnd, so cwnd stays where it started, as Linux's
+ * (tcp_is_cwnd_limited); a bulk sender's grows (loss_reduces_cwnd). Before,
+ * slow start added every acknowledged byte: 200 writes of 1000 bytes took
+ * cwnd from 10 segments to over 200 KB, a burst the path never carried. */
+static void app_limited_keeps_cwnd(enum tcp_cc_algo algo)
+{
+	sa.cc_algo = sb.cc_algo = algo;
+	open_pair();
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	uint32_t initial = in.cwnd;
+	ck_assert_uint_ge(initial, 2 * in.mss);
+	for (int i = 0; i < 200; i++) {
+		w->side[0].tx_goal += 1000;
+		th_run(w, 5);
+	}
+	th_run(w, 100);
+	ck_assert_uint_eq(w->side[1].rx_bytes, w->side[0].tx_goal);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	ck_assert_msg(in.cwnd == initial, "cwnd %u, started at %u: grew while the application held the sender", in.cwnd,
+		      initial);
+	/* Then a bulk write: cwnd limits it now, and grows. */
+	w->side[0].tx_goal += 4u << 20;
+	th_run(w, 200);
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	ck_assert_uint_gt(in.cwnd, initial);
+}
+
+START_TEST(newreno_app_limited_keeps_cwnd) { app_limited_keeps_cwnd(TCP_CC_NEWRENO); }
+END_TEST
+START_TEST(cubic_app_limited_keeps_cwnd) { app_limited_keeps_cwnd(TCP_CC_CUBIC); }
+END_TEST
 
 START_TEST(newreno_halves) { loss_reduces_cwnd(TCP_CC_NEWRENO, 0.45, 0.55); }
 END_TEST
@@ -593,6 +636,8 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 600);
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, handshake_transfer_close_client_first);
+	tcase_add_test(t, newreno_app_limited_keeps_cwnd);
+	tcase_add_test(t, cubic_app_limited_keeps_cwnd);
 	tcase_add_test(t, close_server_first);
 	tcase_add_test(t, simultaneous_open_and_close);
 	tcase_add_test(t, stream_clean);

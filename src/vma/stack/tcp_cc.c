@@ -102,11 +102,41 @@ void tcp_set_cc_algo(struct tcp_pcb *pcb, enum tcp_cc_algo algo)
 		pcb->ssthresh = ssthresh;
 }
 
+void tcp_cc_note_usage(struct tcp_pcb *pcb, uint32_t pipe, bool sent)
+{
+	/* No room left for a full segment: cwnd held the sender back. */
+	bool limited = (uint64_t)pipe + pcb->mss > pcb->cwnd;
+	if (!sent && !limited)
+		return;
+	/* One verdict per window of data: a cwnd-limited moment holds until
+	 * what was in flight then is acknowledged; otherwise the window's
+	 * largest flight is kept. */
+	if (SEQ_GEQ(pcb->snd_una, pcb->cwnd_usage_seq) || limited || (!pcb->cwnd_limited && pipe > pcb->max_flight)) {
+		pcb->cwnd_limited = limited;
+		pcb->max_flight = pipe;
+		pcb->cwnd_usage_seq = pcb->snd_nxt;
+	}
+}
+
+/* As Linux's tcp_is_cwnd_limited: cwnd grows only when it is what limits
+ * the sender, so that an application-limited flow (request/response, a
+ * paced writer) does not build a cwnd it never tested against the path
+ * and then send it all at once. Slow start still grows a cwnd below twice
+ * the largest flight of the window. */
+static bool tcp_cc_cwnd_limited(const struct tcp_pcb *pcb)
+{
+	if (pcb->cwnd_limited)
+		return true;
+	if (pcb->cwnd < pcb->ssthresh)
+		return pcb->cwnd < 2 * (uint64_t)pcb->max_flight;
+	return false;
+}
+
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked)
 {
 	enum tcp_cc_algo algo = pcb->cc_algo;
 
-	if (algo == TCP_CC_NONE || !acked)
+	if (algo == TCP_CC_NONE || !acked || !tcp_cc_cwnd_limited(pcb))
 		return;
 	if (pcb->cwnd < pcb->ssthresh) {
 		/* slow start counts every byte acknowledged up to ssthresh, the

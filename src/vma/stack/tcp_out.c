@@ -709,6 +709,7 @@ int tcp_output(struct tcp_pcb *pcb)
 	if (sent_any && pcb->rto_at)
 		tcp_arm_tlp(pcb);   /* measured from the last segment of the flight */
 	tcp_rate_check_app_limited(pcb, pipe, data_end);
+	tcp_cc_note_usage(pcb, pipe, sent_any);
 	/* A writer held by TCP_NOTSENT_LOWAT waits for transmission, not for an
 	 * ACK: tell it now (an ACK that opened the window acked nothing new). */
 	if (above_lowat && sent_any && tcp_sndbuf_notsent(pcb) < pcb->notsent_lowat && pcb->cb.sent)

@@ -255,6 +255,13 @@ struct tcp_pcb {
 	 * the same bound); dupacks only count without SACK */
 	uint32_t cwnd, ssthresh, dupacks, recover, bytes_acked_ca;
 	bool in_recovery, in_loss;
+	/* How much of cwnd the sender used (Linux's tcp_cwnd_validate, for
+	 * tcp_is_cwnd_limited): NewReno and Cubic grow cwnd only while it
+	 * limits the sender. cwnd_limited: a transmission in the window that
+	 * ends at cwnd_usage_seq found cwnd full; max_flight: the most in
+	 * flight then (bytes). tcp_cc_note_usage writes them. */
+	bool cwnd_limited;
+	uint32_t max_flight, cwnd_usage_seq;
 	/* PRR (RFC 6937, as Linux's tcp_cwnd_reduction): cwnd when recovery
 	 * began, bytes delivered and sent since */
 	uint32_t prior_cwnd, prr_delivered, prr_out;
@@ -709,6 +716,8 @@ void tcp_cc_init(struct tcp_pcb *pcb);
 uint32_t tcp_cc_initial_window(uint32_t mss);    /* IW10 (RFC 6928), bytes */
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
 void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* ECE: sets ssthresh, cwnd */
+/* After a transmission pass: pipe in flight now, sent whether it sent. */
+void tcp_cc_note_usage(struct tcp_pcb *pcb, uint32_t pipe, bool sent);
 void tcp_cc_set_ssthresh(struct tcp_pcb *pcb);         /* recovery: ssthresh only (PRR moves cwnd) */
 void tcp_cc_on_rto(struct tcp_pcb *pcb);
 
