@@ -371,6 +371,70 @@ END_TEST
 START_TEST(cubic_app_limited_keeps_cwnd) { app_limited_keeps_cwnd(TCP_CC_CUBIC); }
 END_TEST
 
+/* A cwnd built by a bulk transfer, then an idle spell of many RTOs: the
+ * next write starts from the initial window again (Linux's
+ * tcp_slow_start_after_idle, on by default), with ssthresh keeping 3/4 of
+ * the old cwnd; with the setting off, or under BBR, cwnd stays. */
+static void idle_then_write(enum tcp_cc_algo algo, bool restart, uint32_t *cwnd_before, uint32_t *cwnd_after,
+			    uint32_t *initial, uint32_t *ssthresh_after)
+{
+	sa.cc_algo = sb.cc_algo = algo;
+	sa.slow_start_after_idle = restart;
+	open_pair();
+	struct tcp_pcb_info in;
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	*initial = in.cwnd;
+	w->side[0].tx_goal += 4u << 20;
+	th_run(w, 300);
+	ck_assert_uint_eq(w->side[1].rx_bytes, w->side[0].tx_goal);
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	*cwnd_before = in.cwnd;
+	ck_assert_uint_gt(*cwnd_before, 4 * *initial);
+	th_run(w, 3000);   /* idle: many RTOs (200 ms at least) */
+	w->side[0].tx_goal += 1000;
+	th_run(w, 1);
+	tcp_pcb_get_info(w->side[0].pcb, &in);
+	*cwnd_after = in.cwnd;
+	*ssthresh_after = in.ssthresh;
+	th_run(w, 100);
+	ck_assert_uint_eq(w->side[1].rx_bytes, w->side[0].tx_goal);
+	ck_assert_uint_eq(w->side[1].rx_bad, 0);
+}
+
+START_TEST(newreno_restarts_from_the_initial_window_after_idle)
+{
+	uint32_t before, after, initial, ssthresh;
+	idle_then_write(TCP_CC_NEWRENO, true, &before, &after, &initial, &ssthresh);
+	ck_assert_msg(after == initial, "cwnd %u after idle (was %u, initial %u)", after, before, initial);
+	ck_assert_uint_ge(ssthresh, before / 2 + before / 4);
+}
+END_TEST
+
+START_TEST(cubic_restarts_from_the_initial_window_after_idle)
+{
+	uint32_t before, after, initial, ssthresh;
+	idle_then_write(TCP_CC_CUBIC, true, &before, &after, &initial, &ssthresh);
+	ck_assert_msg(after == initial, "cwnd %u after idle (was %u, initial %u)", after, before, initial);
+}
+END_TEST
+
+START_TEST(no_restart_after_idle_when_turned_off)
+{
+	uint32_t before, after, initial, ssthresh;
+	idle_then_write(TCP_CC_NEWRENO, false, &before, &after, &initial, &ssthresh);
+	ck_assert_msg(after >= before, "cwnd %u after idle, was %u: the setting is off", after, before);
+}
+END_TEST
+
+START_TEST(bbr_keeps_its_cwnd_after_idle)
+{
+	uint32_t before, after, initial, ssthresh;
+	idle_then_write(TCP_CC_BBR, true, &before, &after, &initial, &ssthresh);
+	ck_assert_msg(after > initial, "cwnd %u after idle (was %u, initial %u): BBR has its own model", after,
+		      before, initial);
+}
+END_TEST
+
 START_TEST(newreno_halves) { loss_reduces_cwnd(TCP_CC_NEWRENO, 0.45, 0.55); }
 END_TEST
 START_TEST(cubic_reduces_to_0_7) { loss_reduces_cwnd(TCP_CC_CUBIC, 0.69, 0.71); }
@@ -637,6 +701,10 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, handshake_transfer_close_client_first);
 	tcase_add_test(t, newreno_app_limited_keeps_cwnd);
+	tcase_add_test(t, newreno_restarts_from_the_initial_window_after_idle);
+	tcase_add_test(t, cubic_restarts_from_the_initial_window_after_idle);
+	tcase_add_test(t, no_restart_after_idle_when_turned_off);
+	tcase_add_test(t, bbr_keeps_its_cwnd_after_idle);
 	tcase_add_test(t, cubic_app_limited_keeps_cwnd);
 	tcase_add_test(t, close_server_first);
 	tcase_add_test(t, simultaneous_open_and_close);

@@ -596,7 +596,7 @@ static unsigned sock_offload_sysctl(const char *path, unsigned long *v, unsigned
  * accepted when asked, not asked for). */
 static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
 {
-	unsigned long rmem[3] = { 4096, 131072, 6291456 }, rmem_max = 212992, ecn = 2;
+	unsigned long rmem[3] = { 4096, 131072, 6291456 }, rmem_max = 212992, ecn = 2, ssai = 1;
 	unsigned long wmem[3] = { 4096, 16384, 4194304 };
 	if (sock_offload_sysctl("/proc/sys/net/ipv4/tcp_rmem", rmem, 3) != 3) {
 		rmem[1] = 131072;
@@ -616,6 +616,8 @@ static void sock_offload_tcp_linux_settings(struct tcp_settings *set)
 	set->snd_buf_max = (uint32_t)wmem[2];
 	set->rcv_wscale_space = (uint32_t)(rmem[2] > rmem_max ? rmem[2] : (rmem_max > (1ul << 30) ? 1ul << 30 : rmem_max));
 	set->ecn = ecn == 1 ? 1 : ecn == 0 ? 0 : 2;
+	sock_offload_sysctl("/proc/sys/net/ipv4/tcp_slow_start_after_idle", &ssai, 1);
+	set->slow_start_after_idle = ssai != 0;
 }
 
 /* net.ipv4.tcp_notsent_lowat: TCP_NOTSENT_LOWAT of sockets that set none

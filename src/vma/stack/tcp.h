@@ -73,6 +73,10 @@ struct tcp_settings {
 	 * tcp_invalid_ratelimit; 0 = off */
 	uint32_t invalid_ack_interval_ms;
 	uint32_t none_cwnd_segments;   /* cwnd of the "none" algorithm, in segments */
+	/* net.ipv4.tcp_slow_start_after_idle (Linux's default 1): NewReno and
+	 * Cubic halve cwnd once per RTO the connection sent no data, down to
+	 * the initial window, before they send again (tcp_cc_restart_after_idle) */
+	bool slow_start_after_idle;
 	uint32_t gro_streams_max;      /* VMA_GRO_STREAMS_MAX: pcbs coalescing in one rx batch; 0 = off */
 	/* TCP_NOTSENT_LOWAT of pcbs that did not set one (net.ipv4.tcp_notsent_lowat);
 	 * 0 or UINT32_MAX = none */

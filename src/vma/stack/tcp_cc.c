@@ -102,6 +102,30 @@ void tcp_set_cc_algo(struct tcp_pcb *pcb, enum tcp_cc_algo algo)
 		pcb->ssthresh = ssthresh;
 }
 
+void tcp_cc_restart_after_idle(struct tcp_pcb *pcb)
+{
+	enum tcp_cc_algo algo = pcb->cc_algo;
+	if (!pcb->ctx->set.slow_start_after_idle || algo == TCP_CC_BBR || algo == TCP_CC_NONE || !pcb->data_sent_ms ||
+	    pcb->snd_una != pcb->snd_max || pcb->in_recovery || pcb->in_loss)
+		return;
+	uint64_t idle = pcb->ctx->now_ms - pcb->data_sent_ms, rto = pcb->rto_ms ? pcb->rto_ms : 1;
+	if (pcb->ctx->now_ms < pcb->data_sent_ms || idle <= rto)
+		return;
+	/* What cwnd had reached is remembered as ssthresh (at least 3/4 of
+	 * it), so slow start climbs back there quickly once the path answers. */
+	uint32_t cwnd = pcb->cwnd, restart = tcp_min32(tcp_cc_initial_window(pcb->mss), cwnd);
+	uint32_t keep = (cwnd >> 1) + (cwnd >> 2);
+	if (pcb->ssthresh < keep)
+		pcb->ssthresh = keep;
+	for (uint64_t left = idle - rto; left > 0 && cwnd > restart; left = left > rto ? left - rto : 0)
+		cwnd >>= 1;
+	pcb->cwnd = cwnd > restart ? cwnd : restart;
+	pcb->bytes_acked_ca = 0;
+	pcb->cc.epoch_start_ms = 0;   /* Cubic's curve starts anew from here */
+	pcb->cwnd_limited = false;
+	pcb->max_flight = 0;
+}
+
 void tcp_cc_note_usage(struct tcp_pcb *pcb, uint32_t pipe, bool sent)
 {
 	/* No room left for a full segment: cwnd held the sender back. */

@@ -624,6 +624,8 @@ int tcp_output(struct tcp_pcb *pcb)
 	bool sent_any = false;
 	bool above_lowat = pcb->notsent_lowat != UINT32_MAX && tcp_sndbuf_notsent(pcb) >= pcb->notsent_lowat;
 
+	if (SEQ_LT(pcb->snd_nxt, data_end) && pcb->snd_una == pcb->snd_max)
+		tcp_cc_restart_after_idle(pcb);
 	if ((pcb->in_recovery || pcb->in_loss) && pcb->txq.lost_segs) {
 		uint64_t before = pcb->segs_out;
 		resend_lost(pcb, &pipe);
@@ -677,6 +679,7 @@ int tcp_output(struct tcp_pcb *pcb)
 			pcb->rtt_start_us = pcb->ctx->now_us;
 		}
 		pcb->snd_nxt = seq + len;
+		pcb->data_sent_ms = pcb->ctx->now_ms ? pcb->ctx->now_ms : 1;
 		if (len < seg_max)
 			pcb->snd_sml = pcb->snd_nxt;
 		if (SEQ_GT(pcb->snd_nxt, pcb->snd_max))

@@ -31,6 +31,7 @@ void tcp_settings_default(struct tcp_settings *out)
 	out->challenge_ack_per_sec = 1000;
 	out->invalid_ack_interval_ms = 500;   /* Linux tcp_invalid_ratelimit */
 	out->none_cwnd_segments = 64;
+	out->slow_start_after_idle = true;
 	out->gro_streams_max = 32;
 }
 

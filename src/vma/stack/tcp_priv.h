@@ -262,6 +262,7 @@ struct tcp_pcb {
 	 * flight then (bytes). tcp_cc_note_usage writes them. */
 	bool cwnd_limited;
 	uint32_t max_flight, cwnd_usage_seq;
+	uint64_t data_sent_ms;   /* when new data last left (0: never), for the restart after idle */
 	/* PRR (RFC 6937, as Linux's tcp_cwnd_reduction): cwnd when recovery
 	 * began, bytes delivered and sent since */
 	uint32_t prior_cwnd, prr_delivered, prr_out;
@@ -716,6 +717,10 @@ void tcp_cc_init(struct tcp_pcb *pcb);
 uint32_t tcp_cc_initial_window(uint32_t mss);    /* IW10 (RFC 6928), bytes */
 void tcp_cc_on_ack(struct tcp_pcb *pcb, uint32_t acked);
 void tcp_cc_on_loss(struct tcp_pcb *pcb);              /* ECE: sets ssthresh, cwnd */
+/* New data is about to leave with nothing in flight: a cwnd left from
+ * before an idle spell longer than the RTO shrinks first (Linux's
+ * tcp_cwnd_restart). */
+void tcp_cc_restart_after_idle(struct tcp_pcb *pcb);
 /* After a transmission pass: pipe in flight now, sent whether it sent. */
 void tcp_cc_note_usage(struct tcp_pcb *pcb, uint32_t pipe, bool sent);
 void tcp_cc_set_ssthresh(struct tcp_pcb *pcb);         /* recovery: ssthresh only (PRR moves cwnd) */
