@@ -178,9 +178,18 @@ static void epoll_obj_release(struct sock_obj *obj)
 		watch_unlink(it);
 		free(it);
 	}
-	if (ep->wake_fd >= 0)
-		kernel_close(ep->wake_fd);
+	/* A sleeper armed its signal handler with the fd (sleep_kernel, under
+	 * this lock): closed now, its number could be reused by then. */
+	iomux_lock(&ep->lock);
+	int fd = ep->wake_fd;
 	ep->wake_fd = -1;
+	if (ep->sleepers) {
+		ep->wake_fd_retired = fd;
+		fd = -1;
+	}
+	iomux_unlock(&ep->lock);
+	if (fd >= 0)
+		kernel_close(fd);
 	stats_iomux_slot_put(ep->stats);
 }
 
@@ -191,6 +200,8 @@ static void epoll_obj_destroy(struct sock_obj *obj)
 		free(ep->items[fd]);
 	free(ep->items);
 	free(ep->offl);
+	if (ep->wake_fd_retired >= 0)
+		kernel_close(ep->wake_fd_retired);
 	pthread_mutex_destroy(&ep->lock.mutex);
 	free(ep);
 }
@@ -210,6 +221,7 @@ int iomux_epoll_create(int kernel_epfd)
 	ep->base.ops = &iomux_epoll_ops;
 	ep->base.fd = kernel_epfd;
 	ep->wake_fd = -1;
+	ep->wake_fd_retired = -1;
 	iomux_lock_init(&ep->lock);
 	if (sock_fd_set(kernel_epfd, &ep->base) != 0) {
 		free(ep);

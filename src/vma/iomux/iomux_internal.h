@@ -65,6 +65,10 @@ struct iomux_epoll {
 	int offl_count, offl_cap;
 	struct iomux_item *ready_head, *ready_tail;
 	int wake_fd;              /* eventfd in the kernel epoll, internal */
+	/* The wake fd of a set closed while a thread slept in it: that
+	 * thread's signal handler may still write it (os_signal_sleep_arm),
+	 * so it is closed in destroy, once no call pins the set. */
+	int wake_fd_retired;
 	int sleepers;
 	bool exposed;
 	bool wake_signalled;

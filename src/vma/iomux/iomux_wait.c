@@ -248,9 +248,15 @@ static bool rings_arm(struct iomux_epoll *ep)
 	}
 }
 
-/* Sleeps in the kernel epoll unless the ready list filled meanwhile. */
+/* Sleeps in the kernel epoll unless the ready list filled meanwhile.
+ * Before it, the set's wake fd is armed for a signal (os_signal_sleep_arm):
+ * a handler that runs after the caller's last look at mark (one held back
+ * by this lock and re-raised at its unlock included) writes it and the
+ * sleep returns at once; the caller's next look then returns EINTR. Armed
+ * under the set lock as a sleeper, so that a close() of the set meanwhile
+ * leaves the fd open until no call pins the set (epoll_obj_release). */
 static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int maxevents, int64_t deadline,
-			const sigset_t *mask, bool *woke)
+			const sigset_t *mask, const struct os_sig_mark *mark, bool *woke)
 {
 	iomux_lock(&ep->lock);
 	if (ep->ready_head) {
@@ -259,35 +265,28 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 		return 0;
 	}
 	ep->sleepers++;
+	int prev_sleep_fd = os_signal_sleep_arm(ep->wake_fd);
 	iomux_unlock(&ep->lock);
 	ring_spin_release();
-	int n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke);
+	int n = 0;
+	if (os_signal_caught_since(mark))
+		*woke = true;   /* the caller's look returns EINTR */
+	else
+		n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke);
 	int saved = errno;
 	iomux_lock(&ep->lock);
 	ep->sleepers--;
-	iomux_unlock(&ep->lock);
-	errno = saved;
-	return n;
-}
-
-/* After os_signal_sleep_arm(ep->wake_fd): a handler that ran since may
- * have written the wake fd, which is level-triggered in the kernel epoll
- * and would end every later sleep at once. Drained here unless a wake-up
- * of ours is pending too (wake_signalled): iomux_wake_drain then reads it
- * all. */
-static void sleep_disarm(struct iomux_epoll *ep, int prev, const struct os_sig_mark *mark)
-{
-	os_signal_sleep_disarm(prev);
-	if (__builtin_expect(!os_signal_caught_since(mark), 1) || ep->wake_fd < 0)
-		return;
-	int saved = errno;
-	iomux_lock(&ep->lock);
-	if (!ep->wake_signalled) {
+	os_signal_sleep_disarm(prev_sleep_fd);
+	/* A handler's write would end every later sleep at once (the fd is
+	 * level-triggered): drained, unless a wake-up of ours is pending on
+	 * it too (wake_signalled), whose drain reads it all. */
+	if (os_signal_caught_since(mark) && !ep->wake_signalled && ep->wake_fd >= 0) {
 		uint64_t value;
 		(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
 	}
 	iomux_unlock(&ep->lock);
 	errno = saved;
+	return n;
 }
 
 static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept)
@@ -403,17 +402,12 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			continue;
 		/* A handler held back while rings_arm had a lane locked ran at
 		 * its unlock, after the check above: the kernel sleep would not
-		 * see it. One that runs after this look (the lock in
-		 * sleep_kernel holds one back too) writes the set's wake fd. */
-		int prev_sleep_fd = os_signal_sleep_arm(ep->wake_fd);
-		if (os_signal_interrupts(&sigmark, false)) {
-			sleep_disarm(ep, prev_sleep_fd, &sigmark);
+		 * see it. One that runs after this look: sleep_kernel. */
+		if (os_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
-		}
 		st->c.poll_miss += slept == 0;
 		bool woke = false;
-		n = sleep_kernel(ep, events, maxevents, deadline, mask, &woke);
-		sleep_disarm(ep, prev_sleep_fd, &sigmark);
+		n = sleep_kernel(ep, events, maxevents, deadline, mask, &sigmark, &woke);
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - now : 0) + 1;
 		if (n < 0)
 			return wait_done(ep, n, start, slept);
