@@ -313,10 +313,10 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		/* A handler held back while sleep_set had a lane locked ran at
 		 * its unlock, after the check above: ppoll would not see it.
 		 * One that runs after this look writes the wake fd. */
-		int prev_sleep_fd = wake >= 0 ? os_signal_sleep_arm(wake) : -1;
+		int prev_sleep_fd = os_signal_sleep_arm(wake);   /* -1: none */
 		if (os_signal_interrupts(&sigmark, false)) {
+			os_signal_sleep_disarm(prev_sleep_fd);
 			if (wake >= 0) {
-				os_signal_sleep_disarm(prev_sleep_fd);
 				poll_watch_all(fds, nfds, wake, false);
 				eventfd_t drained;
 				(void)eventfd_read(wake, &drained);
@@ -340,8 +340,8 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		int r = OS_CALL(ppoll, buf, (nfds_t)total, leftp, mask);
 		int saved = errno;
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - t0 : 0) + 1;
+		os_signal_sleep_disarm(prev_sleep_fd);
 		if (wake >= 0) {
-			os_signal_sleep_disarm(prev_sleep_fd);
 			poll_watch_all(fds, nfds, wake, false);
 			eventfd_t drained;
 			if (buf[total - 1].revents || os_signal_caught_since(&sigmark))

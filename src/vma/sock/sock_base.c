@@ -245,13 +245,13 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 		pfd[count++] = (struct pollfd){ .fd = b->wake_fd, .events = POLLIN };
 	/* From here a handler writes the wake fd (os_signal_sleep_arm): one
 	 * that runs after the look below ends the poll at once. */
-	int prev_sleep_fd = b->wake_fd >= 0 ? os_signal_sleep_arm(b->wake_fd) : -1;
+	int prev_sleep_fd = os_signal_sleep_arm(b->wake_fd);   /* -1: none */
 	/* A handler held back while the kind armed the rings (a lane was
 	 * locked) ran at the unlock: the caller decides before we sleep
 	 * through it. */
 	if (os_signal_caught_since(&z->before)) {
+		os_signal_sleep_disarm(prev_sleep_fd);
 		if (b->wake_fd >= 0) {
-			os_signal_sleep_disarm(prev_sleep_fd);
 			eventfd_t drained;
 			eventfd_read(b->wake_fd, &drained);
 		}
@@ -259,8 +259,7 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 	}
 	int r = OS_CALL(poll, pfd, (nfds_t)count, z->timeout_ms);
 	int saved = errno;
-	if (b->wake_fd >= 0)
-		os_signal_sleep_disarm(prev_sleep_fd);
+	os_signal_sleep_disarm(prev_sleep_fd);
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	if (b->wake_fd >= 0) {
 		eventfd_t drained;

@@ -108,9 +108,10 @@ void tcp_cc_restart_after_idle(struct tcp_pcb *pcb)
 	if (!pcb->ctx->set.slow_start_after_idle || algo == TCP_CC_BBR || algo == TCP_CC_NONE || !pcb->data_sent_ms ||
 	    pcb->snd_una != pcb->snd_max || pcb->in_recovery || pcb->in_loss)
 		return;
-	uint64_t idle = pcb->ctx->now_ms - pcb->data_sent_ms, rto = pcb->rto_ms ? pcb->rto_ms : 1;
-	if (pcb->ctx->now_ms < pcb->data_sent_ms || idle <= rto)
+	uint64_t rto = pcb->rto_ms ? pcb->rto_ms : 1;
+	if (pcb->ctx->now_ms <= pcb->data_sent_ms + rto)
 		return;
+	uint64_t idle = pcb->ctx->now_ms - pcb->data_sent_ms;
 	/* What cwnd had reached is remembered as ssthresh (at least 3/4 of
 	 * it), so slow start climbs back there quickly once the path answers. */
 	uint32_t cwnd = pcb->cwnd, restart = tcp_min32(tcp_cc_initial_window(pcb->mss), cwnd);
