@@ -512,7 +512,7 @@ int extra_recvfrom_zcopy(int fd, void *buf, size_t len, int *flags, struct socka
 	bool nonblock = s->base.nonblocking || (base & MSG_DONTWAIT);
 	int rx_poll = sock_udp_rx_poll_budget(s), os_ratio = g_cfg.rx_udp_poll_os_ratio;
 	long spins = 0;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	for (;;) {
 		struct sock_offload *ctx = sock_udp_lock(s);
 		if (!ctx)

@@ -246,7 +246,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 	static unsigned int skip_os_count, os_ratio_count; /* approximate across threads */
 	struct pollfd stack[IOMUX_POLL_STACK_FDS];
 	int n, offl;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	for (unsigned int pass = 0;; pass++) {
 		n = poll_pass(fds, nfds, false, true, &offl);
 		int skip = g_cfg.select_skip_os, ratio = g_cfg.select_poll_os_ratio;

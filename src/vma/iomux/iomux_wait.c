@@ -318,7 +318,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_lock(&ep->lock);
 	ep->gen++;
 	iomux_unlock(&ep->lock);
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 
 	for (unsigned int pass = 0;; pass++) {
 		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;

@@ -43,6 +43,10 @@ struct os_sig_thread {
 	/* The eventfd the thread's coming kernel sleep waits on, plus one
 	 * (0: none): os_signal_sleep_arm. */
 	int sleep_fd1;
+	/* The counts when the thread's running interposed call began, if
+	 * one is running (os_signal_call_enter). */
+	struct os_sig_mark call_mark;
+	bool in_call;
 };
 extern __thread struct os_sig_thread os_sig_tls __attribute__((tls_model("initial-exec")));
 
@@ -57,6 +61,42 @@ static inline struct os_sig_mark os_signal_mark(void)
 	return m;
 }
 
+/* A blocking call counts handlers from when the application called it,
+ * as Linux's call is interrupted by a signal that comes once it entered
+ * the kernel: the interposed symbol takes os_signal_mark() first thing
+ * and enters it here before the fd lookup, the look over a poll set and
+ * the rest of our way in; the call's body takes os_signal_call_mark().
+ * Nested calls (a handler's own) save and restore the outer one's. */
+struct os_sig_call {
+	struct os_sig_mark mark;
+	bool in_call;
+};
+
+static inline struct os_sig_call os_signal_call_enter(struct os_sig_mark entry)
+{
+	struct os_sig_call prev = { os_sig_tls.call_mark, os_sig_tls.in_call };
+	os_sig_tls.call_mark = entry;
+	__asm__ __volatile__("" ::: "memory");
+	os_sig_tls.in_call = true;
+	__asm__ __volatile__("" ::: "memory");
+	return prev;
+}
+
+static inline void os_signal_call_exit(struct os_sig_call prev)
+{
+	__asm__ __volatile__("" ::: "memory");
+	os_sig_tls.in_call = prev.in_call;
+	os_sig_tls.call_mark = prev.mark;
+}
+
+/* Outside an interposed call (the Extra API, unit tests): now. */
+static inline struct os_sig_mark os_signal_call_mark(void)
+{
+	if (os_sig_tls.in_call)
+		return os_sig_tls.call_mark;
+	return os_signal_mark();
+}
+
 /* Delivers the held-back signals again (os_signal.c). */
 void os_signal_run_deferred(void);
 
@@ -68,6 +108,7 @@ static inline void os_signal_after_fork_child(void)
 	os_sig_tls.deferred = 0;
 	os_sig_tls.info_sig = 0;
 	os_sig_tls.sleep_fd1 = 0;
+	os_sig_tls.in_call = false;
 }
 
 /* Around every lock of ours (no call, two TLS accesses). */

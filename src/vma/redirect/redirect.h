@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include "os/os.h"
+#include "os/os_signal.h"
 #include "sock/sock_call.h"
 #include "sock/sock_fd_table.h"
 
@@ -21,16 +22,20 @@
  * free it under us), whose result is returned, unless `declinable` and the
  * kind declined (SOCK_OP_KERNEL); otherwise libc's `name` with the
  * application's arguments. No lock, no allocation. A missing original
- * yields -1/ENOSYS. */
+ * yields -1/ENOSYS. The signal counts are read first (os_signal_call_enter:
+ * a handler from then on interrupts a blocking call). */
 #define REDIRECT_OBJ_CALL(op, name, fd, declinable, fortify, call, ...) \
 	do { \
+		struct os_sig_mark entry_ = os_signal_mark(); \
 		os_libc_ensure(); \
 		struct sock_obj *obj_ = sock_fd_get(fd); \
 		if (obj_ && obj_->ops->op) { \
 			if (__builtin_expect(!(fortify), 0)) \
 				__chk_fail(); \
 			sock_obj_pin(obj_); \
+			struct os_sig_call outer_ = os_signal_call_enter(entry_); \
 			__auto_type ret_ = (call); \
+			os_signal_call_exit(outer_); \
 			sock_obj_unpin(obj_); \
 			if (!(declinable) || __builtin_expect(ret_ != SOCK_OP_KERNEL, 1)) \
 				return ret_; \

@@ -335,7 +335,7 @@ static bool sock_tcp_is_connected(const struct sock_tcp *s)
 int sock_tcp_wait_connected(struct sock_tcp *s, struct sock_offload *ctx, int timeo_ms)
 {
 	uint64_t deadline = timeo_ms ? engine_now_ms() + (uint64_t)timeo_ms : 0;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	unsigned spins = 0;
 	for (;;) {
 		ctx = sock_tcp_lock(s, ctx);

@@ -195,7 +195,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	size_t copied = 0;
 	long spins = 0;
 	int rx_poll = g_cfg.rx_poll;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
 		return 0;
 	sock_tcp_migrate_note(s);
@@ -392,7 +392,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;
 	size_t vi = 0, voff = 0;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	/* SO_TIMESTAMPING: one flag test when off. The call's last byte is
 	 * stamped: its write holds output back until the stamp is asked. */
 	unsigned stamp_kinds = sock_tcp_tx_stamp_kinds(s);

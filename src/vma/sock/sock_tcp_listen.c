@@ -621,7 +621,7 @@ int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *
 	if (!ctx)
 		return sock_tcp_accept_kernel(s, addr, len, flags);
 	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
-	struct os_sig_mark sigmark = os_signal_mark();
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	unsigned spins = 0;
 	for (;;) {
 		sock_offload_lock(ctx);

@@ -59,7 +59,7 @@ static unsigned splice_pipe_access(int fd, bool *nonblock)
  * revents, or -1 with errno. */
 static int splice_pipe_wait(int fd, short events, bool nonblock)
 {
-	struct os_sig_mark mark = os_signal_mark();
+	struct os_sig_mark mark = os_signal_call_mark();
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
 		int r = OS_CALL(poll, &p, 1, nonblock ? 0 : -1);

@@ -153,6 +153,8 @@ static ssize_t sock_udp_recv_errqueue(struct sock_udp *s, struct msghdr *msg, in
 
 ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
+	/* From the interposed symbol's entry (os_signal_call_enter). */
+	struct os_sig_mark sigmark = os_signal_call_mark();
 	struct sock_udp *s = sock_udp_of(obj);
 	sock_udp_fork_check(s);
 	if (__builtin_expect(flags & (MSG_ERRQUEUE | MSG_OOB), 0) && (flags & MSG_ERRQUEUE) && !s->released)
@@ -167,7 +169,6 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 	int rx_poll = sock_udp_rx_poll_budget(s);
 	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	long spins = 0;
-	struct os_sig_mark sigmark = os_signal_mark();
 	bool slept = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
