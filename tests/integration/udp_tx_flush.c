@@ -7,11 +7,21 @@
  *     chunks, then sleeps SLEEP_MS in raw nanosleep: during that sleep the
  *     process makes no libvma call, so whatever libvma still holds must be
  *     sent by its internal thread.
- *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS
+ *   udp_tx_flush tail DST PORT COUNT SLEEP_MS HOW
+ *     sends COUNT datagrams by back-to-back send() calls (a burst: the
+ *     last ones are held by the burst rule until something flushes them),
+ *     then blocks SLEEP_MS in a call of libc that libvma interposes but
+ *     that touches no offloaded fd: HOW is nanosleep, usleep, cond
+ *     (pthread_cond_timedwait), poll (a pipe nobody writes) or read (a
+ *     blocking read of a pipe, woken by another thread's write
+ *     after SLEEP_MS). The held sends must leave when it blocks.
+ *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US]
  *     waits FIRST_MS for the first datagram, then at most IDLE_MS after each
  *     one for the next; exit 0 when sequence numbers 0..COUNT-1 all arrived
- *     exactly once. With IDLE_MS below the sender's SLEEP_MS, frames held
- *     until the sender exits count as lost.
+ *     exactly once, and, with MAX_SPAN_US, the last arrived at most that
+ *     long after the first (the kernel's receive timestamps, SO_TIMESTAMPNS).
+ *     With IDLE_MS below the sender's SLEEP_MS, frames held until the
+ *     sender exits count as lost.
  * Exit 0 ok, 1 failure, 2 usage or setup error. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -95,7 +107,94 @@ static int do_send(const char *dst, int port, unsigned count, unsigned chunk, lo
 	return 0;
 }
 
-static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
+static int pipe_fds[2];
+static long pipe_delay_ms;
+
+static void *pipe_writer(void *arg)
+{
+	(void)arg;
+	raw_sleep_ms(pipe_delay_ms);
+	char c = 'x';
+	if (write(pipe_fds[1], &c, 1) != 1)
+		perror("pipe write");
+	return NULL;
+}
+
+/* Blocks about ms in the libc call `how` names. */
+static int block_in(const char *how, long ms)
+{
+	if (!strcmp(how, "nanosleep")) {
+		struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+		return 0;
+	}
+	if (!strcmp(how, "usleep"))
+		return usleep((useconds_t)ms * 1000);
+	if (!strcmp(how, "cond")) {
+		pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+		pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += ms / 1000;
+		until.tv_nsec += (ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&m);
+		int r;
+		while ((r = pthread_cond_timedwait(&c, &m, &until)) == 0)
+			;
+		pthread_mutex_unlock(&m);
+		return r == ETIMEDOUT ? 0 : -1;
+	}
+	if (pipe(pipe_fds) != 0)
+		return -1;
+	if (!strcmp(how, "poll")) {
+		struct pollfd p = { .fd = pipe_fds[0], .events = POLLIN };
+		return poll(&p, 1, (int)ms) == 0 ? 0 : -1;
+	}
+	if (!strcmp(how, "read")) {
+		pthread_t th;
+		pipe_delay_ms = ms;
+		if (pthread_create(&th, NULL, pipe_writer, NULL) != 0)
+			return -1;
+		char c;
+		ssize_t r = read(pipe_fds[0], &c, 1);
+		pthread_join(th, NULL);
+		return r == 1 ? 0 : -1;
+	}
+	fprintf(stderr, "tail: unknown HOW %s\n", how);
+	return -1;
+}
+
+static int do_tail(const char *dst, int port, unsigned count, long sleep_ms, const char *how)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (fd < 0 || inet_pton(AF_INET, dst, &to.sin_addr) != 1 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+		perror("tail: socket/connect");
+		return 2;
+	}
+	for (unsigned i = 0; i < count; i++) {
+		uint32_t seq = htonl(i);
+		if (send(fd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+			perror("send");
+			return 1;
+		}
+	}
+	printf("sent %u datagrams back to back; blocking %ld ms in %s\n", count, sleep_ms, how);
+	fflush(stdout);
+	if (block_in(how, sleep_ms) != 0) {
+		fprintf(stderr, "tail: %s failed\n", how);
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int do_recv(int port, unsigned count, long first_ms, long idle_ms, long max_span_us)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -108,6 +207,9 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
 	/* Room for the whole burst: a drop here would be the receiver's. */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+	int64_t first_ns = -1, last_ns = -1;
 	printf("ready\n");
 	fflush(stdout);
 	unsigned got = 0, dups = 0, bad = 0;
@@ -120,7 +222,10 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
 				      .tv_usec = (suseconds_t)((deadline - now) % 1000) * 1000 };
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		uint32_t seq;
-		ssize_t r = recv(fd, &seq, sizeof(seq), 0);
+		char cbuf[CMSG_SPACE(sizeof(struct timespec))];
+		struct iovec iov = { .iov_base = &seq, .iov_len = sizeof(seq) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+		ssize_t r = recvmsg(fd, &mh, 0);
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
@@ -128,6 +233,15 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
 			return 1;
 		}
 		deadline = now_ms() + (uint64_t)idle_ms;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+				struct timespec ts;
+				memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+				int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+				if (first_ns < 0)
+					first_ns = ns;
+				last_ns = ns;
+			}
 		seq = ntohl(seq);
 		if (r != (ssize_t)sizeof(seq) || seq >= count)
 			bad++;
@@ -136,10 +250,15 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms)
 		else
 			got++;
 	}
-	printf("received %u of %u distinct datagrams (%u duplicates, %u malformed)\n", got, count, dups, bad);
+	long span_us = first_ns >= 0 ? (long)((last_ns - first_ns) / 1000) : -1;
+	printf("received %u of %u distinct datagrams (%u duplicates, %u malformed), the last %ld us after the first\n",
+	       got, count, dups, bad, span_us);
 	free(seen);
 	close(fd);
-	return got == count && !dups && !bad ? 0 : 1;
+	bool span_ok = max_span_us <= 0 || (span_us >= 0 && span_us <= max_span_us);
+	if (!span_ok)
+		printf("the last datagram came %ld us after the first: more than %ld us\n", span_us, max_span_us);
+	return got == count && !dups && !bad && span_ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -147,8 +266,14 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "send"))
 		return do_send(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10),
 			       (unsigned)strtoul(argv[5], NULL, 10), atol(argv[6]));
-	if (argc == 6 && !strcmp(argv[1], "recv"))
-		return do_recv(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atol(argv[5]));
-	fprintf(stderr, "usage: %s send DST PORT COUNT CHUNK SLEEP_MS | recv PORT COUNT FIRST_MS IDLE_MS\n", argv[0]);
+	if (argc == 7 && !strcmp(argv[1], "tail"))
+		return do_tail(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10), atol(argv[5]), argv[6]);
+	if ((argc == 6 || argc == 7) && !strcmp(argv[1], "recv"))
+		return do_recv(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atol(argv[5]),
+			       argc == 7 ? atol(argv[6]) : 0);
+	fprintf(stderr,
+		"usage: %s send DST PORT COUNT CHUNK SLEEP_MS | tail DST PORT COUNT SLEEP_MS HOW | "
+		"recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US]\n",
+		argv[0]);
 	return 2;
 }

@@ -145,7 +145,7 @@ int engine_fd_del(int fd)
 	OS_CALL(epoll_ctl, engine.epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 	*entry = engine.fds[--engine.fd_len];
 	while (engine.running_fd_id == id && !pthread_equal(engine.running_fd_thread, pthread_self()))
-		pthread_cond_wait(&engine.callback_done, &engine.lock);
+		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
 	pthread_mutex_unlock(&engine.lock);
 	return 0;
 }
@@ -342,7 +342,7 @@ static void *engine_thread_main(void *unused)
 			}
 			if (errno != EINTR) {
 				struct timespec pause = { 0, 1000000L * (long)engine_timer_resolution_ms() };
-				nanosleep(&pause, NULL);
+				OS_CALL(nanosleep, &pause, NULL);
 			}
 			continue;
 		}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "config/cfg_params.h"
+#include "os/os.h"
 #include "engine/engine_internal.h"
 
 static uint64_t (*engine_clock_hook)(void);
@@ -217,7 +218,7 @@ bool engine_timer_cancel_sync(struct engine_timer *timer)
 	if (armed)
 		heap_remove(timer);
 	while (engine.running_timer == timer && !pthread_equal(engine.running_timer_thread, pthread_self()))
-		pthread_cond_wait(&engine.callback_done, &engine.lock);
+		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
 	pthread_mutex_unlock(&engine.lock);
 	return armed;
 }
@@ -306,7 +307,7 @@ void engine_poller_unregister(struct engine_poller *poller)
 	poller->registered = false;
 	poller->next = NULL;
 	while (engine.running_poller == poller && !pthread_equal(engine.running_poller_thread, pthread_self()))
-		pthread_cond_wait(&engine.callback_done, &engine.lock);
+		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
 	pthread_mutex_unlock(&engine.lock);
 }
 

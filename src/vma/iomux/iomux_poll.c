@@ -14,6 +14,7 @@
 #include "os/os.h"
 #include "os/os_signal.h"
 #include "ring/ring_spin.h"
+#include "sock/sock_offload.h"
 
 #define IOMUX_POLL_STACK_FDS 64
 #define IOMUX_POLL_WAIT_FDS 32
@@ -310,9 +311,12 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 				poll_watch_all(fds, nfds, wake, false);
 			continue;
 		}
-		/* A handler held back while sleep_set had a lane locked ran at
-		 * its unlock, after the check above: ppoll would not see it.
-		 * One that runs after this look writes the wake fd. */
+		/* This thread's held sends leave before it sleeps (sock_offload.h). */
+		sock_offload_flush_mine();
+		/* A handler held back while sleep_set had a lane locked (or the
+		 * flush above) ran at its unlock, after the check above: ppoll
+		 * would not see it. One that runs after this look writes the
+		 * wake fd. */
 		int prev_sleep_fd = os_signal_sleep_arm(wake);   /* -1: none */
 		if (os_signal_interrupts(&sigmark, false)) {
 			os_signal_sleep_disarm(prev_sleep_fd);

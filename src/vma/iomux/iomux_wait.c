@@ -10,6 +10,7 @@
 #include "os/os_signal.h"
 #include "ring/ring_mgr.h"
 #include "ring/ring_spin.h"
+#include "sock/sock_offload.h"
 
 #define IOMUX_WAIT_FDS_PER_SOCK 8
 #define IOMUX_WAIT_FDS_MAX 64
@@ -258,6 +259,9 @@ static bool rings_arm(struct iomux_epoll *ep)
 static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int maxevents, int64_t deadline,
 			const sigset_t *mask, const struct os_sig_mark *mark, bool *woke)
 {
+	/* This thread's held sends leave first (sock_offload.h); a handler
+	 * that lock held back is seen by the look below. */
+	sock_offload_flush_mine();
 	iomux_lock(&ep->lock);
 	if (ep->ready_head) {
 		iomux_unlock(&ep->lock);
@@ -364,7 +368,9 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		if (!offloaded) {
 			/* Kernel fds only: nothing to spin on, sleep at once. But
 			 * not through a handler that already ran in this call
-			 * (held back while a lock of ours was taken). */
+			 * (held back while a lock of ours was taken). This
+			 * thread's held sends leave first (sock_offload.h). */
+			sock_offload_flush_mine();
 			if (os_signal_interrupts(&sigmark, false))
 				return wait_done(ep, -1, start, slept);
 			bool woke = false;

@@ -497,7 +497,7 @@ static void live_wait(void *arg, int timeout_ms)
 	pthread_mutex_lock(&ctx->lock);
 	uint64_t gen = ctx->generation;
 	while (ctx->generation == gen)
-		if (pthread_cond_timedwait(&ctx->changed, &ctx->lock, &until) == ETIMEDOUT)
+		if (OS_CALL(pthread_cond_timedwait, &ctx->changed, &ctx->lock, &until) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&ctx->lock);
 }

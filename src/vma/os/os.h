@@ -20,6 +20,7 @@
 #include <features.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
@@ -28,9 +29,11 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OS_HAVE_CLOSE_RANGE __GLIBC_PREREQ(2, 34)
+#define OS_HAVE_COND_CLOCKWAIT __GLIBC_PREREQ(2, 30)
 
 /* Our spin locks (a lane's, an epoll set's) spin this many pauses before
  * they yield the core: about 6 us where a pause takes 22 ns (the

@@ -11,6 +11,7 @@
 #include "os/os_signal.h"
 #include "sock/sock_call.h"
 #include "sock/sock_fd_table.h"
+#include "sock/sock_offload.h"
 
 /* The only symbols libvma.so exports (with the Extra API's later). */
 #define REDIRECT_EXPORT __attribute__((visibility("default")))
@@ -40,6 +41,7 @@
 			if (!(declinable) || __builtin_expect(ret_ != SOCK_OP_KERNEL, 1)) \
 				return ret_; \
 		} \
+		sock_offload_flush_mine(); /* the kernel may block: sock_offload.h */ \
 		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \
@@ -59,6 +61,7 @@
 #define REDIRECT_PASS(name, ...) \
 	do { \
 		os_libc_ensure(); \
+		sock_offload_flush_mine(); \
 		__typeof__(os_libc.name) orig_ = OS_FN_RESOLVED(name); \
 		if (__builtin_expect(!orig_, 0)) \
 			return redirect_enosys(); \

@@ -449,7 +449,7 @@ unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int me
 		if (!left)
 			break;
 		if (done == 0)
-			usleep(1000);
+			OS_CALL(usleep, 1000);
 	}
 	ring_domain_lock(d);
 	d->sh->counters.frames_reclaimed += reclaimed;

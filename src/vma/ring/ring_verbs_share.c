@@ -742,7 +742,7 @@ static void *rvs_watch(void *arg)
 	(void)arg;
 	for (;;) {
 		struct timespec ts = { 0, RVS_WATCH_NS };
-		nanosleep(&ts, NULL);
+		OS_CALL(nanosleep, &ts, NULL);
 		rvs_probes_run();
 		for (struct ring_verbs_board *bd = __atomic_load_n(&rvs_boards, __ATOMIC_ACQUIRE); bd; bd = bd->next) {
 			pthread_mutex_lock(&bd->mu);

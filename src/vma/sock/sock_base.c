@@ -243,6 +243,9 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 		pfd[count++] = (struct pollfd){ .fd = b->obj.fd, .events = kernel_events };
 	if (b->wake_fd >= 0)
 		pfd[count++] = (struct pollfd){ .fd = b->wake_fd, .events = POLLIN };
+	/* Sends of this thread held on other lanes leave before it sleeps
+	 * (before the look below: a handler held back by that lock is seen). */
+	sock_offload_flush_mine();
 	/* From here a handler writes the wake fd (os_signal_sleep_arm): one
 	 * that runs after the look below ends the poll at once. */
 	int prev_sleep_fd = os_signal_sleep_arm(b->wake_fd);   /* -1: none */

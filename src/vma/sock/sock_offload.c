@@ -1107,6 +1107,41 @@ void sock_offload_tx_kick_locked(struct sock_offload *ctx)
 		ring_tx_kick(ctx->ifs[i].ring);
 }
 
+__thread unsigned sock_offload_held_mine OS_TLS_HOT;
+
+void sock_offload_flush_mine_slow(void)
+{
+	/* A lock of ours held (an Extra API callback that writes a log line
+	 * from inside our pass): later, from a call that holds none. */
+	if (os_sig_tls.defer_depth)
+		return;
+	unsigned mine = sock_offload_held_mine;
+	sock_offload_held_mine = 0;
+	unsigned n = __atomic_load_n(&sock_offload_nlanes, __ATOMIC_ACQUIRE);
+	for (unsigned k = 0; k < n; k++) {
+		if (!(mine & (1u << k)))
+			continue;
+		/* Lanes live until exit. The lock, not a try: the thread is
+		 * about to block anyway, and none of our locks is held here
+		 * (our code reaches libc through os/, never through the
+		 * interposed names that call this). */
+		struct sock_offload *ctx = sock_offload_lane[k];
+		if (__atomic_load_n(&ctx->dead, __ATOMIC_ACQUIRE))
+			continue;
+		bool pending = false;
+		for (unsigned i = 0; i < ctx->nifs; i++)
+			pending |= ring_tx_pending(ctx->ifs[i].ring) != 0;
+		if (!pending)
+			continue;   /* another thread's pass sent them */
+		sock_offload_lock(ctx);
+		if (!ctx->dead)
+			for (unsigned i = 0; i < ctx->nifs; i++)
+				if (ring_tx_pending(ctx->ifs[i].ring))
+					ring_tx_flush(ctx->ifs[i].ring);
+		sock_offload_unlock(ctx);   /* rings the doorbells */
+	}
+}
+
 void sock_offload_tx_kick_owed(struct sock_offload *ctx)
 {
 	/* ifs[] is fixed once the lane is built, and the rings close only
@@ -1438,6 +1473,7 @@ void sock_offload_after_fork_parent(void)
 void sock_offload_after_fork_child(void)
 {
 	unsigned n = sock_offload_nlanes;
+	sock_offload_held_mine = 0;   /* the parent's lanes' */
 	sock_offload_nfork_locked = 0;
 	pthread_mutex_init(&sock_offload_init_lock, NULL);
 	/* Only the forking thread lives on: no move is under way here. */

@@ -311,6 +311,32 @@ void sock_offload_tx_kick_locked(struct sock_offload *ctx);
  * leaves the flight the unlock entered. */
 void sock_offload_tx_kick_owed(struct sock_offload *ctx);
 
+/* Sends held by the burst rule (docs/ring.md, "Doorbells") leave when the
+ * thread that sent them next polls, or with the internal thread's next
+ * pass (up to VMA_PROGRESS_ENGINE_INTERVAL, 10 ms, and twice that for a
+ * polled ring). A thread that ends a burst and then blocks elsewhere (in
+ * nanosleep, a condition variable, a read of a pipe) would leave its last
+ * sends waiting that long. So each thread notes the lanes on which its
+ * sends left frames held (bit = lane number), and every call of ours that
+ * may block, ours or the kernel's, flushes those first
+ * (sock_offload_flush_mine: one TLS load when none). */
+extern __thread unsigned sock_offload_held_mine OS_TLS_HOT;
+void sock_offload_flush_mine_slow(void);
+static inline void sock_offload_flush_mine(void)
+{
+	if (__builtin_expect(sock_offload_held_mine != 0, 0))
+		sock_offload_flush_mine_slow();
+}
+
+/* Lock held: the send on ring is complete (ring_tx_send_done: the doorbell
+ * now, or held in a burst), and a hold is noted for this thread. */
+static inline void sock_offload_tx_send_done_locked(struct sock_offload *ctx, struct ring *ring)
+{
+	ring_tx_send_done(ring);
+	if (ring_tx_pending(ring))
+		sock_offload_held_mine |= 1u << ctx->lane;
+}
+
 /* Lock held: stores timers_due_ms. */
 void sock_offload_timers_publish_locked(struct sock_offload *ctx);
 

@@ -742,7 +742,7 @@ static void vmad_finish_leaving(struct vmad_server *s, struct vmad_iface *ifc, u
 			continue;
 		uint64_t now = vmad_now_ms();
 		if (c->leave_at_ms > now)
-			usleep((useconds_t)(c->leave_at_ms - now) * 1000);
+			OS_CALL(usleep, (useconds_t)(c->leave_at_ms - now) * 1000);
 		vmad_member_reclaim(s, i);
 	}
 }
@@ -805,7 +805,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 		/* The kernel lets go of a queue's previous UMEM a moment after
 		 * its last socket closed (deferred work). */
 		for (int tries = 0; err == -EBUSY && tries < 50; tries++) {
-			usleep(10000);
+			OS_CALL(usleep, 10000);
 			err = ring_domain_create(d, &geo, ifc->ifindex, q, 0);
 		}
 		if (err) {
