@@ -777,12 +777,14 @@ void tcp_sndbuf_expand(struct tcp_pcb *pcb)
 	uint32_t max = pcb->ctx->set.snd_buf_max;
 	pcb->snd_nospace = false;
 	/* BBR only: its cwnd is its model's (two BDPs and the ACK aggregation).
-	 * Our NewReno and Cubic grow cwnd also while they are not
-	 * cwnd-limited (Linux's do not), so on a clean path their cwnd runs
-	 * far past any flight and would take every buffer to the maximum: on
-	 * the veth testbed a 4 MB buffer cost iperf3 10% (the bigger flight's
-	 * frames and copies), against 128 KiB that already holds several
-	 * bandwidth-delay products. */
+	 * Linux grows the buffer under every congestion control; ours did so
+	 * for NewReno and Cubic on 2026-11-30, with their cwnd growing only
+	 * while it limits the sender, and through the 1%+1% lossy router
+	 * (tests/bench/lossy_bench.sh) they fell from 381-440 MB/s to 238-265
+	 * (a loss-based flight grown to the buffer meets more of the drops per
+	 * round trip); on the clean veth path it changed nothing measurable.
+	 * 128 KiB already holds several of the testbed's bandwidth-delay
+	 * products; an application that wants more sets SO_SNDBUF. */
 	if (pcb->cc_algo != TCP_CC_BBR || pcb->snd_buf_locked || !pcb->sbuf || pcb->sbuf_size >= max)
 		return;
 	/* cwnd full: a larger buffer would only hold more unsent bytes. With
