@@ -41,24 +41,37 @@ fail=0
 OUT=$(mktemp -d /tmp/udp_tx_flush.XXXXXX)
 trap 'rm -rf "$OUT"; bash "$HERE/../../contrib/testbed.sh" down >/dev/null 2>&1' EXIT
 
-# run_case NAME PORT COUNT CHUNK
-run_case() {
-	local name=$1 port=$2 count=$3 chunk=$4 rc src
-	$B "$HELPER" recv "$port" "$count" 15000 700 >"$OUT/$name.recv" 2>&1 &
+# run_pair NAME PORT "RECV_ARGS" "WHAT" SENDER_ENV... -- SENDER_ARGS...: a
+# kernel receiver (udp_tx_flush recv PORT RECV_ARGS) in B, the libvma sender
+# in A; PASS "NAME: WHAT" when both exit 0.
+run_pair() {
+	local name=$1 port=$2 rargs=$3 what=$4 rc src
+	shift 4
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	# shellcheck disable=SC2086 # RECV_ARGS is a list of numbers
+	$B "$HELPER" recv "$port" $rargs >"$OUT/$name.recv" 2>&1 &
 	local rpid=$!
 	for _ in $(seq 50); do grep -q ready "$OUT/$name.recv" && break; sleep 0.1; done
-	$A env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=2 timeout 60 "$HELPER" send 198.18.0.2 "$port" "$count" "$chunk" 1500 \
-		>"$OUT/$name.send" 2>&1
+	$A env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=2 "${envs[@]}" \
+		timeout 60 "$HELPER" "$@" >"$OUT/$name.send" 2>&1
 	src=$?
 	wait $rpid
 	rc=$?
 	sed 's/^/    /' "$OUT/$name.send" "$OUT/$name.recv" | grep -v ready
 	if [ $src = 0 ] && [ $rc = 0 ]; then
-		echo "PASS: $name: $count datagrams arrived while the sender slept"
+		echo "PASS: $name: $what"
 	else
 		echo "FAIL: $name: sender exit $src, receiver exit $rc"
 		fail=1
 	fi
+}
+
+# run_case NAME PORT COUNT CHUNK
+run_case() {
+	run_pair "$1" "$2" "$3 15000 700" "$3 datagrams arrived while the sender slept" \
+		-- send 198.18.0.2 "$2" "$3" "$4" 1500
 }
 run_case lone 12201 1 1
 run_case tail 12202 40 40
@@ -66,23 +79,8 @@ run_case burst 12203 100000 1000
 
 # run_blocked HOW PORT
 run_blocked() {
-	local how=$1 port=$2 rc src
-	$B "$HELPER" recv "$port" 40 15000 700 30000 >"$OUT/$how.recv" 2>&1 &
-	local rpid=$!
-	for _ in $(seq 50); do grep -q ready "$OUT/$how.recv" && break; sleep 0.1; done
-	$A env LD_PRELOAD="${VMA_TEST_PRELOAD:+$VMA_TEST_PRELOAD:}$LIB" VMA_TRACELEVEL=2 \
-		VMA_PROGRESS_ENGINE_INTERVAL=100 VMA_TIMER_RESOLUTION_MSEC=100 timeout 60 "$HELPER" tail 198.18.0.2 "$port" 40 300 "$how" \
-		>"$OUT/$how.send" 2>&1
-	src=$?
-	wait $rpid
-	rc=$?
-	sed 's/^/    /' "$OUT/$how.send" "$OUT/$how.recv" | grep -v ready
-	if [ $src = 0 ] && [ $rc = 0 ]; then
-		echo "PASS: burst then $how: 40 datagrams, the tail sent when the sender blocked"
-	else
-		echo "FAIL: burst then $how: sender exit $src, receiver exit $rc"
-		fail=1
-	fi
+	run_pair "burst then $1" "$2" "40 15000 700 30000" "40 datagrams, the tail sent when the sender blocked" \
+		VMA_PROGRESS_ENGINE_INTERVAL=100 VMA_TIMER_RESOLUTION_MSEC=100 -- tail 198.18.0.2 "$2" 40 300 "$1"
 }
 run_blocked nanosleep 12204
 run_blocked usleep 12205
