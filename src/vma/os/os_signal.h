@@ -154,8 +154,7 @@ static inline bool os_signal_interrupts(struct os_sig_mark *mark, bool restartab
  * its next wake-up or timeout instead of returning at once. The caller
  * drains the eventfd after the sleep (after os_signal_sleep_disarm) when a
  * handler ran. Returns the previous value for disarm: a handler may itself
- * block. */
-/* fd -1 arms nothing (the caller still disarms). */
+ * block. fd -1 arms nothing (the caller still disarms). */
 static inline int os_signal_sleep_arm(int fd)
 {
 	int prev = os_sig_tls.sleep_fd1;

@@ -16,6 +16,16 @@
 /* The only symbols libvma.so exports (with the Extra API's later). */
 #define REDIRECT_EXPORT __attribute__((visibility("default")))
 
+/* `call`, counting signal handlers from `entry`: the counts the interposed
+ * symbol read first thing (os_signal_call_enter). Its value. */
+#define REDIRECT_MARKED_CALL(entry, call) \
+	({ \
+		struct os_sig_call outer_ = os_signal_call_enter(entry); \
+		__auto_type marked_ = (call); \
+		os_signal_call_exit(outer_); \
+		marked_; \
+	})
+
 /* The hot-path shape of every fd call: resolve-if-needed (one predictable
  * branch), one table load; when the fd's object has `op`: `fortify` (a
  * fortified call's check, __chk_fail when false), then `call` with the
@@ -34,9 +44,7 @@
 			if (__builtin_expect(!(fortify), 0)) \
 				__chk_fail(); \
 			sock_obj_pin(obj_); \
-			struct os_sig_call outer_ = os_signal_call_enter(entry_); \
-			__auto_type ret_ = (call); \
-			os_signal_call_exit(outer_); \
+			__auto_type ret_ = REDIRECT_MARKED_CALL(entry_, call); \
 			sock_obj_unpin(obj_); \
 			if (!(declinable) || __builtin_expect(ret_ != SOCK_OP_KERNEL, 1)) \
 				return ret_; \

@@ -5,16 +5,6 @@
 #include "iomux/iomux.h"
 #include "redirect/redirect.h"
 
-/* A call of iomux/ that counts signal handlers from `entry`, the counts
- * taken first thing in the interposed symbol (os_signal_call_enter). */
-#define REDIRECT_IOMUX_CALL(entry, call) \
-	({ \
-		struct os_sig_call outer_ = os_signal_call_enter(entry); \
-		__auto_type ret_ = (call); \
-		os_signal_call_exit(outer_); \
-		ret_; \
-	})
-
 /* select's timeval as the kernel reads it: usec may exceed a second. */
 static bool redirect_tv_to_ts(const struct timeval *tv, struct timespec *ts)
 {
@@ -33,7 +23,8 @@ REDIRECT_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	struct timespec ts;
 	if (iomux_select_wanted(nfds, r, w, e) && (!timeout || redirect_tv_to_ts(timeout, &ts))) {
 		struct timespec left;
-		int ret = REDIRECT_IOMUX_CALL(entry, iomux_select(nfds, r, w, e, timeout ? &ts : NULL, NULL, timeout ? &left : NULL));
+		int ret = REDIRECT_MARKED_CALL(entry, iomux_select(nfds, r, w, e, timeout ? &ts : NULL, NULL,
+								   timeout ? &left : NULL));
 		if (timeout) {   /* Linux writes back the time not slept */
 			timeout->tv_sec = left.tv_sec;
 			timeout->tv_usec = left.tv_nsec / 1000;
@@ -49,7 +40,7 @@ REDIRECT_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
 	if (iomux_select_wanted(nfds, r, w, e))
-		return REDIRECT_IOMUX_CALL(entry, iomux_select(nfds, r, w, e, timeout, mask, NULL));
+		return REDIRECT_MARKED_CALL(entry, iomux_select(nfds, r, w, e, timeout, mask, NULL));
 	REDIRECT_PASS(pselect, nfds, r, w, e, timeout, mask);
 }
 
@@ -59,7 +50,7 @@ REDIRECT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	os_libc_ensure();
 	if (iomux_poll_wanted(fds, nfds)) {
 		struct timespec ts = { .tv_sec = timeout / 1000, .tv_nsec = (long)(timeout % 1000) * 1000000 };
-		return REDIRECT_IOMUX_CALL(entry, iomux_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL));
+		return REDIRECT_MARKED_CALL(entry, iomux_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL));
 	}
 	REDIRECT_PASS(poll, fds, nfds, timeout);
 }
@@ -69,7 +60,7 @@ REDIRECT_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
 	if (iomux_poll_wanted(fds, nfds))
-		return REDIRECT_IOMUX_CALL(entry, iomux_poll(fds, nfds, timeout, mask));
+		return REDIRECT_MARKED_CALL(entry, iomux_poll(fds, nfds, timeout, mask));
 	REDIRECT_PASS(ppoll, fds, nfds, timeout, mask);
 }
 
@@ -128,7 +119,7 @@ REDIRECT_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxeven
 	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep)
-		return REDIRECT_IOMUX_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, NULL));
+		return REDIRECT_MARKED_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, NULL));
 	REDIRECT_PASS(epoll_wait, epfd, events, maxevents, timeout);
 }
 
@@ -139,7 +130,7 @@ REDIRECT_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxeve
 	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep)
-		return REDIRECT_IOMUX_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, mask));
+		return REDIRECT_MARKED_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, mask));
 	REDIRECT_PASS(epoll_pwait, epfd, events, maxevents, timeout, mask);
 }
 
@@ -160,7 +151,7 @@ REDIRECT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxev
 			long long total = (long long)timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
 			ms = total > 0x7fffffff ? 0x7fffffff : (int)total;
 		}
-		return REDIRECT_IOMUX_CALL(entry, iomux_epoll_wait(ep, events, maxevents, ms, mask));
+		return REDIRECT_MARKED_CALL(entry, iomux_epoll_wait(ep, events, maxevents, ms, mask));
 	}
 	REDIRECT_PASS(epoll_pwait2, epfd, events, maxevents, timeout, mask);
 }
