@@ -6,7 +6,8 @@
 # default vmamab). Alternating the kernel, A and B, ROUNDS (3) times:
 # tests/integration/mp_server --model MODEL (threads) --workers WORKERS (4)
 # in one namespace, loaded by mp_client from the other (8 connections of
-# 64-byte request/echo round trips, BENCH_SECONDS (4) each). Prints per run
+# 64-byte request/echo round trips, BENCH_SECONDS (4) each; for the udp-*
+# models 8 clients of 64-byte datagram round trips). Prints per run
 # the rate and the server's CPU time per request (user + system of every
 # process of the server, from /proc, over the last BENCH_SECONDS - 1
 # seconds), then the medians and each build's ratio to the kernel.
@@ -37,7 +38,17 @@ trap 'exit 143' TERM INT
 NS_CLI="nsenter --net=/run/netns/$TB_PREFIX-a" NS_SRV="nsenter --net=/run/netns/$TB_PREFIX-b"
 HZ=$(getconf CLK_TCK)
 
-tcp_insegs() { $NS_SRV awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp; }
+# The udp-* models: the client sends datagrams, and the offload check
+# counts the kernel's Udp InDatagrams instead of Tcp InSegs.
+UDP=()
+case $MODEL in udp-*) UDP=(--udp) ;; esac
+kernel_rx() {
+	if [ ${#UDP[@]} -gt 0 ]; then
+		$NS_SRV awk '/^Udp:/{n++; if (n == 2) print $2}' /proc/net/snmp
+	else
+		$NS_SRV awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp
+	fi
+}
 server_ticks() { # user + system clock ticks of every process of the server on PORT
 	local t=0 p
 	for p in $(pgrep -f "$SRV --port $1"); do
@@ -57,15 +68,15 @@ one() {
 	local job=$!
 	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
 	local segs0 t0 t1 out
-	segs0=$(tcp_insegs)
-	$NS_CLI timeout $((SECS + 20)) "$CLI" --server 198.18.0.2 --port $PORT --conns 8 --seconds "$SECS" \
+	segs0=$(kernel_rx)
+	$NS_CLI timeout $((SECS + 20)) "$CLI" --server 198.18.0.2 --port $PORT --conns 8 --seconds "$SECS" "${UDP[@]}" \
 		>"$TMP/cli.out" 2>&1 &
 	local cli=$!
 	sleep 1
 	t0=$(server_ticks $PORT)
 	wait $cli
 	t1=$(server_ticks $PORT)
-	local segs=$(($(tcp_insegs) - segs0))
+	local segs=$(($(kernel_rx) - segs0))
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
 	out=$(cat "$TMP/cli.out")

@@ -6,7 +6,8 @@
 #
 # Each run: tests/integration/mp_server --model MODEL (threads) --workers
 # WORKERS (4) in one namespace, mp_client (8 connections of 64-byte
-# request/echo round trips, 5 s) in the other. Over 3 s in the middle of
+# request/echo round trips, 5 s; datagrams for the udp-* models) in the
+# other. Over 3 s in the middle of
 # the run it reads, from /proc/PID/task/*/{status,stat} of both processes
 # and /proc/net/dev of the server namespace, per request:
 #   srv_cpu, cli_cpu  user + system CPU time (µs) of server and client
@@ -51,6 +52,10 @@ snap() {
 }
 packets() { $NS_SRV awk -v d="$DEV:" '$1 == d {print $3, $11}' /proc/net/dev; }
 
+# The udp-* models: 8 clients of datagram round trips.
+UDP=()
+case $MODEL in udp-*) UDP=(--udp) ;; esac
+
 PORT=19500
 # one kernel|LIB: prints the run's line
 one() {
@@ -61,7 +66,7 @@ one() {
 		--max-seconds 40 >"$TMP/srv.out" 2>"$TMP/srv.err" &
 	local job=$!
 	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
-	$NS_CLI timeout 30 "$CLI" --server 198.18.0.2 --port $PORT --conns 8 --seconds 5 >"$TMP/cli.out" 2>&1 &
+	$NS_CLI timeout 30 "$CLI" --server 198.18.0.2 --port $PORT --conns 8 --seconds 5 "${UDP[@]}" >"$TMP/cli.out" 2>&1 &
 	local cli=$!
 	sleep 1
 	local spid cpid

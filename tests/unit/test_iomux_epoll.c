@@ -537,6 +537,47 @@ START_TEST(spin_forever_until_timeout)
 }
 END_TEST
 
+/* No busy-polling permit free (more waiting threads than CPUs): a call
+ * that would sleep first gives its CPU away once and looks again
+ * (ring_spin_yield); a call that does not sleep, one that did not ask to
+ * poll, and one that holds a permit do not yield. */
+START_TEST(refused_permit_yields_once_before_sleeping)
+{
+	static struct ring_spin_board board;
+	spin_board_use(&board, 0);
+	g_cfg.select_poll = -1;
+	int ep = ep_new();
+	struct fake_sock *f = fake_new();
+	struct epoll_event evs[2];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 8), 0);
+	uint64_t yields = ring_spin_yields();
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 30), 0);
+	ck_assert_uint_eq(ring_spin_yields() - yields, 1);
+	ck_assert_int_eq(f->progress_calls, 2);        /* the first look, the one after the yield */
+	ck_assert_int_eq(f->wait_prepare_calls, 1);    /* then it slept */
+	/* A packet already there: found by the first look, no yield. */
+	fake_ring_packet(f);
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 30), 1);
+	fake_set_ready(f, 0);
+	/* No sleep (timeout 0), or no polling asked (VMA_SELECT_POLL=0). */
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 0), 0);
+	g_cfg.select_poll = 0;
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 5), 0);
+	ck_assert_uint_eq(ring_spin_yields() - yields, 1);
+	/* A permit free: the thread polls for VMA_SELECT_POLL, then sleeps. */
+	spin_board_use(&board, 1);
+	g_cfg.select_poll = 2000;
+	f->wait_prepare_calls = 0;
+	ck_assert_int_eq(wait_ev(ep, evs, 2, 20), 0);
+	ck_assert_int_eq(f->wait_prepare_calls, 1);
+	ck_assert_uint_eq(ring_spin_yields() - yields, 1);
+	ring_spin_release();
+	spin_board_use(NULL, 0);
+	fake_close(f);
+	ep_close(ep);
+}
+END_TEST
+
 /* VMA_SELECT_POLL_OS_FORCE: a set of kernel fds alone is spun on (for
  * VMA_SELECT_POLL) before sleeping, instead of sleeping at once. */
 START_TEST(os_force_spins_on_kernel_fds_alone)
@@ -688,6 +729,7 @@ int main(void)
 	tcase_add_test(tc, timeouts_zero_short_and_woken);
 	tcase_add_test(tc, every_socket_of_a_large_set_progressed_and_armed);
 	tcase_add_test(tc, spin_forever_until_timeout);
+	tcase_add_test(tc, refused_permit_yields_once_before_sleeping);
 	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, signal_interrupts_with_eintr);
 	tcase_add_test(tc, del_racing_notify_leaves_nothing_on_ready_list);

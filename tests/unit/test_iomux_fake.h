@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "config/cfg_params.h"
 #include "iomux/iomux.h"
+#include "ring/ring_spin.h"
 
 struct fake_sock {
 	struct sock_obj base;
@@ -130,6 +131,17 @@ static void fake_close(struct fake_sock *f)
 	ck_assert_ptr_eq(obj, &f->base);
 	sock_obj_retire(obj);
 	close(fd);
+}
+
+/* Busy-polling permits for the tests of ring_spin_yield: a board of limit
+ * slots (0: none to be had, the CPUs are crowded), the contention check off
+ * so that a loaded test machine does not take a permit back; NULL undoes. */
+static inline void spin_board_use(struct ring_spin_board *board, int limit)
+{
+	if (board)
+		memset(board, 0, sizeof(*board));
+	ring_spin_board_set(board, board ? limit : -1);
+	ring_spin_contention_check(board == NULL);
 }
 
 static void iomux_test_cfg(void)

@@ -147,6 +147,34 @@ START_TEST(poll_spin_forever_never_sleeps)
 }
 END_TEST
 
+/* No busy-polling permit free: one yield before the sleep, as epoll_wait
+ * (test_iomux_epoll.c); none with a permit or without polling asked. */
+START_TEST(poll_refused_permit_yields_once_before_sleeping)
+{
+	static struct ring_spin_board board;
+	spin_board_use(&board, 0);
+	g_cfg.select_poll = -1;
+	struct fake_sock *f = fake_new();
+	struct pollfd fds[1] = { { .fd = f->base.fd, .events = POLLIN } };
+	struct timespec ts = { 0, 30 * 1000000L };
+	uint64_t yields = ring_spin_yields();
+	ck_assert_int_eq(iomux_poll(fds, 1, &ts, NULL), 0);
+	ck_assert_uint_eq(ring_spin_yields() - yields, 1);
+	ck_assert_int_ge(f->progress_calls, 2);
+	ck_assert_int_gt(f->wait_prepare_calls, 0);
+	ck_assert_int_eq(iomux_poll(fds, 1, &zero_ts, NULL), 0);
+	g_cfg.select_poll = 0;
+	ck_assert_int_eq(iomux_poll(fds, 1, &ts, NULL), 0);
+	spin_board_use(&board, 1);
+	g_cfg.select_poll = 2000;
+	ck_assert_int_eq(iomux_poll(fds, 1, &ts, NULL), 0);
+	ck_assert_uint_eq(ring_spin_yields() - yields, 1);
+	ring_spin_release();
+	spin_board_use(NULL, 0);
+	fake_close(f);
+}
+END_TEST
+
 /* VMA_SELECT_POLL_OS_FORCE: a set of kernel fds alone comes to us (it
  * would go straight to libc otherwise) and is spun on before sleeping. */
 START_TEST(os_force_spins_on_kernel_fds_alone)
@@ -311,6 +339,7 @@ int main(void)
 	tcase_add_test(tc, poll_skip_os_defers_kernel_check);
 	tcase_add_test(tc, poll_timeouts_and_ring_wakeup);
 	tcase_add_test(tc, poll_spin_forever_never_sleeps);
+	tcase_add_test(tc, poll_refused_permit_yields_once_before_sleeping);
 	tcase_add_test(tc, os_force_spins_on_kernel_fds_alone);
 	tcase_add_test(tc, poll_eintr_and_sigmask);
 	tcase_add_test(tc, select_sets_counts_and_timeout);

@@ -102,8 +102,10 @@ int64_t iomux_deadline(int64_t timeout_ns);
 int64_t iomux_deadline_from(int64_t start, int64_t timeout_ns);
 /* Milliseconds left until deadline, rounded up; -1 when forever. */
 int iomux_ms_left(int64_t deadline);
-/* Whether the spin phase (VMA_SELECT_POLL) is still on. */
-bool iomux_spinning(int64_t start, int64_t now);
+/* Whether the spin phase (VMA_SELECT_POLL) is still on. *refused: it is,
+ * but no busy-polling permit was free (the caller yields once before it
+ * sleeps: ring_spin_yield). */
+bool iomux_spinning(int64_t start, int64_t now, bool *refused);
 
 /* End of one wait call: counts an error (n < 0) or a timeout (n == 0) and,
  * with VMA_CPU_USAGE_STATS, the time spent polling rather than sleeping. */

@@ -108,14 +108,18 @@ int iomux_ms_left(int64_t deadline)
 	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
-bool iomux_spinning(int64_t start, int64_t now)
+bool iomux_spinning(int64_t start, int64_t now, bool *refused)
 {
+	*refused = false;
 	int usec = g_cfg.select_poll;
 	if (usec >= 0 && now - start >= (int64_t)usec * 1000)
 		return false;
 	/* Within VMA_SELECT_POLL, and a CPU is free to spin on
 	 * (VMA_POLL_THREADS_MAX): otherwise the caller sleeps. */
-	return ring_spin_permit();
+	if (ring_spin_permit())
+		return true;
+	*refused = true;
+	return false;
 }
 
 void iomux_stats_finish(struct stats_iomux *st, int n, int64_t start, int64_t sleep_ns)

@@ -248,6 +248,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 	struct pollfd stack[IOMUX_POLL_STACK_FDS];
 	int n, offl;
 	struct os_sig_mark sigmark = os_signal_call_mark();
+	bool yielded = false;
 	for (unsigned int pass = 0;; pass++) {
 		n = poll_pass(fds, nfds, false, true, &offl);
 		int skip = g_cfg.select_skip_os, ratio = g_cfg.select_poll_os_ratio;
@@ -286,7 +287,12 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			n = -1;
 			goto out;
 		}
-		if (slept == 0 && iomux_spinning(start, now))
+		bool refused = false;
+		if (slept == 0 && iomux_spinning(start, now, &refused))
+			continue;
+		/* No busy-polling permit: one yield per call, then one more
+		 * look before the sleep (ring_spin_yield). */
+		if (refused && ring_spin_yield(&yielded))
 			continue;
 
 		struct pollfd *buf = poll_buf_get(nfds + IOMUX_POLL_WAIT_FDS + 1, stack);   /* + the wake fd */

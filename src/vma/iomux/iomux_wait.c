@@ -323,6 +323,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	ep->gen++;
 	iomux_unlock(&ep->lock);
 	struct os_sig_mark sigmark = os_signal_call_mark();
+	bool yielded = false;
 
 	for (unsigned int pass = 0;; pass++) {
 		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;
@@ -362,7 +363,8 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 				return wait_done(ep, 0, start, slept);
 			if (os_signal_interrupts(&sigmark, false))
 				return wait_done(ep, -1, start, slept);
-			if (iomux_spinning(start, now))
+			bool refused;
+			if (iomux_spinning(start, now, &refused))
 				continue;
 		}
 		if (!offloaded) {
@@ -385,7 +387,8 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		int ratio = g_cfg.select_poll_os_ratio;
 		int64_t now = pass == 0 ? start : iomux_now_ns();
 		bool timed_out = now >= deadline;
-		bool spin = !timed_out && slept == 0 && iomux_spinning(start, now);
+		bool refused = false;
+		bool spin = !timed_out && slept == 0 && iomux_spinning(start, now, &refused);
 		/* The first pass looks at the kernel fds too, unless it goes
 		 * to sleep right away: that sleep's epoll_pwait reports them
 		 * with the rings, one syscall instead of two. */
@@ -403,6 +406,11 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		if (os_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
 		if (spin)
+			continue;
+		/* No busy-polling permit (crowded CPUs): once per call, this
+		 * CPU goes to the threads that wait for it, then one more look
+		 * before the sleep (ring_spin_yield). */
+		if (refused && ring_spin_yield(&yielded))
 			continue;
 		if (!rings_arm(ep))
 			continue;

@@ -181,6 +181,23 @@ void ring_spin_release(void)
 	spin_slot = -1;
 }
 
+static uint64_t spin_yields;
+
+bool ring_spin_yield(bool *yielded)
+{
+	if (*yielded)
+		return false;
+	*yielded = true;
+	__atomic_add_fetch(&spin_yields, 1, __ATOMIC_RELAXED);
+	sched_yield();
+	return true;
+}
+
+uint64_t ring_spin_yields(void)
+{
+	return __atomic_load_n(&spin_yields, __ATOMIC_RELAXED);
+}
+
 void ring_spin_after_fork_child(void)
 {
 	spin_slot = -1;

@@ -68,6 +68,21 @@ void ring_spin_board_set(struct ring_spin_board *board, int limit);
 bool ring_spin_permit(void);
 /* The calling thread is about to sleep in the kernel: its permit goes back. */
 void ring_spin_release(void);
+/* The calling thread was just refused a permit and would now sleep in the
+ * kernel: it gives its CPU to the threads that wait for one (sched_yield),
+ * once per blocking call (*yielded, false at the call's start), and then
+ * looks at its rings once more before it sleeps: true when it yielded now
+ * (look again), false when it had already (sleep). Refused means crowded: more waiting threads than CPUs, or the
+ * scheduler already took this CPU away for others (the contention check),
+ * as with 4 workers and their load generator on 2 cores. There, what the
+ * thread waits for is often what a runnable thread on this CPU (the peer,
+ * another worker) is about to produce: after the yield it finds it without
+ * a sleep and a wake-up, which cost both sides more than the yield. A
+ * thread that holds a permit (cores left to the application) never gets
+ * here. */
+bool ring_spin_yield(bool *yielded);
+/* Yields so far, every thread of the process (tests). */
+uint64_t ring_spin_yields(void);
 /* In a forked child: the forking thread's permit is the parent's. */
 void ring_spin_after_fork_child(void);
 /* Permits held now (live leases) on the board, for stats and tests. */

@@ -194,6 +194,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	size_t copied = 0;
 	long spins = 0;
+	bool yielded = false;
 	int rx_poll = g_cfg.rx_poll;
 	struct os_sig_mark sigmark = os_signal_call_mark();
 	if (want == 0 && !(flags & MSG_TRUNC))
@@ -276,13 +277,18 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		 * SO_RCVTIMEO is set. */
 		if (os_signal_interrupts(&sigmark, !deadline && !copied))
 			return copied ? (ssize_t)copied : -1;
-		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
+		bool may_poll = rx_poll < 0 || spins++ < rx_poll;
+		if (may_poll && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
 			if (g_cfg.rx_poll_yield)
 				sched_yield();   /* VMA_RX_POLL_YIELD */
 			continue;
 		}
+		/* Refused a busy-polling permit: one yield per call, then one
+		 * more look before the sleep (ring_spin_yield). */
+		if (may_poll && ring_spin_yield(&yielded))
+			continue;
 		if (s->stats)
 			s->stats->c.rx_poll_miss++;
 		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_rx_ready, &sigmark) < 0) {

@@ -169,7 +169,7 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 	int rx_poll = sock_udp_rx_poll_budget(s);
 	uint64_t deadline = s->base.rcvtimeo_ms ? engine_now_ms() + (uint64_t)s->base.rcvtimeo_ms : 0;
 	long spins = 0;
-	bool slept = false;
+	bool slept = false, yielded = false;
 	for (;;) {
 		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
 			s->os_poll_count = 0;
@@ -234,7 +234,8 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 		/* Linux: EINTR, or a restart under SA_RESTART unless SO_RCVTIMEO. */
 		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
-		if ((rx_poll < 0 || spins++ < rx_poll) && ring_spin_permit()) {
+		bool may_poll = rx_poll < 0 || spins++ < rx_poll;
+		if (may_poll && ring_spin_permit()) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
 				errno = EAGAIN;
 				return -1;
@@ -245,6 +246,10 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 				sched_yield();
 			continue;
 		}
+		/* Refused a busy-polling permit: one yield per call, then one
+		 * more look before the sleep (ring_spin_yield). */
+		if (may_poll && ring_spin_yield(&yielded))
+			continue;
 		/* Polling ran out: one miss per call that goes to sleep. */
 		s->stats->c.rx_poll_miss++;
 		ssize_t r = sock_udp_os_try(s, msg, flags);
