@@ -72,8 +72,9 @@ void ring_spin_release(void);
  * kernel: it gives its CPU to the threads that wait for one (sched_yield),
  * once per blocking call (*yielded, false at the call's start), and then
  * looks at its rings once more before it sleeps: true when it yielded now
- * (look again), false when it had already (sleep). Refused means crowded: more waiting threads than CPUs, or the
- * scheduler already took this CPU away for others (the contention check),
+ * (look again), false when it had already (sleep). Refused means crowded:
+ * more waiting threads than CPUs, or the scheduler already took this CPU
+ * away for others (the contention check),
  * as with 4 workers and their load generator on 2 cores. There, what the
  * thread waits for is often what a runnable thread on this CPU (the peer,
  * another worker) is about to produce: after the yield it finds it without
@@ -81,7 +82,7 @@ void ring_spin_release(void);
  * thread that holds a permit (cores left to the application) never gets
  * here. */
 bool ring_spin_yield(bool *yielded);
-/* Yields so far, every thread of the process (tests). */
+/* The calling thread's yields so far (tests). */
 uint64_t ring_spin_yields(void);
 /* In a forked child: the forking thread's permit is the parent's. */
 void ring_spin_after_fork_child(void);
