@@ -12,7 +12,9 @@
 # process of the server, from /proc, over the last BENCH_SECONDS - 1
 # seconds), then the medians and each build's ratio to the kernel.
 # VAR=VALUE words are more environment for the libvma runs
-# (e.g. VMA_RING_ALLOCATION_LOGIC_RX=20).
+# (e.g. VMA_RING_ALLOCATION_LOGIC_RX=20). ENV_A and ENV_B (VAR=VALUE words)
+# are more environment for the runs of A and of B alone: with A and B the
+# same library they compare two settings of one build.
 # A libvma run whose requests reached the server namespace's kernel TCP
 # (more than 1000 segments: the library was not offloading, say because
 # no vmad was found beside a copied libvma.so) stops the script with exit 2
@@ -58,11 +60,13 @@ server_ticks() { # user + system clock ticks of every process of the server on P
 }
 
 PORT=19400
-# one LIB|kernel: prints "RATE US_PER_REQUEST" ("n/a n/a" on failure)
+read -r -a ENV_A_WORDS <<<"${ENV_A:-}"
+read -r -a ENV_B_WORDS <<<"${ENV_B:-}"
+# one LIB|kernel [VAR=VALUE...]: prints "RATE US_PER_REQUEST" ("n/a n/a" on failure)
 one() {
 	PORT=$((PORT == 19409 ? 19400 : PORT + 1))
 	local pre=()
-	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}")
+	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}" "${@:2}")
 	$NS_SRV "${pre[@]}" "$SRV" --port $PORT --bind 198.18.0.2 --model "$MODEL" --workers "$WORKERS" \
 		--max-seconds $((SECS + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
 	local job=$!
@@ -101,12 +105,12 @@ one() {
 
 med() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : "n/a") }'; }
 declare -a K KU A AU B BU
-echo "mp_ab: $MODEL x$WORKERS ${EXTRA_ENV[*]}; rate/s (server CPU us per request)"
+echo "mp_ab: $MODEL x$WORKERS ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request)"
 for i in $(seq "$ROUNDS"); do
 	read -r k ku < <(one kernel)
-	read -r a au < <(one "$LIB_A")
+	read -r a au < <(one "$LIB_A" "${ENV_A_WORDS[@]}")
 	[ "$a" = abort ] && exit 2
-	read -r b bu < <(one "$LIB_B")
+	read -r b bu < <(one "$LIB_B" "${ENV_B_WORDS[@]}")
 	[ "$b" = abort ] && exit 2
 	printf 'round %d: kernel %s (%s)  A %s (%s)  B %s (%s)\n' "$i" "$k" "$ku" "$a" "$au" "$b" "$bu"
 	K+=("$k") KU+=("$ku") A+=("$a") AU+=("$au") B+=("$b") BU+=("$bu")

@@ -15,6 +15,11 @@
 #                     went to sleep, in epoll_wait or a blocking call)
 #   srv_preempt       their involuntary ones
 #   rx, tx            packets through the server's veth
+#   usr, sys, sirq    the whole machine's user, system and softirq time
+#                     (/proc/stat): the kernel's work for both processes,
+#                     the packets' softirq processing (XDP, the peer's
+#                     receive and the wake-up of the thread it is for)
+#                     included, whichever task it interrupted
 # The two sides share the machine's cores, so the rate is roughly the CPU
 # there is divided by srv_cpu + cli_cpu (docs/benchmarks.md, "Many
 # processes and threads"). VAR=VALUE words are more environment for the
@@ -50,6 +55,8 @@ snap() {
 	done
 	echo $v $n $t
 }
+# the machine's user (+nice), system and softirq ticks
+machine() { awk '$1 == "cpu" {print $2 + $3, $4, $8}' /proc/stat; }
 packets() { $NS_SRV awk -v d="$DEV:" '$1 == d {print $3, $11}' /proc/net/dev; }
 
 # The udp-* models: 8 clients of datagram round trips.
@@ -79,8 +86,10 @@ one() {
 	fi
 	local sv0 sn0 st0 cv0 cn0 ct0 rx0 tx0 sv1 sn1 st1 cv1 cn1 ct1 rx1 tx1
 	read -r sv0 sn0 st0 < <(snap "$spid"); read -r cv0 cn0 ct0 < <(snap "$cpid"); read -r rx0 tx0 < <(packets)
+	read -r mu0 ms0 mq0 < <(machine)
 	sleep 3
 	read -r sv1 sn1 st1 < <(snap "$spid"); read -r cv1 cn1 ct1 < <(snap "$cpid"); read -r rx1 tx1 < <(packets)
+	read -r mu1 ms1 mq1 < <(machine)
 	wait $cli
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
@@ -92,10 +101,12 @@ one() {
 	fi
 	# The client's rate covers its 5 s; the window is 3 s of it.
 	awk -v l=$label -v r="$rate" -v hz="$HZ" -v sv=$((sv1 - sv0)) -v sn=$((sn1 - sn0)) -v st=$((st1 - st0)) \
-		-v ct=$((ct1 - ct0)) -v rx=$((rx1 - rx0)) -v tx=$((tx1 - tx0)) 'BEGIN {
-		n = r * 3
-		printf "%-7s rate %7d  srv_cpu %5.2f  cli_cpu %5.2f  srv_sleeps %.2f  srv_preempt %.2f  rx %.2f  tx %.2f\n",
-			l, r, st * 1e6 / hz / n, ct * 1e6 / hz / n, sv / n, sn / n, rx / n, tx / n }'
+		-v ct=$((ct1 - ct0)) -v rx=$((rx1 - rx0)) -v tx=$((tx1 - tx0)) \
+		-v mu=$((mu1 - mu0)) -v ms=$((ms1 - ms0)) -v mq=$((mq1 - mq0)) 'BEGIN {
+		n = r * 3; u = 1e6 / hz / n
+		printf "%-7s rate %7d  srv_cpu %5.2f  cli_cpu %5.2f  srv_sleeps %.2f  srv_preempt %.2f  rx %.2f  tx %.2f" \
+			"  usr %.2f  sys %.2f  sirq %.2f\n",
+			l, r, st * u, ct * u, sv / n, sn / n, rx / n, tx / n, mu * u, ms * u, mq * u }'
 }
 
 echo "mp_split: $MODEL x$WORKERS ${EXTRA_ENV[*]}; per request (CPU in µs)"

@@ -512,9 +512,14 @@ static bool ring_xdp_rx_maybe(const struct ring *ring)
 	const struct ring_xdp *r = (const struct ring_xdp *)ring;
 
 	/* The shared indices, not the owner's cached ones: the consumer
-	 * index moves only when the owner has handed frames on. */
+	 * index moves only when the owner has handed frames on. Frames freed
+	 * but not yet given back to the fill ring count too: an idle burst
+	 * gives them back, and a fill ring the sockets' queues emptied would
+	 * otherwise keep the RX ring empty, and this answer "no", for as long
+	 * as a thread polls (the owner's count, read without its lock: a
+	 * stale answer costs one burst or waits for the next look). */
 	return __atomic_load_n(r->rx.producer, __ATOMIC_ACQUIRE) != __atomic_load_n(r->rx.consumer, __ATOMIC_ACQUIRE) ||
-	       ring_xsk_needs_wakeup(&r->dom.fill);
+	       __atomic_load_n(&r->refill_count, __ATOMIC_RELAXED) != 0 || ring_xsk_needs_wakeup(&r->dom.fill);
 }
 
 static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)

@@ -193,9 +193,14 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 		}
 		if (__builtin_expect(sock_udp_has_strays(s), 0))
 			sock_udp_strays_take_locked(s);
-		if (!s->queue.count)
-			sock_offload_progress_locked(ctx);
-		else
+		if (!s->queue.count) {
+			/* A lane with nothing to receive and no timer due is
+			 * not processed: a pass costs a clock read, and a
+			 * thread waiting for its next datagram passes
+			 * several times per request (sock_offload_idle_peek). */
+			if (!sock_offload_idle_peek(ctx))
+				sock_offload_progress_locked(ctx);
+		} else
 			sock_offload_rx_drain_locked(ctx, &s->stats->c.rx_drain_polls);
 		if (s->queue.count) {
 			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
