@@ -15,11 +15,18 @@
  *     (pthread_cond_timedwait), poll (a pipe nobody writes) or read (a
  *     blocking read of a pipe, woken by another thread's write
  *     after SLEEP_MS). The held sends must leave when it blocks.
- *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US]
+ *   udp_tx_flush bursts DST PORT BURSTS SIZE SPIN_MS
+ *     BURSTS times: SIZE back-to-back send() calls (the last ones are held
+ *     as a burst), then SPIN_MS of busy computing that calls nothing at all
+ *     (a thread spinning on a queue of its own between messages).
+ *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US [LATE_US MAX_LATE GROUP]]
  *     waits FIRST_MS for the first datagram, then at most IDLE_MS after each
  *     one for the next; exit 0 when sequence numbers 0..COUNT-1 all arrived
- *     exactly once, and, with MAX_SPAN_US, the last arrived at most that
- *     long after the first (the kernel's receive timestamps, SO_TIMESTAMPNS).
+ *     exactly once, and, with MAX_SPAN_US (0: no limit), the last arrived at
+ *     most that long after the first (the kernel's receive timestamps,
+ *     SO_TIMESTAMPNS); with LATE_US, at most MAX_LATE of the groups of
+ *     GROUP consecutive sequence numbers had their last datagram arrive
+ *     more than LATE_US after their first.
  *     With IDLE_MS below the sender's SLEEP_MS, frames held until the
  *     sender exits count as lost.
  * Exit 0 ok, 1 failure, 2 usage or setup error. */
@@ -194,13 +201,50 @@ static int do_tail(const char *dst, int port, unsigned count, long sleep_ms, con
 	return 0;
 }
 
-static int do_recv(int port, unsigned count, long first_ms, long idle_ms, long max_span_us)
+/* Busy for ms on the CPU without a call of any library (the vDSO clock
+ * is read directly by libc, not through anything libvma interposes). */
+static void spin_ms(long ms)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000L + (b.tv_nsec - a.tv_nsec) / 1000000L < ms);
+}
+
+static int do_bursts(const char *dst, int port, unsigned bursts, unsigned size, long spin)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (fd < 0 || inet_pton(AF_INET, dst, &to.sin_addr) != 1 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+		perror("bursts: socket/connect");
+		return 2;
+	}
+	for (unsigned i = 0; i < bursts * size; i++) {
+		uint32_t seq = htonl(i);
+		if (send(fd, &seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+			perror("send");
+			return 1;
+		}
+		if (i % size == size - 1)
+			spin_ms(spin);
+	}
+	printf("sent %u bursts of %u, %ld ms of computing after each\n", bursts, size, spin);
+	fflush(stdout);
+	raw_sleep_ms(1500);
+	close(fd);
+	return 0;
+}
+
+static int do_recv(int port, unsigned count, long first_ms, long idle_ms, long max_span_us, long late_us,
+		   unsigned max_late, unsigned group)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int rcvbuf = 64 << 20;
 	uint8_t *seen = calloc(count ? count : 1, 1);
-	if (fd < 0 || !seen || bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
+	int64_t *stamp = calloc(count ? count : 1, sizeof(*stamp));   /* receive time per sequence number */
+	if (fd < 0 || !seen || !stamp || bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
 		perror("recv: socket/bind");
 		return 2;
 	}
@@ -233,11 +277,12 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms, long m
 			return 1;
 		}
 		deadline = now_ms() + (uint64_t)idle_ms;
+		int64_t ns = -1;
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
 				struct timespec ts;
 				memcpy(&ts, CMSG_DATA(c), sizeof(ts));
-				int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+				ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 				if (first_ns < 0)
 					first_ns = ns;
 				last_ns = ns;
@@ -247,18 +292,40 @@ static int do_recv(int port, unsigned count, long first_ms, long idle_ms, long m
 			bad++;
 		else if (seen[seq]++)
 			dups++;
-		else
+		else {
 			got++;
+			stamp[seq] = ns;
+		}
 	}
+	unsigned late = 0;
+	long worst_us = 0;
+	if (late_us > 0 && group > 1)
+		for (unsigned k = 0; k + group <= count; k += group) {
+			unsigned e = k + group - 1;
+			if (!seen[k] || !seen[e] || stamp[k] < 0 || stamp[e] < 0)
+				continue;   /* counted as missing already */
+			long gap_us = (long)((stamp[e] - stamp[k]) / 1000);
+			if (gap_us > worst_us)
+				worst_us = gap_us;
+			if (gap_us > late_us) {
+				late++;
+				printf("burst %u: its last datagram %ld us after its first\n", k / group, gap_us);
+			}
+		}
 	long span_us = first_ns >= 0 ? (long)((last_ns - first_ns) / 1000) : -1;
 	printf("received %u of %u distinct datagrams (%u duplicates, %u malformed), the last %ld us after the first\n",
 	       got, count, dups, bad, span_us);
 	free(seen);
+	free(stamp);
 	close(fd);
 	bool span_ok = max_span_us <= 0 || (span_us >= 0 && span_us <= max_span_us);
 	if (!span_ok)
 		printf("the last datagram came %ld us after the first: more than %ld us\n", span_us, max_span_us);
-	return got == count && !dups && !bad && span_ok ? 0 : 1;
+	bool bursts_ok = late_us <= 0 || late <= max_late;
+	if (late_us > 0)
+		printf("%u of %u bursts late (last datagram more than %ld us after the first; at most %u may be), "
+		       "the worst %ld us apart\n", late, group > 1 ? count / group : 0, late_us, max_late, worst_us);
+	return got == count && !dups && !bad && span_ok && bursts_ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -268,12 +335,17 @@ int main(int argc, char **argv)
 			       (unsigned)strtoul(argv[5], NULL, 10), atol(argv[6]));
 	if (argc == 7 && !strcmp(argv[1], "tail"))
 		return do_tail(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10), atol(argv[5]), argv[6]);
-	if ((argc == 6 || argc == 7) && !strcmp(argv[1], "recv"))
+	if (argc == 7 && !strcmp(argv[1], "bursts"))
+		return do_bursts(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10),
+				 (unsigned)strtoul(argv[5], NULL, 10), atol(argv[6]));
+	if ((argc == 6 || argc == 7 || argc == 10) && !strcmp(argv[1], "recv"))
 		return do_recv(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atol(argv[5]),
-			       argc == 7 ? atol(argv[6]) : 0);
+			       argc >= 7 ? atol(argv[6]) : 0, argc == 10 ? atol(argv[7]) : 0,
+			       argc == 10 ? (unsigned)strtoul(argv[8], NULL, 10) : 0,
+			       argc == 10 ? (unsigned)strtoul(argv[9], NULL, 10) : 0);
 	fprintf(stderr,
 		"usage: %s send DST PORT COUNT CHUNK SLEEP_MS | tail DST PORT COUNT SLEEP_MS HOW | "
-		"recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US]\n",
+		"bursts DST PORT BURSTS SIZE SPIN_MS | recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US [LATE_US MAX_LATE GROUP]]\n",
 		argv[0]);
 	return 2;
 }

@@ -56,6 +56,7 @@ struct ring_counters {
 	uint64_t tx_no_buffer;    /* tx_alloc found no free frame / tx_send no TX slot */
 	uint64_t tx_doorbells;    /* syscalls / doorbell writes actually made */
 	uint64_t tx_held;         /* sends whose doorbell was deferred (a burst) */
+	uint64_t tx_stranded;     /* held tails found after their sender left (ring_hold.h) */
 	uint64_t rx_wakeups;      /* kicks so the kernel refills our RX ring */
 	uint64_t rx_refills;      /* batches of freed frames handed back to the fill ring */
 	uint64_t tx_completions;  /* TX frames the kernel reported sent (freed) */

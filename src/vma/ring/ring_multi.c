@@ -160,6 +160,7 @@ static void ring_multi_read_counters(struct ring *ring, struct ring_counters *ou
 		out->tx_no_buffer += c.tx_no_buffer;
 		out->tx_doorbells += c.tx_doorbells;
 		out->tx_held += c.tx_held;
+		out->tx_stranded += c.tx_stranded;
 		out->rx_wakeups += c.rx_wakeups;
 		out->rx_refills += c.rx_refills;
 		out->tx_completions += c.tx_completions;

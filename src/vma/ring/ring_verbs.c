@@ -26,9 +26,6 @@
 
 /* ibv_ack_cq_events takes a mutex: acks go in batches. */
 #define RING_VERBS_ACK_BATCH 64u
-/* The adaptive doorbell of docs/ring.md (as the xdp backend). */
-#define RING_VERBS_TX_BURST_GAP_NS 10000u
-#define RING_VERBS_TX_HOLD_MAX_NS 50000u
 
 uint64_t ring_verbs_clock_ns(clockid_t clock)
 {
@@ -274,7 +271,7 @@ void ring_verbs_doorbell(struct ring_verbs *r, bool force_signal)
 {
 	uint32_t depth = r->sizes.tx_frames;
 
-	r->tx_held_since_ns = 0;
+	ring_hold_flushing(&r->hold, ring_hold_now_ns);
 	if (!r->sq_queued)
 		return;
 	uint32_t first = (r->sq_head + r->sq_posted) % depth;
@@ -429,20 +426,9 @@ static void ring_verbs_tx_flush(struct ring *ring)
 static void ring_verbs_tx_send_done(struct ring *ring)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
-	uint64_t now = ring_verbs_clock_ns(CLOCK_MONOTONIC);
-	uint64_t prev = r->tx_last_send_ns;
-
-	r->tx_last_send_ns = now;
-	if (!r->sq_queued)
-		return;
-	if (now - prev >= RING_VERBS_TX_BURST_GAP_NS ||
-	    (r->tx_held_since_ns && now - r->tx_held_since_ns >= RING_VERBS_TX_HOLD_MAX_NS)) {
+	/* The adaptive doorbell of docs/ring.md, as the xdp backend's. */
+	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->sq_queued != 0, &ring->counters.tx_held))
 		ring_verbs_tx_flush(ring);
-		return;
-	}
-	if (!r->tx_held_since_ns)
-		r->tx_held_since_ns = now;
-	ring->counters.tx_held++;
 }
 
 static unsigned ring_verbs_tx_pending(const struct ring *ring)
@@ -496,6 +482,7 @@ static void ring_verbs_read_counters(struct ring *ring, struct ring_counters *ou
 {
 	*out = ring->counters;
 	out->rx_fill_empty = ring_verbs_of(ring)->rq_dry;
+	out->tx_stranded = ring_hold_strandings(&ring_verbs_of(ring)->hold);
 }
 
 const struct ring_ops ring_verbs_ops = {

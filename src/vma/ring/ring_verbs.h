@@ -14,6 +14,7 @@
 #include <infiniband/verbs.h>
 
 #include "ring/ring.h"
+#include "ring/ring_hold.h"
 
 /* IP headers land on 4-byte boundaries behind the 14-byte Ethernet header. */
 #define RING_VERBS_HEADROOM 2u
@@ -89,7 +90,7 @@ struct ring_verbs {
 	int32_t *sq_frame;        /* TX frame of a slot; -1 when inline or free */
 	uint32_t sq_head;         /* oldest slot posted and not completed */
 	uint32_t sq_posted, sq_queued, unsignaled;
-	uint64_t tx_last_send_ns, tx_held_since_ns;
+	struct ring_hold hold;    /* the adaptive doorbell (ring_hold.h) */
 	/* interrupt moderation */
 	uint16_t mod_count, mod_period_us;
 	bool aim_off;

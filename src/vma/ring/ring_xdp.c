@@ -44,14 +44,8 @@
 #include "ring/ring_xsk.h"
 #include "vmad/vmad_client.h"
 #include "os/os.h"
+#include "ring/ring_hold.h"
 
-/* Adaptive doorbell: a send that comes less than BURST_GAP after the
- * previous one is part of a burst and may wait; no frame waits longer than
- * HOLD_MAX for a doorbell once another send comes along (the pollers, the
- * sleepers and the internal thread flush the rest). A ping-pong never waits:
- * its next step is a receive, which flushes first. */
-#define RING_XDP_TX_BURST_GAP_NS 10000u
-#define RING_XDP_TX_HOLD_MAX_NS 50000u
 /* The kernel's copy-mode transmit handles at most 32 descriptors per call
  * (then EAGAIN); one doorbell may need a few calls. */
 #define RING_XDP_TX_KERNEL_BUDGET 32u
@@ -75,8 +69,7 @@ struct ring_xdp {
 	uint32_t tx_cache_count;
 	uint64_t rx_unknown;      /* delivered while we had it: dropped */
 	uint32_t tx_unflushed;    /* queued, the kernel not yet kicked about them */
-	uint64_t tx_last_send_ns; /* CLOCK_MONOTONIC of the last tx_send_done */
-	uint64_t tx_held_since_ns; /* when the oldest held frame was held; 0 = none */
+	struct ring_hold hold;    /* the adaptive doorbell (ring_hold.h) */
 	/* ring_defer_kicks: the owner's flag raised with a doorbell owed, the
 	 * doorbell tx_kick rings after the owner's unlock (atomic: any thread
 	 * may ring it), and a mark that the kernel left descriptors behind
@@ -246,7 +239,7 @@ static struct ring_buf *ring_xdp_tx_alloc(struct ring *ring)
  * owner defers kicks, only notes that it is owed (tx_kick rings it). */
 static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 {
-	r->tx_held_since_ns = 0;
+	ring_hold_flushing(&r->hold, ring_hold_now_ns);
 	if (__atomic_load_n(&r->kick_short, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&r->kick_short, 0, __ATOMIC_RELAXED);
 		r->tx_unflushed += ring_xsk_prod_outstanding(&r->tx);
@@ -276,15 +269,6 @@ static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 	 * poller, a sleeper, the internal thread) kicks again: no frame
 	 * waits forever. */
 	r->tx_unflushed = ring_xsk_prod_outstanding(&r->tx);
-}
-
-static uint64_t ring_xdp_now_ns(void)
-{
-	struct timespec ts;
-
-	/* vDSO, no syscall with a TSC clocksource. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int ring_xdp_tx_send(struct ring *ring, struct ring_buf *buf)
@@ -374,20 +358,10 @@ static void ring_xdp_defer_kicks(struct ring *ring, bool *owed)
 static void ring_xdp_tx_send_done(struct ring *ring)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
-	uint64_t now = ring_xdp_now_ns();
-	uint64_t prev = r->tx_last_send_ns;
 
-	r->tx_last_send_ns = now;
-	if (!r->tx_unflushed)
-		return;   /* tx_send rang already (batch full) */
-	if (now - prev >= RING_XDP_TX_BURST_GAP_NS ||
-	    (r->tx_held_since_ns && now - r->tx_held_since_ns >= RING_XDP_TX_HOLD_MAX_NS)) {
+	/* Nothing unflushed: tx_send rang already (batch full). */
+	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->tx_unflushed != 0, &ring->counters.tx_held))
 		ring_xdp_tx_flush(ring);
-		return;
-	}
-	if (!r->tx_held_since_ns)
-		r->tx_held_since_ns = now;
-	ring->counters.tx_held++;
 }
 
 static unsigned ring_xdp_tx_pending(const struct ring *ring)
@@ -528,6 +502,7 @@ static void ring_xdp_read_counters(struct ring *ring, struct ring_counters *out)
 	struct xdp_statistics st;
 
 	*out = ring->counters;
+	out->tx_stranded = ring_hold_strandings(&r->hold);
 	if (ring_xsk_statistics(r->xsk_fd, &st) == 0) {
 		out->rx_dropped = st.rx_dropped + st.rx_invalid_descs + st.rx_ring_full;
 		out->rx_fill_empty = st.rx_fill_ring_empty_descs;
