@@ -31,6 +31,13 @@
  * SOCK_UDP_OS_EMPTY when it has nothing. */
 static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags)
 {
+	/* Closed under this call (a blocked recv whose fd another thread
+	 * closed): the number may already name another file, which the
+	 * kernel would read or answer ENOTSOCK for. */
+	if (__atomic_load_n(&s->released, __ATOMIC_ACQUIRE)) {
+		errno = EBADF;
+		return -1;
+	}
 	ssize_t r = OS_CALL(recvmsg, s->obj.fd, msg, flags | MSG_DONTWAIT);
 	if (r >= 0) {
 		s->stats->c.rx_os_packets++;
