@@ -59,6 +59,21 @@ server_ticks() { # user + system clock ticks of every process of the server on P
 	echo $t
 }
 
+# A private vmad the previous run's library started may still linger in the
+# server namespace: A and B may speak different vmad protocol versions, and
+# the other build's vmad would refuse the next run (kernel path).
+vmad_stop() {
+	local p
+	for p in $(ip netns pids "$TB_PREFIX-b" 2>/dev/null); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = vmad ] && kill -TERM "$p" 2>/dev/null
+	done
+	for _ in $(seq 50); do
+		p=$(for q in $(ip netns pids "$TB_PREFIX-b" 2>/dev/null); do cat "/proc/$q/comm" 2>/dev/null; done | grep -c '^vmad$')
+		[ "$p" = 0 ] && break
+		sleep 0.1
+	done
+}
+
 PORT=19400
 read -r -a ENV_A_WORDS <<<"${ENV_A:-}"
 read -r -a ENV_B_WORDS <<<"${ENV_B:-}"
@@ -66,7 +81,7 @@ read -r -a ENV_B_WORDS <<<"${ENV_B:-}"
 one() {
 	PORT=$((PORT == 19409 ? 19400 : PORT + 1))
 	local pre=()
-	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}" "${@:2}")
+	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}" "${@:2}") && vmad_stop
 	$NS_SRV "${pre[@]}" "$SRV" --port $PORT --bind 198.18.0.2 --model "$MODEL" --workers "$WORKERS" \
 		--max-seconds $((SECS + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
 	local job=$!

@@ -18,10 +18,16 @@
  *   takeback <...>       the first membership takes it back (allowed)
  *   otherproc <...>      a forked child's own membership asks to take it
  *                        over (EBUSY: another process's connection)
+ *   sockets RX TX        which rings the two member sockets vmad handed
+ *                        over can map, e.g. "rx-only tx-only": the wait fd
+ *                        (RX) must have no TX ring, or the kernel's poll of
+ *                        it transmits under the mutex the doorbell takes
+ *                        (docs/ring.md, "Two sockets per member")
  *
  * It links libvma_core for the client side of the protocol but is not run
  * under LD_PRELOAD. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "ring/ring_xsk.h"
 #include "vmad/vmad_client.h"
 
 static const char *errname(int err)
@@ -58,6 +65,19 @@ static int bound_socket(int type, uint16_t port)
 	return fd;
 }
 
+/* "rx-only", "tx-only", "rx+tx" or "none": the rings fd can map. */
+static const char *rings_of(int fd, uint32_t descs)
+{
+	struct ring_xsk_ring r;
+	bool rx = ring_xsk_map_ring(fd, RING_XSK_RX, descs, &r) == 0;
+	if (rx)
+		ring_xsk_unmap_ring(&r);
+	bool tx = ring_xsk_map_ring(fd, RING_XSK_TX, descs, &r) == 0;
+	if (tx)
+		ring_xsk_unmap_ring(&r);
+	return rx && tx ? "rx+tx" : rx ? "rx-only" : tx ? "tx-only" : "none";
+}
+
 static struct ring_flow udp_flow(uint16_t port)
 {
 	return (struct ring_flow){ .proto = IPPROTO_UDP, .local_port = htons(port), .owner_fd = -1 };
@@ -78,6 +98,7 @@ int main(int argc, char **argv)
 	printf("join %s%s%s\n", errname(err), why[0] ? " " : "", why);
 	if (err)
 		return 0;
+	printf("sockets %s %s\n", rings_of(m.xsk_fd, sizes.rx_descs), rings_of(m.xsk_tx_fd, sizes.tx_frames));
 
 	struct ring_flow f = udp_flow(17001);
 	printf("noproof %s\n", errname(vmad_client_flow(&m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, -1)));

@@ -145,6 +145,7 @@ VMAD_PROBE_FOREIGN_PORT=17200 $B $NOBODY "$PROBE" "$IF" >"$TMP/probe.out" 2>&1
 sed 's/^/   /' "$TMP/probe.out"
 want() { grep -q "^$1 $2" "$TMP/probe.out"; check $? "$3"; }
 want join 0 "nobody joins the interface's domain"
+want sockets "rx-only tx-only" "two member sockets: the wait fd has no TX ring, the doorbell's no RX ring"
 want noproof EPERM "a flow without a proving socket: EPERM"
 want wrongport EACCES "a proof socket bound to another port: EACCES"
 want otherproto EACCES "a TCP socket as proof for a UDP flow: EACCES"

@@ -218,7 +218,7 @@ START_TEST(a_dead_members_frames_come_back)
 	uint32_t produced = fill->producer;
 
 	/* No XSK to read the rings through: the state words alone. */
-	unsigned back = ring_domain_member_reclaim(&dom, (unsigned)slot, -1);
+	unsigned back = ring_domain_member_reclaim(&dom, (unsigned)slot, -1, -1);
 	ck_assert_uint_eq(back, 6 + 6);
 	ck_assert_uint_eq(fill->producer, produced + 6);
 	ck_assert_uint_eq(dom.sh->tx_free_count, TX_FRAMES - 2);

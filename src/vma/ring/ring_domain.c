@@ -333,15 +333,16 @@ fail:
 	return err;
 }
 
-int ring_domain_member_socket(struct ring_domain *d, uint16_t xdp_flags)
+/* One member socket with the given rings (0: that ring left out). */
+static int ring_domain_member_socket(struct ring_domain *d, uint32_t rx_descs, uint32_t tx_descs)
 {
 	int fd = ring_xsk_socket();
 	int err;
 
-	(void)xdp_flags; /* a socket sharing the UMEM takes the UMEM socket's mode */
 	if (fd < 0)
 		return fd;
-	err = ring_xsk_set_rings(fd, d->sh->rx_descs, d->sh->tx_descs);
+	/* A socket sharing the UMEM takes the UMEM socket's mode. */
+	err = ring_xsk_set_rings(fd, rx_descs, tx_descs);
 	if (!err)
 		err = ring_xsk_bind(fd, d->sh->ifindex, d->sh->queue, d->umem_fd, 0);
 	if (err) {
@@ -349,6 +350,22 @@ int ring_domain_member_socket(struct ring_domain *d, uint16_t xdp_flags)
 		return err;
 	}
 	return fd;
+}
+
+int ring_domain_member_sockets(struct ring_domain *d, int *rx_fd, int *tx_fd)
+{
+	*rx_fd = *tx_fd = -1;
+	int rx = ring_domain_member_socket(d, d->sh->rx_descs, 0);
+	if (rx < 0)
+		return rx;
+	int tx = ring_domain_member_socket(d, 0, d->sh->tx_descs);
+	if (tx < 0) {
+		OS_CALL(close, rx);
+		return tx;
+	}
+	*rx_fd = rx;
+	*tx_fd = tx;
+	return 0;
 }
 
 static uint64_t ring_domain_now_ns(void)
@@ -400,13 +417,13 @@ static void ring_domain_claim_ring(struct ring_domain *d, struct ring_xsk_ring *
 	}
 }
 
-unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int member_xsk_fd)
+unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int rx_fd, int tx_fd)
 {
 	struct ring_xsk_ring rx, tx;
 	uint32_t held = RING_DOMAIN_STATE(RING_DOMAIN_ST_HELD, slot);
 	unsigned reclaimed = 0;
-	bool have_rx = ring_xsk_map_ring(member_xsk_fd, RING_XSK_RX, d->sh->rx_descs, &rx) == 0;
-	bool have_tx = ring_xsk_map_ring(member_xsk_fd, RING_XSK_TX, d->sh->tx_descs, &tx) == 0;
+	bool have_rx = rx_fd >= 0 && ring_xsk_map_ring(rx_fd, RING_XSK_RX, d->sh->rx_descs, &rx) == 0;
+	bool have_tx = tx_fd >= 0 && ring_xsk_map_ring(tx_fd, RING_XSK_TX, d->sh->tx_descs, &tx) == 0;
 
 	if (slot >= RING_XDP_MAX_MEMBERS)
 		return 0;

@@ -140,17 +140,23 @@ bool ring_domain_memfd_is_huge(int memfd);
  * the fill ring. 0 or -errno; on error nothing is left. */
 int ring_domain_create(struct ring_domain *d, const struct ring_domain_geometry *geo, unsigned ifindex,
 		       unsigned queue, uint16_t xdp_flags);
-/* A new XSK bound to the domain's UMEM and queue with the member RX/TX
- * ring sizes; the caller registers it in the XSK map and hands it over. */
-int ring_domain_member_socket(struct ring_domain *d, uint16_t xdp_flags);
+/* A member's two XSKs, both bound to the domain's UMEM and queue: *rx_fd
+ * with the member RX ring alone (the caller registers it in the XSK map;
+ * the member sleeps on it) and *tx_fd with the member TX ring alone (its
+ * doorbell). Two sockets, not one with both rings: in copy mode the
+ * kernel's poll of an XSK that has a TX ring transmits from it under the
+ * socket's mutex, so every epoll_wait or poll that looked at a member's
+ * wait fd took the lock its senders' doorbells take (docs/ring.md, "Two
+ * sockets per member"). 0 with both set, or -errno and neither. */
+int ring_domain_member_sockets(struct ring_domain *d, int *rx_fd, int *tx_fd);
 /* Claims a member slot for pid/uid (ACTIVE): want_slot, or with -1 the
  * lowest free one. -ENOSPC when full, -EBUSY when want_slot is taken. */
 int ring_domain_member_add(struct ring_domain *d, int want_slot, pid_t pid, uid_t uid);
 /* After the member's XSK left the XSK map and its flows were removed: takes
- * back every frame it held or had in its RX / TX rings (read through
- * member_xsk_fd, which the caller closes afterwards) and frees the slot.
- * Returns the frames reclaimed. */
-unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int member_xsk_fd);
+ * back every frame it held or had in its RX / TX rings (read through its
+ * rx_fd and tx_fd, which the caller closes afterwards; -1: none) and frees
+ * the slot. Returns the frames reclaimed. */
+unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int rx_fd, int tx_fd);
 /* Unmaps everything; the creator also closes the UMEM socket and memfd. */
 void ring_domain_destroy(struct ring_domain *d);
 

@@ -61,7 +61,8 @@ struct ring_xdp {
 	bool native;
 	struct ring_xsk_ring rx;
 	struct ring_xsk_ring tx;
-	int xsk_fd;
+	int xsk_fd;               /* RX ring, the wait fd */
+	int xsk_tx_fd;            /* TX ring, the doorbell (ring_domain_member_sockets) */
 	struct ring_sizes sizes;
 	uint64_t *refill;         /* freed RX frames not yet back in the fill ring */
 	uint32_t refill_count;
@@ -262,7 +263,7 @@ static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 	uint32_t tries = r->tx_unflushed / RING_XDP_TX_KERNEL_BUDGET + 2;
 	do {
 		r->base.counters.tx_doorbells++;
-		if (OS_CALL(sendto, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+		if (OS_CALL(sendto, r->xsk_tx_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
 			break;
 	} while (--tries);
 	/* Whatever the kernel left stays counted, so the next flush (a
@@ -338,7 +339,7 @@ static void ring_xdp_tx_kick(struct ring *ring)
 		uint32_t seen = __atomic_load_n(&r->kick_requests, __ATOMIC_ACQUIRE);
 		uint32_t tries = ring_xsk_prod_outstanding(&r->tx) / RING_XDP_TX_KERNEL_BUDGET + 2;
 		do {
-			if (OS_CALL(sendto, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+			if (OS_CALL(sendto, r->xsk_tx_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
 				break;
 		} while (--tries);
 		if (__atomic_compare_exchange_n(&r->kick_requests, &seen, 0, false, __ATOMIC_ACQ_REL,
@@ -609,7 +610,7 @@ static void ring_xdp_forget(struct ring *ring)
 		OS_CALL(close, r->dom.memfd);
 	r->dom.umem_fd = r->dom.memfd = -1;
 	vmad_client_forget(&r->member);
-	r->xsk_fd = -1;
+	r->xsk_fd = r->xsk_tx_fd = -1;
 	r->base.wait_fd = -1;
 }
 
@@ -653,9 +654,10 @@ static int ring_xdp_map(struct ring_xdp *r)
 	if (r->sizes.tx_batch > sh->tx_descs)
 		r->sizes.tx_batch = sh->tx_descs;
 	r->xsk_fd = r->member.xsk_fd;
+	r->xsk_tx_fd = r->member.xsk_tx_fd;
 	err = ring_xsk_map_ring(r->xsk_fd, RING_XSK_RX, sh->rx_descs, &r->rx);
 	if (!err)
-		err = ring_xsk_map_ring(r->xsk_fd, RING_XSK_TX, sh->tx_descs, &r->tx);
+		err = ring_xsk_map_ring(r->xsk_tx_fd, RING_XSK_TX, sh->tx_descs, &r->tx);
 	if (err)
 		return err;
 	r->refill = calloc(sh->rx_frames, sizeof(*r->refill));
@@ -714,10 +716,10 @@ struct ring *ring_xdp_open_member(const char *ifname, unsigned queue, const stru
 	r->base.ifindex = ifindex;
 	r->base.queue = queue;
 	r->base.wait_fd = -1;
-	r->xsk_fd = -1;
+	r->xsk_fd = r->xsk_tx_fd = -1;
 	r->owner = getpid();
 	r->member = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1,
-					      .flows5_fd = -1 };
+					      .xsk_tx_fd = -1, .flows5_fd = -1 };
 	ring_sizes_compute(cfg, RING_XDP_FRAME_SIZE, &r->sizes);
 	ring_read_link(&r->base);
 	/* A frame longer than a UMEM frame holds is left to the kernel by the

@@ -32,7 +32,7 @@
 #include "os/os.h"
 
 #define VMAD_CLIENT_TIMEOUT_S 5
-#define VMAD_CLIENT_MAX_FDS 4
+#define VMAD_CLIENT_MAX_FDS 5
 #define VMAD_CLIENT_SPAWN_STACK (64 * 1024)
 
 extern char **environ;
@@ -388,7 +388,8 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	int fds[VMAD_CLIENT_MAX_FDS];
 	unsigned nfds = 0;
 
-	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .flows5_fd = -1 };
+	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .xsk_tx_fd = -1,
+				  .flows5_fd = -1 };
 	int conn = -1;
 	if (vmad_client_spawner >= 0 && geteuid() != 0) {
 		/* Root once, not any more: a connection as the root we were. */
@@ -420,9 +421,9 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 		err = rep.status;
 		rep.message[sizeof(rep.message) - 1] = '\0';
 		snprintf(why, why_len, "vmad: %s", rep.message[0] ? rep.message : strerror(-err));
-	} else if (!err && nfds < 3) {
+	} else if (!err && nfds < 4) {
 		err = -EPROTO;
-		snprintf(why, why_len, "vmad sent %u descriptors, expected 3 or more", nfds);
+		snprintf(why, why_len, "vmad sent %u descriptors, expected 4 or more", nfds);
 	} else if (err) {
 		snprintf(why, why_len, "vmad did not answer: %s", strerror(-err));
 	}
@@ -446,9 +447,10 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 				  ifname, queue);
 	}
 	m->xsk_fd = fds[2];
-	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 3)
-		m->flows5_fd = fds[3];
-	for (unsigned i = (m->flows5_fd >= 0 ? 4 : 3); i < nfds; i++)
+	m->xsk_tx_fd = fds[3];
+	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 4)
+		m->flows5_fd = fds[4];
+	for (unsigned i = (m->flows5_fd >= 0 ? 5 : 4); i < nfds; i++)
 		OS_CALL(close, fds[i]);
 	return 0;
 }
@@ -487,6 +489,7 @@ void vmad_client_leave(struct vmad_membership *m)
 {
 	vmad_client_close(&m->flows5_fd);
 	vmad_client_close(&m->xsk_fd);
+	vmad_client_close(&m->xsk_tx_fd);
 	vmad_client_close(&m->memfd);
 	vmad_client_close(&m->umem_fd);
 	vmad_client_close(&m->conn);

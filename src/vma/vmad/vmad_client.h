@@ -15,7 +15,8 @@ struct vmad_membership {
 	uint32_t flags;             /* VMAD_JOIN_F_* */
 	int memfd;
 	int umem_fd;
-	int xsk_fd;
+	int xsk_fd;                 /* RX ring; the XSK map names it */
+	int xsk_tx_fd;              /* TX ring; the doorbell */
 	int flows5_fd;              /* -1 unless VMAD_JOIN_F_MAPS */
 };
 

@@ -20,13 +20,15 @@
 #include "ring/ring.h"
 
 #define VMAD_ABSTRACT_NAME "vma-vmad"
-/* 2: JOIN carries want_slot and span (multi-queue interfaces). */
-#define VMAD_PROTO_VERSION 2
+/* 2: JOIN carries want_slot and span (multi-queue interfaces).
+ * 3: JOIN hands over two member sockets, RX and TX. */
+#define VMAD_PROTO_VERSION 3
 #define VMAD_MSG_MAX 512
 
 enum vmad_op {
 	/* Join the domain of (ifname, queue). Reply fds: memfd, UMEM socket,
-	 * the member's XSK, then with VMAD_JOIN_F_MAPS the flows5 map. */
+	 * the member's RX XSK (in the XSK map), its TX XSK, then with
+	 * VMAD_JOIN_F_MAPS the flows5 map. */
 	VMAD_OP_JOIN = 1,
 	/* Steer a flow to this member. One fd: the kernel socket that owns the
 	 * local address and port (or joined the group). */

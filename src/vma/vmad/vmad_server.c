@@ -92,7 +92,8 @@ struct vmad_conn {
 	struct vmad_iface *ifc;
 	unsigned queue;
 	unsigned slot;
-	int xsk_fd;
+	int xsk_fd;         /* the member's RX socket (in the XSK map) */
+	int xsk_tx_fd;      /* its TX socket */
 	uint64_t leave_at_ms;
 };
 
@@ -751,7 +752,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 {
 	struct vmad_conn *c = &s->conns[ci];
 	char ifname[IF_NAMESIZE];
-	int fds[4], nfds = 0;
+	int fds[5], nfds = 0;
 
 	memcpy(ifname, req->ifname, sizeof(ifname) - 1);
 	ifname[sizeof(ifname) - 1] = '\0';
@@ -832,18 +833,20 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 		vmad_refuse(s, rep, -ENOSPC, "%s queue %u has %d members already", ifname, q, RING_XDP_MAX_MEMBERS);
 		return;
 	}
-	int xsk = ring_domain_member_socket(d, 0);
-	if (xsk < 0) {
-		ring_domain_member_reclaim(d, (unsigned)slot, -1);
-		vmad_refuse(s, rep, xsk, "cannot create an XSK on %s queue %u: %s", ifname, q, ring_xdp_reason(xsk));
+	int xsk, xsk_tx;
+	int err = ring_domain_member_sockets(d, &xsk, &xsk_tx);
+	if (err) {
+		ring_domain_member_reclaim(d, (unsigned)slot, -1, -1);
+		vmad_refuse(s, rep, err, "cannot create an XSK on %s queue %u: %s", ifname, q, ring_xdp_reason(err));
 		return;
 	}
 	__u32 key = q * RING_XDP_MAX_MEMBERS + (unsigned)slot;
 	__u32 value = (__u32)xsk;
 	if (bpf_map_update_elem(ifc->map_xsks, &key, &value, BPF_ANY) != 0) {
-		int err = -errno;
-		ring_domain_member_reclaim(d, (unsigned)slot, xsk);
+		err = -errno;
+		ring_domain_member_reclaim(d, (unsigned)slot, xsk, xsk_tx);
 		OS_CALL(close, xsk);
+		OS_CALL(close, xsk_tx);
 		vmad_refuse(s, rep, err, "cannot register the XSK: %s", strerror(-err));
 		return;
 	}
@@ -852,6 +855,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 	c->queue = q;
 	c->slot = (unsigned)slot;
 	c->xsk_fd = xsk;
+	c->xsk_tx_fd = xsk_tx;
 	ifc->slot_pid[slot] = c->cred.pid;
 	ifc->slot_refs[slot]++;
 	ifc->members++;
@@ -859,6 +863,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 	fds[nfds++] = d->memfd;
 	fds[nfds++] = d->umem_fd;
 	fds[nfds++] = xsk;
+	fds[nfds++] = xsk_tx;
 	rep->flags = strcmp(ring_xdp_prog_mode(ifc->prog), "native") == 0 ? VMAD_JOIN_F_NATIVE : 0;
 	if (c->cred.uid == 0) {
 		/* Root could load the maps itself; saves it a round trip per
@@ -898,9 +903,10 @@ static void vmad_member_reclaim(struct vmad_server *s, int ci)
 	struct vmad_conn *c = &s->conns[ci];
 	struct vmad_iface *ifc = c->ifc;
 	struct ring_domain *d = ifc->domains[c->queue];
-	unsigned frames = ring_domain_member_reclaim(d, c->slot, c->xsk_fd);
+	unsigned frames = ring_domain_member_reclaim(d, c->slot, c->xsk_fd, c->xsk_tx_fd);
 
 	OS_CALL(close, c->xsk_fd);
+	OS_CALL(close, c->xsk_tx_fd);
 	s->members_reclaimed++;
 	s->frames_reclaimed += frames;
 	vmad_log(VLOG_DEBUG, "%s queue %u: member %u (pid %d) left, %u frames taken back", ifc->name, c->queue,
@@ -917,7 +923,7 @@ static void vmad_member_reclaim(struct vmad_server *s, int ci)
 		ifc->idle_since_ms = vmad_now_ms();
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
-	c->xsk_fd = -1;
+	c->xsk_fd = c->xsk_tx_fd = -1;
 }
 
 static void vmad_conn_close(struct vmad_server *s, int ci)
@@ -934,7 +940,7 @@ static void vmad_conn_close(struct vmad_server *s, int ci)
 	if (c->state != VMAD_CONN_LEAVING) {
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
-		c->xsk_fd = -1;
+		c->xsk_fd = c->xsk_tx_fd = -1;
 	}
 }
 
@@ -983,7 +989,7 @@ static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cre
 	memset(c, 0, sizeof(*c));
 	c->state = VMAD_CONN_OPEN;
 	c->fd = fd;
-	c->xsk_fd = -1;
+	c->xsk_fd = c->xsk_tx_fd = -1;
 	c->cred = *cred;
 	return ci;
 }
@@ -1088,7 +1094,7 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 		OS_CALL(close, c->fd);
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
-		c->xsk_fd = -1;
+		c->xsk_fd = c->xsk_tx_fd = -1;
 		return;
 	}
 	vmad_log(VLOG_DEBUG, "pid %d: adopted a connection as uid %u (spawner pid %d)", (int)sender->pid,
@@ -1354,7 +1360,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	s->raw_fd = -1;
 	for (int i = 0; i < VMAD_MAX_CONNS; i++) {
 		s->conns[i].fd = -1;
-		s->conns[i].xsk_fd = -1;
+		s->conns[i].xsk_fd = s->conns[i].xsk_tx_fd = -1;
 	}
 	/* Started by libvma inside an application: drop every descriptor we
 	 * inherited (a copy of the application's listening socket would keep
