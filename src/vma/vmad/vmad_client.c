@@ -32,7 +32,6 @@
 #include "os/os.h"
 
 #define VMAD_CLIENT_TIMEOUT_S 5
-#define VMAD_CLIENT_MAX_FDS 5
 #define VMAD_CLIENT_SPAWN_STACK (64 * 1024)
 
 extern char **environ;
@@ -249,7 +248,7 @@ static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsig
 {
 	struct iovec iov = { .iov_base = rep, .iov_len = sizeof(*rep) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * VMAD_CLIENT_MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * VMAD_REPLY_MAX_FDS)];
 		struct cmsghdr align;
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
@@ -270,7 +269,7 @@ static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsig
 		for (unsigned i = 0; i < count; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (fds && got < VMAD_CLIENT_MAX_FDS)
+			if (fds && got < VMAD_REPLY_MAX_FDS)
 				fds[got++] = fd;
 			else
 				OS_CALL(close, fd);
@@ -385,7 +384,7 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 {
 	struct vmad_request req;
 	struct vmad_reply rep;
-	int fds[VMAD_CLIENT_MAX_FDS];
+	int fds[VMAD_REPLY_MAX_FDS];
 	unsigned nfds = 0;
 
 	*m = (struct vmad_membership){ .conn = -1, .memfd = -1, .umem_fd = -1, .xsk_fd = -1, .xsk_tx_fd = -1,

@@ -24,6 +24,9 @@
  * 3: JOIN hands over two member sockets, RX and TX. */
 #define VMAD_PROTO_VERSION 3
 #define VMAD_MSG_MAX 512
+/* Descriptors one reply carries at most (JOIN: memfd, UMEM socket, RX XSK,
+ * TX XSK, flows5 map); both sides size their control buffers by it. */
+#define VMAD_REPLY_MAX_FDS 5
 
 enum vmad_op {
 	/* Join the domain of (ifname, queue). Reply fds: memfd, UMEM socket,

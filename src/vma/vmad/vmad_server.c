@@ -175,11 +175,13 @@ static int vmad_send(struct vmad_server *s, int ci, struct vmad_reply *rep, cons
 	struct vmad_conn *c = &s->conns[ci];
 	struct iovec iov = { .iov_base = rep, .iov_len = sizeof(*rep) };
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		char buf[CMSG_SPACE(sizeof(int) * VMAD_REPLY_MAX_FDS)];
 		struct cmsghdr align;
 	} ctl;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
+	if (nfds > VMAD_REPLY_MAX_FDS)
+		return -EINVAL;   /* a programming error: never past the buffer */
 	rep->nfds = nfds;
 	if (nfds) {
 		memset(&ctl, 0, sizeof(ctl));
@@ -752,7 +754,7 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 {
 	struct vmad_conn *c = &s->conns[ci];
 	char ifname[IF_NAMESIZE];
-	int fds[5], nfds = 0;
+	int fds[VMAD_REPLY_MAX_FDS], nfds = 0;
 
 	memcpy(ifname, req->ifname, sizeof(ifname) - 1);
 	ifname[sizeof(ifname) - 1] = '\0';
