@@ -1,13 +1,16 @@
 /* Busy-polling permits (ring/ring_spin.c): at most the limit of threads
  * hold one, a permit goes back before a sleep, a lease its holder stopped
- * renewing (a killed process) is taken over, and a process sharing the
- * board (fork) counts against the same limit. */
+ * renewing (a killed process) is taken over, a process sharing the
+ * board (fork) counts against the same limit, and a holder the scheduler
+ * switched away from often backs off, again after its backoff while that
+ * goes on. */
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring/ring_spin.h"
@@ -29,6 +32,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	ring_spin_usage_source(NULL);
 	ring_spin_board_set(NULL, -1);
 	ring_spin_contention_check(true);
 	munmap(board, sizeof(*board));
@@ -162,6 +166,87 @@ START_TEST(a_forked_child_shares_the_limit)
 }
 END_TEST
 
+/* A usage source for the contention check: all the CPU time there was
+ * (the share check passes), and as many preemptions as the test says. */
+static uint64_t fake_preempts;
+
+static int fake_usage(uint64_t *cpu_ns, uint64_t *preempts)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	*cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	*preempts = __atomic_load_n(&fake_preempts, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* One window (RING_SPIN_WINDOW_NS) passes with `preempted` preemptions;
+ * then enough permit calls for the holder to look at the clock: how many
+ * of them were refused. */
+static int window_then_ask(uint64_t preempted)
+{
+	usleep(RING_SPIN_WINDOW_NS / 1000 + 1000);
+	__atomic_add_fetch(&fake_preempts, preempted, __ATOMIC_RELAXED);
+	int refused = 0;
+	for (int i = 0; i < 64; i++)
+		refused += !ring_spin_permit();
+	return refused;
+}
+
+START_TEST(a_holder_preempted_often_stops_spinning)
+{
+	ring_spin_usage_source(fake_usage);
+	ring_spin_contention_check(true);
+	ck_assert(ring_spin_permit());
+	ck_assert_int_eq(window_then_ask(0), 0);   /* the first window only starts the count */
+	/* A holder looks once every 32 calls: refused from that look on. */
+	ck_assert_int_ge(window_then_ask(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	/* It gave its permit back and backs off: the board has no holder. */
+	ck_assert_int_eq(ring_spin_holders(), 0);
+	ck_assert(!ring_spin_permit());
+}
+END_TEST
+
+START_TEST(a_holder_preempted_a_few_times_keeps_spinning)
+{
+	ring_spin_usage_source(fake_usage);
+	ring_spin_contention_check(true);
+	ck_assert(ring_spin_permit());
+	for (int w = 0; w < 3; w++)
+		ck_assert_int_eq(window_then_ask(RING_SPIN_PREEMPTS_MAX), 0);
+	ck_assert_int_eq(ring_spin_holders(), 1);
+	ring_spin_release();
+}
+END_TEST
+
+/* The switches count across the backoff: a thread that yielded into
+ * other threads while it slept instead spins again only after a backoff
+ * with few of them. */
+static int backoff_then_claim(uint64_t switched)
+{
+	usleep(RING_SPIN_BACKOFF_NS / 1000 + 5000);
+	__atomic_add_fetch(&fake_preempts, switched, __ATOMIC_RELAXED);
+	int refused = !ring_spin_permit();   /* the claim */
+	return refused + window_then_ask(0);
+}
+
+START_TEST(a_crowded_machine_keeps_a_backed_off_thread_sleeping)
+{
+	ring_spin_usage_source(fake_usage);
+	ring_spin_contention_check(true);
+	ck_assert(ring_spin_permit());
+	ck_assert_int_eq(window_then_ask(0), 0);
+	ck_assert_int_ge(window_then_ask(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	/* Still crowded during the backoff: the first look sends it back. */
+	ck_assert_int_ge(backoff_then_claim(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	ck_assert_int_eq(ring_spin_holders(), 0);
+	/* A quiet backoff: it spins again and keeps its permit. */
+	ck_assert_int_eq(backoff_then_claim(RING_SPIN_PREEMPTS_MAX), 0);
+	ck_assert_int_eq(window_then_ask(0), 0);
+	ck_assert_int_eq(ring_spin_holders(), 1);
+	ring_spin_release();
+}
+END_TEST
+
 START_TEST(without_a_board_every_thread_polls)
 {
 	ring_spin_board_set(NULL, -1);
@@ -186,6 +271,9 @@ int main(void)
 	tcase_add_test(tc, a_lease_not_renewed_is_taken_over);
 	tcase_add_test(tc, a_forked_child_shares_the_limit);
 	tcase_add_test(tc, without_a_board_every_thread_polls);
+	tcase_add_test(tc, a_holder_preempted_often_stops_spinning);
+	tcase_add_test(tc, a_holder_preempted_a_few_times_keeps_spinning);
+	tcase_add_test(tc, a_crowded_machine_keeps_a_backed_off_thread_sleeping);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

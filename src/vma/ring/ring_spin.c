@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,10 +23,21 @@ static __thread uint64_t spin_lease_end OS_TLS_HOT;
 static __thread uint32_t spin_calls OS_TLS_HOT;
 static __thread pid_t spin_tid OS_TLS_HOT;
 /* Contention: a holder compares, over windows of RING_SPIN_WINDOW_NS, the
- * CPU time it got with the time that passed. Well under it means other
- * threads wanted this CPU (the scheduler took it away from us); the
- * holder then sleeps instead of spinning for RING_SPIN_BACKOFF_NS. */
+ * CPU time it got with the time that passed, and counts the times the
+ * scheduler switched away from it while it could run. Well under the
+ * time, or switched away often, means other threads wanted this CPU; the
+ * holder then sleeps instead of spinning for RING_SPIN_BACKOFF_NS.
+ * The CPU share counts from the claim (the first window after it only
+ * samples). The switches count from the thread's previous look, across a
+ * backoff: a thread without a permit yields once per call before it
+ * sleeps (ring_spin_yield), and a yield that let another thread run is
+ * such a switch; so while the CPUs stay crowded, the first look after it
+ * claims a permit again sends it back to sleeping, and it spins again
+ * only once a backoff passed with few of them. */
 static __thread uint64_t spin_window_start_ns OS_TLS_HOT, spin_window_cpu_ns OS_TLS_HOT;
+static __thread bool spin_window_sampled OS_TLS_HOT;
+static __thread uint64_t spin_switches_seen OS_TLS_HOT;
+static __thread bool spin_switches_known OS_TLS_HOT;
 static __thread uint64_t spin_backoff_until_ns OS_TLS_HOT;
 static bool spin_contention_on = true;
 
@@ -41,26 +53,49 @@ static uint64_t ring_spin_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t ring_spin_thread_cpu_ns(void)
+/* The calling thread's CPU time and involuntary context switches (the
+ * scheduler switched away while it could run: a preemption, or a yield
+ * that let another thread in). Two syscalls, once per window. */
+static int ring_spin_thread_usage_os(uint64_t *cpu_ns, uint64_t *preempts)
 {
 	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	struct rusage ru;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0 || getrusage(RUSAGE_THREAD, &ru) != 0)
+		return -1;
+	*cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	*preempts = (uint64_t)ru.ru_nivcsw;
+	return 0;
+}
+
+static int (*spin_usage)(uint64_t *, uint64_t *) = ring_spin_thread_usage_os;
+
+void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *preempts))
+{
+	__atomic_store_n(&spin_usage, source ? source : ring_spin_thread_usage_os, __ATOMIC_RELEASE);
 }
 
 /* Holder, every RING_SPIN_WINDOW_NS: true when the last window gave this
- * thread less than RING_SPIN_CPU_SHARE_MIN percent of a CPU. */
+ * thread less than RING_SPIN_CPU_SHARE_MIN percent of a CPU, or the
+ * scheduler preempted it more than RING_SPIN_PREEMPTS_MAX times. */
 static bool ring_spin_contended(uint64_t now)
 {
 	if (now - spin_window_start_ns < RING_SPIN_WINDOW_NS)
 		return false;
-	uint64_t cpu = ring_spin_thread_cpu_ns();
-	bool contended = spin_window_cpu_ns && cpu &&
-			 (cpu - spin_window_cpu_ns) * 100 < (now - spin_window_start_ns) * RING_SPIN_CPU_SHARE_MIN;
+	uint64_t cpu, preempts;
+	if (__atomic_load_n(&spin_usage, __ATOMIC_ACQUIRE)(&cpu, &preempts) != 0) {
+		spin_window_start_ns = now;
+		spin_window_sampled = false;
+		return false;
+	}
+	bool starved = spin_window_sampled &&
+		       (cpu - spin_window_cpu_ns) * 100 < (now - spin_window_start_ns) * RING_SPIN_CPU_SHARE_MIN;
+	bool crowded = spin_switches_known && preempts - spin_switches_seen > RING_SPIN_PREEMPTS_MAX;
 	spin_window_start_ns = now;
 	spin_window_cpu_ns = cpu;
-	return contended;
+	spin_window_sampled = true;
+	spin_switches_seen = preempts;
+	spin_switches_known = true;
+	return starved || crowded;
 }
 
 static int ring_spin_limit_from_cfg(void)
@@ -131,7 +166,7 @@ static bool ring_spin_claim(struct ring_spin_board *board, uint64_t now)
 		spin_slot = i;
 		spin_lease_end = end;
 		spin_window_start_ns = now;
-		spin_window_cpu_ns = 0;   /* sampled at the first window's end */
+		spin_window_sampled = false;   /* sampled at the first window's end */
 		return true;
 	}
 	return false;
@@ -205,6 +240,7 @@ void ring_spin_after_fork_child(void)
 	spin_slot = -1;
 	spin_backoff_until_ns = 0;
 	spin_tid = 0;
+	spin_switches_known = false;   /* a new task's counts start at 0 */
 }
 
 int ring_spin_holders(void)

@@ -12,7 +12,8 @@
  * VMA_RX_POLL=0.
  *
  * Nor does a holder keep spinning where the scheduler shows that other
- * threads wait for its CPU (RING_SPIN_CPU_SHARE_MIN below).
+ * threads wait for its CPU (RING_SPIN_CPU_SHARE_MIN and
+ * RING_SPIN_PREEMPTS_MAX below).
  *
  * A permit is a lease: its holder renews it while it keeps polling or
  * working between calls, and gives it back before it sleeps in the kernel.
@@ -36,6 +37,16 @@
  * cores left to the application, a holder keeps spinning. */
 #define RING_SPIN_WINDOW_NS (2 * 1000 * 1000)
 #define RING_SPIN_CPU_SHARE_MIN 75
+/* Nor does a holder keep spinning that the scheduler switched away from,
+ * while it could run, more than this many times since its previous look
+ * (a window, or the backoff it comes back from: ring_spin.c), however much
+ * CPU it kept: each such switch is a thread that woke (a peer's request, a
+ * worker with work) and found no idle CPU, or a yield that let one in.
+ * Two spinning ends of a sockperf ping-pong on two cores are preempted a
+ * few times per window (softirq work, kernel threads): a bar of 2 already
+ * cost them (4-6 us against 2.8 us per round trip), 8 does not
+ * (docs/benchmarks.md "Spinning on a crowded machine"). */
+#define RING_SPIN_PREEMPTS_MAX 8
 #define RING_SPIN_BACKOFF_NS (50 * 1000 * 1000)
 
 struct ring_spin_slot {
@@ -88,9 +99,14 @@ uint64_t ring_spin_yields(void);
 void ring_spin_after_fork_child(void);
 /* Permits held now (live leases) on the board, for stats and tests. */
 int ring_spin_holders(void);
-/* Tests: false turns off the contention check (RING_SPIN_CPU_SHARE_MIN), so
+/* Tests: false turns off the contention check (RING_SPIN_CPU_SHARE_MIN,
+ * RING_SPIN_PREEMPTS_MAX), so
  * a test preempted on a loaded machine keeps its permit and tests what it
  * means to. */
 void ring_spin_contention_check(bool on);
+/* Tests: where the contention check reads the calling thread's CPU time
+ * and involuntary context switches (0, or -1 when it cannot); NULL: the
+ * kernel's (CLOCK_THREAD_CPUTIME_ID, getrusage RUSAGE_THREAD). */
+void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *preempts));
 
 #endif

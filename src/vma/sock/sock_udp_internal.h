@@ -184,6 +184,27 @@ static inline struct sock_offload *sock_udp_lock(struct sock_udp *s)
 	return ctx;
 }
 
+/* sock_udp_lock without waiting, for a receive that polls: NULL with
+ * *busy set when another thread holds the lane (it is polling the rings
+ * for every socket of the lane, ours included), NULL with *busy clear
+ * when sock_udp_lock would return NULL. */
+static inline struct sock_offload *sock_udp_trylock(struct sock_udp *s, bool *busy)
+{
+	*busy = false;
+	struct sock_offload *ctx = __atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!sock_offload_usable(ctx), 0))
+		return NULL;
+	if (!sock_offload_trylock(ctx)) {
+		*busy = true;
+		return NULL;
+	}
+	if (__builtin_expect(__atomic_load_n(&s->ctx, __ATOMIC_ACQUIRE) != ctx || s->os_only || s->released, 0)) {
+		sock_offload_unlock(ctx);
+		return sock_udp_lock(s);   /* moved or gone meanwhile: the full look */
+	}
+	return ctx;
+}
+
 /* A read on a socket a fork left dormant or inherited: joins this
  * process's context and the port's share group. Cheap when neither. */
 void sock_udp_fork_join(struct sock_udp *s);

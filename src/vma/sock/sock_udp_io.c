@@ -184,7 +184,19 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 			if (r != SOCK_UDP_OS_EMPTY)
 				return r;
 		}
-		struct sock_offload *ctx = sock_udp_lock(s);
+		/* A polling pass with nothing queued for us does not wait for
+		 * a lane another thread holds: that thread is polling the
+		 * rings for every socket of the lane, and what it finds for us
+		 * is in our queue at the next pass (threads of one lane, as
+		 * under the default VMA_RING_ALLOCATION_LOGIC_RX=0, would
+		 * otherwise queue at the lock on every pass). */
+		bool busy = false;
+		struct sock_offload *ctx = spins && !__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) &&
+						   !sock_udp_has_strays(s)
+						   ? sock_udp_trylock(s, &busy)
+						   : sock_udp_lock(s);
+		if (busy)
+			goto polled;
 		if (__builtin_expect(!ctx, 0)) {
 			if (s->released) {
 				errno = EBADF;
@@ -218,6 +230,7 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 			return r;
 		}
 		sock_offload_unlock(ctx);
+	polled:
 		/* Datagrams staged for the receive callback: shown to it now,
 		 * in this thread; those it queues are read on the next pass. */
 		if (__builtin_expect(s->cb_stage != NULL, 0) && extra_udp_run_callbacks(s) > 0)
