@@ -29,6 +29,10 @@
 #      LD_LIBRARY_PATH, for the UDP and TCP tests of VERBS_PASS_TESTS (an
 #      extended regex of test names; about 11 minutes); SKIP when configure
 #      found no rdma-core
+#   7. tests/integration/asan_offload.sh build-san: the offload path of the
+#      sanitizer build of step 3 under real traffic (UDP, the Extra API,
+#      threaded servers, sockperf), any ASan, LeakSanitizer or UBSan report
+#      failing it (about three and a half minutes); SKIP without step 3
 #
 # Ends with one line "N passed, N failed" summing unit and integration
 # results, and exits 1 if anything failed. Missing packages are installed
@@ -39,7 +43,7 @@
 # SKIP_SAN=1 to leave out step 3,
 # SKIP_FUZZ=1 to leave out step 3b (FUZZ_SECONDS per harness, default 10),
 # SKIP_OFFLOAD_PASS=1 to leave out step 5, SKIP_VERBS_PASS=1 to leave out
-# step 6.
+# step 6, SKIP_SAN_OFFLOAD=1 to leave out step 7.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -277,6 +281,32 @@ verbs_step() {
 		env VMA_RING_BACKEND=verbs LD_LIBRARY_PATH="$sv" ONLY="$VERBS_PASS_TESTS"
 }
 
+# san_offload_step: step 7, when step 3 built build-san.
+san_offload_step() {
+	local pass fail
+	if [ "${SKIP_SAN:-0}" = 1 ] || [ "${SKIP_SAN_OFFLOAD:-0}" = 1 ]; then
+		note "offload under sanitizers: SKIP (SKIP_SAN or SKIP_SAN_OFFLOAD)"
+		record "offload under sanitizers (skipped)" 0 0 1
+		return
+	fi
+	if ! [ -e "$top/build-san/src/vma/.libs/libvma.so" ]; then
+		note "offload under sanitizers: SKIP (no build-san library)"
+		record "offload under sanitizers (no build)" 0 0 1
+		return
+	fi
+	note "offload under sanitizers: tests/integration/asan_offload.sh build-san"
+	"$top/tests/integration/asan_offload.sh" "$top/build-san" 2>&1 | tee "$logs/asan-offload.log"
+	if grep -q '^SKIP' "$logs/asan-offload.log"; then
+		record "offload under sanitizers (skipped)" 0 0 1
+		return
+	fi
+	pass=$(grep -c '^PASS' "$logs/asan-offload.log")
+	fail=$(grep -c '^FAIL' "$logs/asan-offload.log")
+	[ "$pass" -gt 0 ] || [ "$fail" -gt 0 ] || fail=1
+	record "offload under sanitizers" "$pass" "$fail" 0 \
+		"$(sed -n 's/^FAIL: \([^ ]*\) .*/\1/p' "$logs/asan-offload.log" | tr '\n' ' ' | sed 's/ $//')"
+}
+
 missing=$("$top/contrib/deps.sh" missing)
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && [ -z "${NO_INSTALL:-}" ]; then
 	note "installing missing packages:" $missing
@@ -308,6 +338,7 @@ if run_logged autogen ./autogen.sh; then
 			integration "integration tests (default veth offloads)" integration-offloads \
 				env TB_VETH_OFFLOADS=default
 		verbs_step
+		san_offload_step
 	else
 		record "integration tests (no library)" 0 1
 	fi

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "log/vlog.h"
@@ -199,6 +200,20 @@ void *ring_buf_pool_owner(const struct ring_buf_pool *pool)
 void ring_buf_pool_set_owner(struct ring_buf_pool *pool, void *owner)
 {
 	pool->owner = owner;
+}
+
+static struct ring_buf_pool *ring_buf_orphans;
+static pthread_mutex_t ring_buf_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ring_buf_pool_orphan(struct ring_buf_pool *pool)
+{
+	if (!pool)
+		return;
+	pool->owner = NULL;
+	pthread_mutex_lock(&ring_buf_orphans_lock);
+	pool->orphan_next = ring_buf_orphans;
+	ring_buf_orphans = pool;
+	pthread_mutex_unlock(&ring_buf_orphans_lock);
 }
 
 struct ring_buf *ring_buf_pool_by_handle(struct ring_buf_pool *pool, uint64_t handle)

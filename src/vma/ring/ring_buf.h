@@ -120,6 +120,12 @@ struct ring_buf_pool *ring_buf_pool_create_over(const char *name, unsigned count
  * NULL when the ring goes away while buffers are still held. */
 void *ring_buf_pool_owner(const struct ring_buf_pool *pool);
 void ring_buf_pool_set_owner(struct ring_buf_pool *pool, void *owner);
+/* A ring closes while some of the pool's buffers are still held (a
+ * socket's queue at exit, a packet the application was lent): the pool
+ * loses its owner (frees only count from now on) and is kept, never
+ * freed, on a list of such pools, so its holders never touch freed memory
+ * and the memory stays owned (LeakSanitizer sees it reachable). NULL: no-op. */
+void ring_buf_pool_orphan(struct ring_buf_pool *pool);
 /* The descriptor whose memory holds handle, or NULL if not in the pool. */
 struct ring_buf *ring_buf_pool_by_handle(struct ring_buf_pool *pool, uint64_t handle);
 /* Hands out descriptor buf of a backend pool (refcount 1, data = head,

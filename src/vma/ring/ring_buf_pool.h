@@ -17,6 +17,7 @@ struct ring_buf_pool {
 	uint32_t stride;
 	uint32_t stride_shift;               /* log2(stride) when a power of two, else 0 */
 	struct ring_buf_pool_counters counters;
+	struct ring_buf_pool *orphan_next;   /* on the orphans' list (ring_buf_pool_orphan) */
 };
 
 static inline void ring_buf_pool_take_inline(struct ring_buf_pool *pool, struct ring_buf *buf, uint16_t flags)

@@ -206,10 +206,12 @@ static void ring_loop_close(struct ring *ring)
 	}
 	unsigned held = (ring->rx_pool ? ring_buf_pool_in_use(ring->rx_pool) : 0) +
 			(ring->tx_pool ? ring_buf_pool_in_use(ring->tx_pool) : 0);
-	if (held)
+	if (held) {
 		vlog_warn("ring: %s: queue %u closed while %u buffers are still held; their pools stay allocated",
 			  ring->ifname, ring->queue, held);
-	else {
+		ring_buf_pool_orphan(ring->rx_pool);
+		ring_buf_pool_orphan(ring->tx_pool);
+	} else {
 		ring_buf_pool_destroy(ring->rx_pool);
 		ring_buf_pool_destroy(ring->tx_pool);
 	}

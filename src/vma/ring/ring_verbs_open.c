@@ -75,8 +75,8 @@ static void ring_verbs_destroy(struct ring_verbs *r)
 		/* The holders keep pointing into the frames: they stay. */
 		vlog_warn("ring: %s: closed while %u buffers are still held; their memory stays allocated",
 			  r->base.ifname, held);
-		ring_buf_pool_set_owner(r->base.rx_pool, NULL);
-		ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+		ring_buf_pool_orphan(r->base.rx_pool);
+		ring_buf_pool_orphan(r->base.tx_pool);
 	} else {
 		vlog_debug("ring: %s: verbs ring closed, every buffer back", r->base.ifname);
 		ring_buf_pool_destroy(r->base.rx_pool);

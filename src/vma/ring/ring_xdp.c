@@ -547,8 +547,8 @@ static void ring_xdp_destroy(struct ring_xdp *r)
 		 * mapped here so the holders never touch an unmapped page. */
 		vlog_debug("ring: %s: queue %u closed while %u buffers are still held; the mapping stays",
 			   r->base.ifname, r->base.queue, held);
-		ring_buf_pool_set_owner(r->base.rx_pool, NULL);
-		ring_buf_pool_set_owner(r->base.tx_pool, NULL);
+		ring_buf_pool_orphan(r->base.rx_pool);
+		ring_buf_pool_orphan(r->base.tx_pool);
 		ring_xsk_unmap_ring(&r->dom.fill);
 		ring_xsk_unmap_ring(&r->dom.comp);
 	} else {
