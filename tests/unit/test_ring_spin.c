@@ -167,25 +167,25 @@ START_TEST(a_forked_child_shares_the_limit)
 END_TEST
 
 /* A usage source for the contention check: all the CPU time there was
- * (the share check passes), and as many preemptions as the test says. */
-static uint64_t fake_preempts;
+ * (the share check passes), and as many involuntary switches as the test says. */
+static uint64_t fake_switches;
 
-static int fake_usage(uint64_t *cpu_ns, uint64_t *preempts)
+static int fake_usage(uint64_t *cpu_ns, uint64_t *switches)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	*cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	*preempts = __atomic_load_n(&fake_preempts, __ATOMIC_RELAXED);
+	*switches = __atomic_load_n(&fake_switches, __ATOMIC_RELAXED);
 	return 0;
 }
 
-/* One window (RING_SPIN_WINDOW_NS) passes with `preempted` preemptions;
+/* One window (RING_SPIN_WINDOW_NS) passes with `switched` involuntary switches;
  * then enough permit calls for the holder to look at the clock: how many
  * of them were refused. */
-static int window_then_ask(uint64_t preempted)
+static int window_then_ask(uint64_t switched)
 {
 	usleep(RING_SPIN_WINDOW_NS / 1000 + 1000);
-	__atomic_add_fetch(&fake_preempts, preempted, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fake_switches, switched, __ATOMIC_RELAXED);
 	int refused = 0;
 	for (int i = 0; i < 64; i++)
 		refused += !ring_spin_permit();
@@ -199,7 +199,7 @@ START_TEST(a_holder_preempted_often_stops_spinning)
 	ck_assert(ring_spin_permit());
 	ck_assert_int_eq(window_then_ask(0), 0);   /* the first window only starts the count */
 	/* A holder looks once every 32 calls: refused from that look on. */
-	ck_assert_int_ge(window_then_ask(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	ck_assert_int_ge(window_then_ask(RING_SPIN_SWITCHES_MAX + 1), 32);
 	/* It gave its permit back and backs off: the board has no holder. */
 	ck_assert_int_eq(ring_spin_holders(), 0);
 	ck_assert(!ring_spin_permit());
@@ -212,7 +212,7 @@ START_TEST(a_holder_preempted_a_few_times_keeps_spinning)
 	ring_spin_contention_check(true);
 	ck_assert(ring_spin_permit());
 	for (int w = 0; w < 3; w++)
-		ck_assert_int_eq(window_then_ask(RING_SPIN_PREEMPTS_MAX), 0);
+		ck_assert_int_eq(window_then_ask(RING_SPIN_SWITCHES_MAX), 0);
 	ck_assert_int_eq(ring_spin_holders(), 1);
 	ring_spin_release();
 }
@@ -224,7 +224,7 @@ END_TEST
 static int backoff_then_claim(uint64_t switched)
 {
 	usleep(RING_SPIN_BACKOFF_NS / 1000 + 5000);
-	__atomic_add_fetch(&fake_preempts, switched, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fake_switches, switched, __ATOMIC_RELAXED);
 	int refused = !ring_spin_permit();   /* the claim */
 	return refused + window_then_ask(0);
 }
@@ -235,12 +235,12 @@ START_TEST(a_crowded_machine_keeps_a_backed_off_thread_sleeping)
 	ring_spin_contention_check(true);
 	ck_assert(ring_spin_permit());
 	ck_assert_int_eq(window_then_ask(0), 0);
-	ck_assert_int_ge(window_then_ask(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	ck_assert_int_ge(window_then_ask(RING_SPIN_SWITCHES_MAX + 1), 32);
 	/* Still crowded during the backoff: the first look sends it back. */
-	ck_assert_int_ge(backoff_then_claim(RING_SPIN_PREEMPTS_MAX + 1), 32);
+	ck_assert_int_ge(backoff_then_claim(RING_SPIN_SWITCHES_MAX + 1), 32);
 	ck_assert_int_eq(ring_spin_holders(), 0);
 	/* A quiet backoff: it spins again and keeps its permit. */
-	ck_assert_int_eq(backoff_then_claim(RING_SPIN_PREEMPTS_MAX), 0);
+	ck_assert_int_eq(backoff_then_claim(RING_SPIN_SWITCHES_MAX), 0);
 	ck_assert_int_eq(window_then_ask(0), 0);
 	ck_assert_int_eq(ring_spin_holders(), 1);
 	ring_spin_release();

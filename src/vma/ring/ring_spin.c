@@ -56,44 +56,45 @@ static uint64_t ring_spin_now_ns(void)
 /* The calling thread's CPU time and involuntary context switches (the
  * scheduler switched away while it could run: a preemption, or a yield
  * that let another thread in). Two syscalls, once per window. */
-static int ring_spin_thread_usage_os(uint64_t *cpu_ns, uint64_t *preempts)
+static int ring_spin_thread_usage_os(uint64_t *cpu_ns, uint64_t *switches)
 {
 	struct timespec ts;
 	struct rusage ru;
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0 || getrusage(RUSAGE_THREAD, &ru) != 0)
 		return -1;
 	*cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	*preempts = (uint64_t)ru.ru_nivcsw;
+	*switches = (uint64_t)ru.ru_nivcsw;
 	return 0;
 }
 
 static int (*spin_usage)(uint64_t *, uint64_t *) = ring_spin_thread_usage_os;
 
-void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *preempts))
+void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *switches))
 {
 	__atomic_store_n(&spin_usage, source ? source : ring_spin_thread_usage_os, __ATOMIC_RELEASE);
 }
 
 /* Holder, every RING_SPIN_WINDOW_NS: true when the last window gave this
  * thread less than RING_SPIN_CPU_SHARE_MIN percent of a CPU, or the
- * scheduler preempted it more than RING_SPIN_PREEMPTS_MAX times. */
+ * scheduler switched away from it more than RING_SPIN_SWITCHES_MAX times
+ * since its previous look. */
 static bool ring_spin_contended(uint64_t now)
 {
 	if (now - spin_window_start_ns < RING_SPIN_WINDOW_NS)
 		return false;
-	uint64_t cpu, preempts;
-	if (__atomic_load_n(&spin_usage, __ATOMIC_ACQUIRE)(&cpu, &preempts) != 0) {
+	uint64_t cpu, switches;
+	if (__atomic_load_n(&spin_usage, __ATOMIC_ACQUIRE)(&cpu, &switches) != 0) {
 		spin_window_start_ns = now;
 		spin_window_sampled = false;
 		return false;
 	}
 	bool starved = spin_window_sampled &&
 		       (cpu - spin_window_cpu_ns) * 100 < (now - spin_window_start_ns) * RING_SPIN_CPU_SHARE_MIN;
-	bool crowded = spin_switches_known && preempts - spin_switches_seen > RING_SPIN_PREEMPTS_MAX;
+	bool crowded = spin_switches_known && switches - spin_switches_seen > RING_SPIN_SWITCHES_MAX;
 	spin_window_start_ns = now;
 	spin_window_cpu_ns = cpu;
 	spin_window_sampled = true;
-	spin_switches_seen = preempts;
+	spin_switches_seen = switches;
 	spin_switches_known = true;
 	return starved || crowded;
 }

@@ -13,7 +13,7 @@
  *
  * Nor does a holder keep spinning where the scheduler shows that other
  * threads wait for its CPU (RING_SPIN_CPU_SHARE_MIN and
- * RING_SPIN_PREEMPTS_MAX below).
+ * RING_SPIN_SWITCHES_MAX below).
  *
  * A permit is a lease: its holder renews it while it keeps polling or
  * working between calls, and gives it back before it sleeps in the kernel.
@@ -46,7 +46,7 @@
  * few times per window (softirq work, kernel threads): a bar of 2 already
  * cost them (4-6 us against 2.8 us per round trip), 8 does not
  * (docs/benchmarks.md "Spinning on a crowded machine"). */
-#define RING_SPIN_PREEMPTS_MAX 8
+#define RING_SPIN_SWITCHES_MAX 8
 #define RING_SPIN_BACKOFF_NS (50 * 1000 * 1000)
 
 struct ring_spin_slot {
@@ -100,13 +100,13 @@ void ring_spin_after_fork_child(void);
 /* Permits held now (live leases) on the board, for stats and tests. */
 int ring_spin_holders(void);
 /* Tests: false turns off the contention check (RING_SPIN_CPU_SHARE_MIN,
- * RING_SPIN_PREEMPTS_MAX), so
+ * RING_SPIN_SWITCHES_MAX), so
  * a test preempted on a loaded machine keeps its permit and tests what it
  * means to. */
 void ring_spin_contention_check(bool on);
 /* Tests: where the contention check reads the calling thread's CPU time
  * and involuntary context switches (0, or -1 when it cannot); NULL: the
  * kernel's (CLOCK_THREAD_CPUTIME_ID, getrusage RUSAGE_THREAD). */
-void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *preempts));
+void ring_spin_usage_source(int (*source)(uint64_t *cpu_ns, uint64_t *switches));
 
 #endif
