@@ -222,6 +222,7 @@ int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64
 			z->timeout_ms = (int)(deadline_ms - now);
 	}
 	z->before = since ? *since : os_signal_mark();
+	z->kernel_ready = false;
 	ring_spin_release();
 	__atomic_add_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	return 0;
@@ -239,10 +240,15 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 	int count = 0;
 	for (int i = 0; i < n && count < 2 * (SOCK_OFFLOAD_MAX_IFS + 1); i++)
 		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-	if (kernel_events)
+	int kernel_at = -1, wake_at = -1;
+	if (kernel_events) {
+		kernel_at = count;
 		pfd[count++] = (struct pollfd){ .fd = b->obj.fd, .events = kernel_events };
-	if (b->wake_fd >= 0)
+	}
+	if (b->wake_fd >= 0) {
+		wake_at = count;
 		pfd[count++] = (struct pollfd){ .fd = b->wake_fd, .events = POLLIN };
+	}
 	/* Sends of this thread held on other lanes leave before it sleeps
 	 * (before the look below: a handler held back by that lock is seen). */
 	sock_offload_flush_mine();
@@ -264,10 +270,17 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 	int saved = errno;
 	os_signal_sleep_disarm(prev_sleep_fd);
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
-	if (b->wake_fd >= 0) {
+	/* Reset only what poll() saw written: a read per sleep was a syscall
+	 * that mostly found nothing (the rings woke us). A write that came
+	 * after poll() looked stays counted and ends the next sleep at once,
+	 * which then resets it: one early look, nothing lost. A signal's
+	 * handler writes it too (EINTR). */
+	if (wake_at >= 0 && (r < 0 || (r > 0 && (pfd[wake_at].revents & POLLIN)))) {
 		eventfd_t drained;
 		eventfd_read(b->wake_fd, &drained);
 	}
+	if (r > 0 && kernel_at >= 0 && (pfd[kernel_at].revents & (kernel_events | POLLERR | POLLHUP)))
+		z->kernel_ready = true;
 	if (r < 0) {
 		/* A handler we counted: the caller's os_signal_interrupts
 		 * decides. One we did not see (installed behind our back):

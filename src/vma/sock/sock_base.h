@@ -139,6 +139,10 @@ struct sock_base_sleep {
 	int timeout_ms;
 	uint64_t deadline_ms;
 	struct os_sig_mark before;
+	/* Out of sock_base_sleep_end: poll() saw the kernel socket ready, so
+	 * the caller reads it; otherwise a look at it would only cost a
+	 * syscall that finds nothing. */
+	bool kernel_ready;
 };
 int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms,
 			  const struct os_sig_mark *since);

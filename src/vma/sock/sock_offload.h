@@ -134,6 +134,17 @@ struct sock_offload {
 	 * Guarded by lock. */
 	int poll_wake[SOCK_OFFLOAD_POLL_SLEEPERS];
 	unsigned npoll_wake;
+	/* Blocking UDP receives of this lane that found nothing queued
+	 * (docs/process_model.md, "One ring, many readers"). Watchers poll
+	 * the lane's rings or sleep on their wait fds; while one does, the
+	 * others sleep on their socket's wake fd alone (udp_passive), which
+	 * a delivery to the socket writes, so a datagram wakes the watcher
+	 * and the reader it is for, not every sleeper of the lane. The last
+	 * watcher to leave writes one passive sleeper's fd: it watches next.
+	 * Guarded by lock. */
+	unsigned udp_watchers;
+	int udp_passive[SOCK_OFFLOAD_POLL_SLEEPERS];
+	unsigned nudp_passive;
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */

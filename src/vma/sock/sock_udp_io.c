@@ -102,13 +102,88 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 }
 
 
+/* ---- one ring, many readers (struct sock_offload, udp_watchers) ----
+ * A blocking receive that found nothing is a watcher of its lane from its
+ * first locked pass (it polls the rings, then sleeps on their wait fds)
+ * until it leaves or sleeps passive. */
+
+/* A passive sleep lasts at most this long, then the reader looks at the
+ * rings itself: a watcher that never came back (a thread cancelled in its
+ * sleep) costs latency, never a hang. */
+#define SOCK_UDP_PASSIVE_CAP_MS 100
+
+static void sock_udp_watch_locked(struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (*watching)
+		return;   /* this lane's already, or the one the socket left (dropped unlocked) */
+	ctx->udp_watchers++;
+	*watching = ctx;
+}
+
+static void sock_udp_unwatch_locked(struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (*watching != ctx)
+		return;
+	*watching = NULL;
+	if (--ctx->udp_watchers == 0 && ctx->nudp_passive) {
+		/* Written under the lock: its reader takes its entry out
+		 * under it before it returns, so the fd is still the
+		 * socket's (an fd number closed and reused would get our
+		 * eight bytes otherwise). */
+		int saved = errno;
+		eventfd_write(ctx->udp_passive[--ctx->nudp_passive], 1);
+		errno = saved;
+	}
+}
+
+static void sock_udp_unwatch(struct sock_offload **watching)
+{
+	struct sock_offload *ctx = *watching;
+	if (!ctx)
+		return;
+	sock_offload_lock(ctx);
+	sock_udp_unwatch_locked(ctx, watching);
+	sock_offload_unlock(ctx);
+}
+
+/* Lock held, the socket's wake fd made: true when another watcher covers
+ * the lane, so this reader sleeps on its wake fd alone. */
+static bool sock_udp_go_passive_locked(struct sock_udp *s, struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (*watching != ctx || ctx->udp_watchers < 2 || ctx->nudp_passive == SOCK_OFFLOAD_POLL_SLEEPERS ||
+	    s->base.wake_fd < 0 || sock_udp_stray_lane(s))
+		return false;
+	ctx->udp_watchers--;
+	*watching = NULL;
+	ctx->udp_passive[ctx->nudp_passive++] = s->base.wake_fd;
+	return true;
+}
+
+/* Back from a passive sleep: out of the list (unless a leaving watcher
+ * took us out to watch next), a watcher again for the passes ahead. */
+static void sock_udp_passive_end(struct sock_udp *s, struct sock_offload *ctx, struct sock_offload **watching)
+{
+	sock_offload_lock(ctx);
+	for (unsigned i = 0; i < ctx->nudp_passive; i++) {
+		if (ctx->udp_passive[i] == s->base.wake_fd) {
+			ctx->udp_passive[i] = ctx->udp_passive[--ctx->nudp_passive];
+			break;
+		}
+	}
+	sock_udp_watch_locked(ctx, watching);
+	sock_offload_unlock(ctx);
+}
+
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd
- * (sock_base_sleep_*). The rings are those of the lane the socket is in
+ * (sock_base_sleep_*); or, passive, on the kernel socket and the wake fd
+ * alone while another receive watches the lane. The rings are those of the lane the socket is in
  * when we arm; a move while we sleep writes our wake eventfd (the deferred
  * wake of sock_udp_migrate.c), so we never sleep on a lane the socket left. */
-static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct os_sig_mark *since)
+static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct os_sig_mark *since,
+			  struct sock_offload **watching, bool *kernel_ready)
 {
 	struct sock_base_sleep z;
+	*kernel_ready = false;
 	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, -1, since) < 0)
 		return -1;
 	/* The lane's rings and drain eventfd, and the same of the lane the
@@ -117,9 +192,20 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 	struct sock_offload *ctx = sock_udp_lock(s);
 	if (!ctx)
 		return sock_base_sleep_cancel(&s->base);   /* gone to the kernel path: the caller looks again */
+	/* Prepared even when passive: it sends what is held and gives the
+	 * rings their frames back before anyone sleeps. */
 	int n = s->queue.count || sock_udp_has_strays(s)
 			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+	bool passive = n >= 0 && sock_udp_go_passive_locked(s, ctx, watching);
 	sock_offload_unlock(ctx);
+	if (passive) {
+		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_UDP_PASSIVE_CAP_MS)
+			z.timeout_ms = SOCK_UDP_PASSIVE_CAP_MS;
+		int r = sock_base_sleep_end(&s->base, &z, fds, 0, POLLIN);
+		*kernel_ready = z.kernel_ready;
+		sock_udp_passive_end(s, ctx, watching);
+		return r;
+	}
 	struct sock_offload *old = n >= 0 ? sock_udp_stray_lane(s) : NULL;
 	if (old) {
 		int m = sock_offload_wait_prepare(old, fds + n, SOCK_OFFLOAD_MAX_IFS + 1);
@@ -127,7 +213,9 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 	}
 	if (n < 0)
 		return sock_base_sleep_cancel(&s->base);
-	return sock_base_sleep_end(&s->base, &z, fds, n, POLLIN);
+	int r = sock_base_sleep_end(&s->base, &z, fds, n, POLLIN);
+	*kernel_ready = z.kernel_ready;
+	return r;
 }
 
 int sock_udp_rx_poll_budget(const struct sock_udp *s)
@@ -158,11 +246,28 @@ static ssize_t sock_udp_recv_errqueue(struct sock_udp *s, struct msghdr *msg, in
 	return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 }
 
+static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int flags,
+				  struct sock_offload **watching);
+
 ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
+{
+	struct sock_offload *watching = NULL;
+	ssize_t r = sock_udp_recv_wait(sock_udp_of(obj), msg, flags, &watching);
+	if (__builtin_expect(watching != NULL, 0)) {   /* left without data: an error, EINTR, a timeout */
+		int saved = errno;
+		sock_udp_unwatch(&watching);
+		errno = saved;
+	}
+	return r;
+}
+
+/* The receive; *watching is the lane this call counts as a watcher of
+ * (the caller drops it). */
+static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int flags,
+				  struct sock_offload **watching)
 {
 	/* From the interposed symbol's entry (os_signal_call_enter). */
 	struct os_sig_mark sigmark = os_signal_call_mark();
-	struct sock_udp *s = sock_udp_of(obj);
 	sock_udp_fork_check(s);
 	if (__builtin_expect(flags & (MSG_ERRQUEUE | MSG_OOB), 0) && (flags & MSG_ERRQUEUE) && !s->released)
 		return sock_udp_recv_errqueue(s, msg, flags);
@@ -178,7 +283,14 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 	long spins = 0;
 	bool slept = false, yielded = false;
 	for (;;) {
-		if (ratio > 0 && ++s->os_poll_count >= (unsigned)ratio) {
+		/* The socket moved lanes: the watch of the old one goes. */
+		if (__builtin_expect(*watching != NULL, 0) && *watching != __atomic_load_n(&s->ctx, __ATOMIC_RELAXED))
+			sock_udp_unwatch(watching);
+		/* VMA_RX_UDP_POLL_OS_RATIO counts ring polls: a pass that
+		 * found the lane busy polled nothing (such passes are fast,
+		 * and counting them made the kernel socket's read most of a
+		 * waiting reader's work). */
+		if (ratio > 0 && s->os_poll_count + 1 >= (unsigned)ratio) {
 			s->os_poll_count = 0;
 			ssize_t r = sock_udp_os_try(s, msg, flags);
 			if (r != SOCK_UDP_OS_EMPTY)
@@ -197,6 +309,7 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 						   : sock_udp_lock(s);
 		if (busy)
 			goto polled;
+		s->os_poll_count++;
 		if (__builtin_expect(!ctx, 0)) {
 			if (s->released) {
 				errno = EBADF;
@@ -223,12 +336,15 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 			sock_offload_rx_drain_locked(ctx, &s->stats->c.rx_drain_polls);
 		if (s->queue.count) {
 			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
+			sock_udp_unwatch_locked(ctx, watching);
 			sock_offload_unlock(ctx);
 			/* A hit is data found by polling, not after sleeping. */
 			if (!slept)
 				s->stats->c.rx_poll_hit++;
 			return r;
 		}
+		if (!nonblock)
+			sock_udp_watch_locked(ctx, watching);
 		sock_offload_unlock(ctx);
 	polled:
 		/* Datagrams staged for the receive callback: shown to it now,
@@ -275,16 +391,22 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 		 * more look before the sleep (ring_spin_yield). */
 		if (may_poll && ring_spin_yield(&yielded))
 			continue;
-		/* Polling ran out: one miss per call that goes to sleep. */
+		/* Polling ran out: one miss per call that goes to sleep. The
+		 * sleep's poll() watches the kernel socket too, so it is read
+		 * only when poll() saw it ready (before, a read before each
+		 * sleep and one after cost two syscalls a sleep that almost
+		 * always found nothing: the rings carry our traffic). */
 		s->stats->c.rx_poll_miss++;
-		ssize_t r = sock_udp_os_try(s, msg, flags);
-		if (r != SOCK_UDP_OS_EMPTY)
-			return r;
-		if (sock_udp_sleep(s, deadline, &sigmark) < 0)
+		bool kernel_ready;
+		if (sock_udp_sleep(s, deadline, &sigmark, watching, &kernel_ready) < 0)
 			return -1;
 		slept = true;
 		spins = 0;
-		s->os_poll_count = ratio > 0 ? (unsigned)ratio - 1 : 0;   /* look at the kernel first */
+		if (kernel_ready) {
+			ssize_t r = sock_udp_os_try(s, msg, flags);
+			if (r != SOCK_UDP_OS_EMPTY)
+				return r;
+		}
 	}
 }
 
