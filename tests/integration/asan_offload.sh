@@ -8,7 +8,7 @@
 # preloaded before libvma.so (an uninstrumented app needs them first), every
 # report goes to a log file, and any AddressSanitizer, LeakSanitizer or UBSan
 # report fails the run. Runs, against that build:
-#   udp_semantics, iomux_udp, life_udp, udp_tx_flush, udp_migrate, and the
+#   udp_semantics, iomux_udp, life_udp, udp_tx_flush, udp_migrate, udp_readers, and the
 #   Extra API's extra_api, extra_xtreme and extra_examples (C programs under
 #   libvma),
 #   ring_flows, ring_steering (ring_echo from the sanitizer build),
@@ -58,7 +58,7 @@ check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; f
 # mp_procs: threads on one listener (connections moving at accept), an
 # acceptor handing connections to workers (moving to their reader), a
 # lane per thread with SO_REUSEPORT, a UDP socket moving between readers.
-for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate ring_flows ring_steering mp_procs \
+for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate udp_readers ring_flows ring_steering mp_procs \
 	extra_api extra_xtreme extra_examples; do
 	start=$(date +%s)
 	[ $t = mp_procs ] && export MP_SCENARIOS="d g i l m"

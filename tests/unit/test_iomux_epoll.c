@@ -137,6 +137,40 @@ START_TEST(level_triggered_stays_until_not_ready)
 }
 END_TEST
 
+/* "Rx Ready [os/offload]": a call that asked the kernel too (SKIP_OS 0)
+ * counts os only when a kernel fd was reported, not when the kernel
+ * reported only a ring's wait fd (internal) beside offloaded events. */
+START_TEST(os_ready_counts_kernel_fds_only)
+{
+	g_cfg.select_skip_os = 0;
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	int ep = ep_new();
+	struct iomux_epoll *set = (struct iomux_epoll *)iomux_epoll_lookup(ep);
+	struct fake_sock *f = fake_new();
+	/* Progress reads packets elsewhere: the ring's wait fd stays
+	 * signalled, as a ring whose packets another thread took. */
+	f->packet_fd = eventfd(0, EFD_NONBLOCK);
+	ck_assert_int_ge(f->packet_fd, 0);
+	struct epoll_event evs[4];
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, f->base.fd, EPOLLIN, 1), 0);
+	ck_assert_int_eq(ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 2), 0);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 1), 0);   /* a sleep arms the ring fd */
+	ck_assert_int_eq(eventfd_write(f->ring_fd, 1), 0);
+	fake_set_ready(f, EPOLLIN);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 1);
+	ck_assert_uint_eq(evs[0].data.u64, 1);
+	ck_assert_uint_eq(set->stats->c.os_ready, 0);
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	ck_assert_int_eq(wait_ev(ep, evs, 4, 0), 2);
+	ck_assert_uint_eq(set->stats->c.os_ready, 1);
+	fake_close(f);
+	ep_close(ep);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(edge_triggered_fires_once_per_rise)
 {
 	int ep = ep_new();
@@ -714,6 +748,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, level_triggered_stays_until_not_ready);
+	tcase_add_test(tc, os_ready_counts_kernel_fds_only);
 	tcase_add_test(tc, fd_added_before_offload_is_promoted);
 	tcase_add_test(tc, set_closed_before_promotion);
 	tcase_add_test(tc, edge_triggered_fires_once_per_rise);

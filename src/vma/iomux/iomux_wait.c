@@ -137,6 +137,7 @@ static int collect_ready(struct iomux_epoll *ep, struct epoll_event *events, int
 static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, int count, int maxevents,
 			  int timeout_ms, const sigset_t *mask, bool *woke)
 {
+	const int offloaded = count;
 	int raw = OS_CALL(epoll_pwait, ep->base.fd, events + count, maxevents - count, timeout_ms, mask);
 	if (raw < 0)
 		return -1;
@@ -168,7 +169,8 @@ static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, in
 			item_disarm(ep, it, true);
 	}
 	iomux_unlock(&ep->lock);
-	ep->stats->c.os_ready += count > 0;
+	/* Kernel fds reported, not the offloaded events already in events[]. */
+	ep->stats->c.os_ready += count > offloaded;
 	return count;
 }
 
