@@ -235,6 +235,69 @@ void sock_offload_poll_wake_locked(struct sock_offload *ctx)
 	errno = saved;
 }
 
+void sock_offload_watch_locked(struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (*watching)
+		return;   /* this lane's already, or the one the socket left (dropped unlocked) */
+	ctx->rx_watchers++;
+	*watching = ctx;
+}
+
+void sock_offload_unwatch_locked(struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (*watching != ctx)
+		return;
+	*watching = NULL;
+	if (--ctx->rx_watchers == 0 && ctx->nrx_passive) {
+		/* Written under the lock: its reader takes its entry out
+		 * under it before it returns, so the fd is still the
+		 * socket's (an fd number closed and reused would get our
+		 * eight bytes otherwise). */
+		int saved = errno;
+		eventfd_write(ctx->rx_passive[--ctx->nrx_passive], 1);
+		errno = saved;
+	}
+}
+
+void sock_offload_unwatch(struct sock_offload **watching)
+{
+	struct sock_offload *ctx = *watching;
+	if (!ctx)
+		return;
+	int saved = errno;
+	sock_offload_lock(ctx);
+	sock_offload_unwatch_locked(ctx, watching);
+	sock_offload_unlock(ctx);
+	errno = saved;
+}
+
+bool sock_offload_passive_begin_locked(struct sock_offload *ctx, struct sock_offload **watching, int wake_fd,
+				       bool has_strays_lane)
+{
+	if (*watching != ctx || ctx->rx_watchers < 2 || ctx->nrx_passive == SOCK_OFFLOAD_POLL_SLEEPERS ||
+	    wake_fd < 0 || has_strays_lane)
+		return false;
+	ctx->rx_watchers--;
+	*watching = NULL;
+	ctx->rx_passive[ctx->nrx_passive++] = wake_fd;
+	return true;
+}
+
+void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **watching, int wake_fd)
+{
+	int saved = errno;
+	sock_offload_lock(ctx);
+	for (unsigned i = 0; i < ctx->nrx_passive; i++) {
+		if (ctx->rx_passive[i] == wake_fd) {
+			ctx->rx_passive[i] = ctx->rx_passive[--ctx->nrx_passive];
+			break;
+		}
+	}
+	sock_offload_watch_locked(ctx, watching);
+	sock_offload_unlock(ctx);
+	errno = saved;
+}
+
 void sock_offload_drain_signal(struct sock_offload *ctx)
 {
 	if (ctx->drain_wake_fd < 0)

@@ -134,17 +134,17 @@ struct sock_offload {
 	 * Guarded by lock. */
 	int poll_wake[SOCK_OFFLOAD_POLL_SLEEPERS];
 	unsigned npoll_wake;
-	/* Blocking UDP receives of this lane that found nothing queued
+	/* Blocking receives (UDP, TCP) of this lane that found nothing
 	 * (docs/process_model.md, "One ring, many readers"). Watchers poll
 	 * the lane's rings or sleep on their wait fds; while one does, the
-	 * others sleep on their socket's wake fd alone (udp_passive), which
-	 * a delivery to the socket writes, so a datagram wakes the watcher
+	 * others sleep on their socket's wake fd alone (rx_passive), which
+	 * a delivery to the socket writes, so a packet wakes the watcher
 	 * and the reader it is for, not every sleeper of the lane. The last
 	 * watcher to leave writes one passive sleeper's fd: it watches next.
-	 * Guarded by lock. */
-	unsigned udp_watchers;
-	int udp_passive[SOCK_OFFLOAD_POLL_SLEEPERS];
-	unsigned nudp_passive;
+	 * Guarded by lock (sock_offload_watch_locked and the rest below). */
+	unsigned rx_watchers;
+	int rx_passive[SOCK_OFFLOAD_POLL_SLEEPERS];
+	unsigned nrx_passive;
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */
@@ -267,6 +267,28 @@ bool sock_offload_poll_watch_locked(struct sock_offload *ctx, int wake_fd, bool 
 /* Lock held: a socket of the lane became ready: wakes every registered
  * poll() sleeper once (each registers again before it sleeps again). */
 void sock_offload_poll_wake_locked(struct sock_offload *ctx);
+
+/* ---- one ring, many readers (rx_watchers above) ----
+ * A blocking receive keeps in *watching (NULL at its start) the lane it
+ * counts as a watcher of: from its first pass that found nothing until it
+ * returns (sock_offload_unwatch*) or sleeps passive. */
+/* A passive sleep lasts at most this long, then the reader looks at the
+ * rings itself: a watcher that never came back (a thread cancelled in its
+ * sleep) costs latency, never a hang. */
+#define SOCK_OFFLOAD_PASSIVE_CAP_MS 100
+void sock_offload_watch_locked(struct sock_offload *ctx, struct sock_offload **watching);
+void sock_offload_unwatch_locked(struct sock_offload *ctx, struct sock_offload **watching);
+/* No lock held; preserves errno. */
+void sock_offload_unwatch(struct sock_offload **watching);
+/* Lock held, about to sleep: true when another watcher covers the lane, so
+ * the caller sleeps on wake_fd (its socket's) and its kernel socket alone,
+ * then calls sock_offload_passive_end. Never for a socket whose strays come
+ * from another lane (the caller passes has_strays_lane). */
+bool sock_offload_passive_begin_locked(struct sock_offload *ctx, struct sock_offload **watching, int wake_fd,
+				       bool has_strays_lane);
+/* No lock held; preserves errno: out of the list (unless a leaving
+ * watcher took it out to watch next), a watcher again. */
+void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **watching, int wake_fd);
 static inline void sock_offload_poll_wake_if_locked(struct sock_offload *ctx)
 {
 	if (__builtin_expect(ctx && ctx->npoll_wake != 0, 0))

@@ -25,8 +25,12 @@
 #define SOCK_TCP_SENDFILE_CHUNK 65536
 
 
-int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
-		   bool (*ready)(const struct sock_tcp *s), const struct os_sig_mark *since)
+/* sock_tcp_sleep; a receive passes watching (sock_offload.h, "one ring,
+ * many readers"): it then sleeps passive while another receive of the lane
+ * watches the rings. */
+static int sock_tcp_sleep_as(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
+			     bool (*ready)(const struct sock_tcp *s), const struct os_sig_mark *since,
+			     struct sock_offload **watching)
 {
 	/* Capped: timers run on the internal thread and wake us through the
 	 * eventfd, but a missed edge must never hang the application. */
@@ -45,10 +49,25 @@ int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadli
 		if (due != UINT64_MAX && due < now + (uint64_t)z.timeout_ms)
 			z.timeout_ms = due > now ? (int)(due - now) : 1;
 	}
+	bool passive = n >= 0 && watching &&
+		       sock_offload_passive_begin_locked(ctx, watching, s->base.wake_fd, false);
 	sock_offload_unlock(ctx);
 	if (n < 0)
 		return sock_base_sleep_cancel(&s->base);
+	if (passive) {
+		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
+			z.timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
+		int r = sock_base_sleep_end(&s->base, &z, fds, 0, kernel_events);
+		sock_offload_passive_end(ctx, watching, s->base.wake_fd);
+		return r;
+	}
 	return sock_base_sleep_end(&s->base, &z, fds, n, kernel_events);
+}
+
+int sock_tcp_sleep(struct sock_tcp *s, struct sock_offload *ctx, uint64_t deadline_ms, short kernel_events,
+		   bool (*ready)(const struct sock_tcp *s), const struct os_sig_mark *since)
+{
+	return sock_tcp_sleep_as(s, ctx, deadline_ms, kernel_events, ready, since, NULL);
 }
 
 #define SOCK_TCP_HANDSHAKE_YIELD_EVERY 1u
@@ -137,14 +156,18 @@ static size_t sock_tcp_copy_locked(struct sock_tcp *s, const struct iovec *iov, 
 
 /* The receive itself; *last_rx_ns gets the receive time of the last
  * buffer it read from (0: none). */
-static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns);
+static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns,
+				     struct sock_offload **watching);
 
 ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	size_t ctl_room = msg->msg_controllen;
 	uint64_t last_rx_ns = 0;
-	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns);
+	struct sock_offload *watching = NULL;
+	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns, &watching);
+	if (__builtin_expect(watching != NULL, 0))   /* left without data: an error, EINTR, a timeout */
+		sock_offload_unwatch(&watching);
 	/* As Linux: the stamps of the last segment read. */
 	if (__builtin_expect(last_rx_ns != 0 && r > 0 && sock_base_rx_stamps_on(&s->base), 0)) {
 		size_t used = 0;
@@ -165,7 +188,8 @@ static bool sock_tcp_recv_would_block(const struct sock_tcp *s, const struct soc
 	       sock_offload_idle_peek(ctx);
 }
 
-static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns)
+static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int flags, uint64_t *last_rx_ns,
+				     struct sock_offload **watching)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	/* Our transmit stamps first, then the kernel socket's error queue;
@@ -213,6 +237,9 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		return -1;
 	}
 	for (;;) {
+		/* The connection moved lanes: the watch of the old one goes. */
+		if (__builtin_expect(*watching != NULL, 0) && *watching != __atomic_load_n(&s->ctx, __ATOMIC_RELAXED))
+			sock_offload_unwatch(watching);
 		ctx = sock_tcp_lock(s, ctx);
 		if (!s->rxq_bytes)
 			sock_offload_progress_locked(ctx);
@@ -239,6 +266,10 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 			}
 		}
 		bool staged = __builtin_expect(s->xcb != NULL, 0) && s->xcb->frames;
+		if (n)
+			sock_offload_unwatch_locked(ctx, watching);
+		else if (!nonblock)
+			sock_offload_watch_locked(ctx, watching);
 		sock_offload_unlock(ctx);
 		/* Bytes staged for the receive callback: shown to it now, in
 		 * this thread; those it lets through are read on the next pass. */
@@ -291,7 +322,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 			continue;
 		if (s->stats)
 			s->stats->c.rx_poll_miss++;
-		if (sock_tcp_sleep(s, ctx, deadline, 0, sock_tcp_rx_ready, &sigmark) < 0) {
+		if (sock_tcp_sleep_as(s, ctx, deadline, 0, sock_tcp_rx_ready, &sigmark, watching) < 0) {
 			if (errno == EAGAIN)
 				goto timeout;
 			return copied ? (ssize_t)copied : -1;

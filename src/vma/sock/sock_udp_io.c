@@ -102,78 +102,6 @@ static ssize_t sock_udp_dequeue_locked(struct sock_udp *s, struct msghdr *msg, i
 }
 
 
-/* ---- one ring, many readers (struct sock_offload, udp_watchers) ----
- * A blocking receive that found nothing is a watcher of its lane from its
- * first locked pass (it polls the rings, then sleeps on their wait fds)
- * until it leaves or sleeps passive. */
-
-/* A passive sleep lasts at most this long, then the reader looks at the
- * rings itself: a watcher that never came back (a thread cancelled in its
- * sleep) costs latency, never a hang. */
-#define SOCK_UDP_PASSIVE_CAP_MS 100
-
-static void sock_udp_watch_locked(struct sock_offload *ctx, struct sock_offload **watching)
-{
-	if (*watching)
-		return;   /* this lane's already, or the one the socket left (dropped unlocked) */
-	ctx->udp_watchers++;
-	*watching = ctx;
-}
-
-static void sock_udp_unwatch_locked(struct sock_offload *ctx, struct sock_offload **watching)
-{
-	if (*watching != ctx)
-		return;
-	*watching = NULL;
-	if (--ctx->udp_watchers == 0 && ctx->nudp_passive) {
-		/* Written under the lock: its reader takes its entry out
-		 * under it before it returns, so the fd is still the
-		 * socket's (an fd number closed and reused would get our
-		 * eight bytes otherwise). */
-		int saved = errno;
-		eventfd_write(ctx->udp_passive[--ctx->nudp_passive], 1);
-		errno = saved;
-	}
-}
-
-static void sock_udp_unwatch(struct sock_offload **watching)
-{
-	struct sock_offload *ctx = *watching;
-	if (!ctx)
-		return;
-	sock_offload_lock(ctx);
-	sock_udp_unwatch_locked(ctx, watching);
-	sock_offload_unlock(ctx);
-}
-
-/* Lock held, the socket's wake fd made: true when another watcher covers
- * the lane, so this reader sleeps on its wake fd alone. */
-static bool sock_udp_go_passive_locked(struct sock_udp *s, struct sock_offload *ctx, struct sock_offload **watching)
-{
-	if (*watching != ctx || ctx->udp_watchers < 2 || ctx->nudp_passive == SOCK_OFFLOAD_POLL_SLEEPERS ||
-	    s->base.wake_fd < 0 || sock_udp_stray_lane(s))
-		return false;
-	ctx->udp_watchers--;
-	*watching = NULL;
-	ctx->udp_passive[ctx->nudp_passive++] = s->base.wake_fd;
-	return true;
-}
-
-/* Back from a passive sleep: out of the list (unless a leaving watcher
- * took us out to watch next), a watcher again for the passes ahead. */
-static void sock_udp_passive_end(struct sock_udp *s, struct sock_offload *ctx, struct sock_offload **watching)
-{
-	sock_offload_lock(ctx);
-	for (unsigned i = 0; i < ctx->nudp_passive; i++) {
-		if (ctx->udp_passive[i] == s->base.wake_fd) {
-			ctx->udp_passive[i] = ctx->udp_passive[--ctx->nudp_passive];
-			break;
-		}
-	}
-	sock_udp_watch_locked(ctx, watching);
-	sock_offload_unlock(ctx);
-}
-
 /* Sleeps on the rings' wait fds, the kernel socket and our wake eventfd
  * (sock_base_sleep_*); or, passive, on the kernel socket and the wake fd
  * alone while another receive watches the lane. The rings are those of the lane the socket is in
@@ -196,14 +124,15 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 	 * rings their frames back before anyone sleeps. */
 	int n = s->queue.count || sock_udp_has_strays(s)
 			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
-	bool passive = n >= 0 && sock_udp_go_passive_locked(s, ctx, watching);
+	bool passive = n >= 0 && sock_offload_passive_begin_locked(ctx, watching, s->base.wake_fd,
+								       sock_udp_stray_lane(s) != NULL);
 	sock_offload_unlock(ctx);
 	if (passive) {
-		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_UDP_PASSIVE_CAP_MS)
-			z.timeout_ms = SOCK_UDP_PASSIVE_CAP_MS;
+		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
+			z.timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
 		int r = sock_base_sleep_end(&s->base, &z, fds, 0, POLLIN);
 		*kernel_ready = z.kernel_ready;
-		sock_udp_passive_end(s, ctx, watching);
+		sock_offload_passive_end(ctx, watching, s->base.wake_fd);
 		return r;
 	}
 	struct sock_offload *old = n >= 0 ? sock_udp_stray_lane(s) : NULL;
@@ -253,11 +182,8 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
 	struct sock_offload *watching = NULL;
 	ssize_t r = sock_udp_recv_wait(sock_udp_of(obj), msg, flags, &watching);
-	if (__builtin_expect(watching != NULL, 0)) {   /* left without data: an error, EINTR, a timeout */
-		int saved = errno;
-		sock_udp_unwatch(&watching);
-		errno = saved;
-	}
+	if (__builtin_expect(watching != NULL, 0))   /* left without data: an error, EINTR, a timeout */
+		sock_offload_unwatch(&watching);
 	return r;
 }
 
@@ -285,7 +211,7 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 	for (;;) {
 		/* The socket moved lanes: the watch of the old one goes. */
 		if (__builtin_expect(*watching != NULL, 0) && *watching != __atomic_load_n(&s->ctx, __ATOMIC_RELAXED))
-			sock_udp_unwatch(watching);
+			sock_offload_unwatch(watching);
 		/* VMA_RX_UDP_POLL_OS_RATIO counts ring polls: a pass that
 		 * found the lane busy polled nothing (such passes are fast,
 		 * and counting them made the kernel socket's read most of a
@@ -321,6 +247,9 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 			 * through in the kernel. */
 			if (os_signal_interrupts(&sigmark, !deadline))
 				return -1;
+			/* Not a watcher while blocked in the kernel: the lane's
+			 * passive sleepers must not count on us. */
+			sock_offload_unwatch(watching);
 			return OS_CALL(recvmsg, s->obj.fd, msg, flags);
 		}
 		if (__builtin_expect(sock_udp_has_strays(s), 0))
@@ -336,7 +265,7 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 			sock_offload_rx_drain_locked(ctx, &s->stats->c.rx_drain_polls);
 		if (s->queue.count) {
 			ssize_t r = sock_udp_dequeue_locked(s, msg, flags);
-			sock_udp_unwatch_locked(ctx, watching);
+			sock_offload_unwatch_locked(ctx, watching);
 			sock_offload_unlock(ctx);
 			/* A hit is data found by polling, not after sleeping. */
 			if (!slept)
@@ -344,7 +273,7 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 			return r;
 		}
 		if (!nonblock)
-			sock_udp_watch_locked(ctx, watching);
+			sock_offload_watch_locked(ctx, watching);
 		sock_offload_unlock(ctx);
 	polled:
 		/* Datagrams staged for the receive callback: shown to it now,
