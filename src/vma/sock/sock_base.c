@@ -299,6 +299,16 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 	return 0;
 }
 
+int sock_base_sleep_passive(struct sock_base *b, struct sock_base_sleep *z, short kernel_events,
+			    struct sock_offload *ctx, struct sock_offload **watching)
+{
+	if (z->timeout_ms < 0 || z->timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
+		z->timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
+	int r = sock_base_sleep_end(b, z, NULL, 0, kernel_events);
+	sock_offload_passive_end(ctx, watching, b->wake_fd);   /* keeps errno */
+	return r;
+}
+
 /* ---- vma_stats -S ---- */
 
 static const char *sock_base_dump_addr(uint32_t ip, char *buf, size_t size)

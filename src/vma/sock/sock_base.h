@@ -148,6 +148,12 @@ int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64
 			  const struct os_sig_mark *since);
 int sock_base_sleep_cancel(struct sock_base *b);
 int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const int *fds, int n, short kernel_events);
+/* sock_base_sleep_end for a receive that sock_offload_passive_begin_locked
+ * made passive on lane ctx: no ring fds, at most SOCK_OFFLOAD_PASSIVE_CAP_MS,
+ * then sock_offload_passive_end. */
+struct sock_offload;
+int sock_base_sleep_passive(struct sock_base *b, struct sock_base_sleep *z, short kernel_events,
+			    struct sock_offload *ctx, struct sock_offload **watching);
 
 /* ---- vma_stats -S ---- */
 

@@ -54,13 +54,8 @@ static int sock_tcp_sleep_as(struct sock_tcp *s, struct sock_offload *ctx, uint6
 	sock_offload_unlock(ctx);
 	if (n < 0)
 		return sock_base_sleep_cancel(&s->base);
-	if (passive) {
-		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
-			z.timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
-		int r = sock_base_sleep_end(&s->base, &z, fds, 0, kernel_events);
-		sock_offload_passive_end(ctx, watching, s->base.wake_fd);
-		return r;
-	}
+	if (passive)
+		return sock_base_sleep_passive(&s->base, &z, kernel_events, ctx, watching);
 	return sock_base_sleep_end(&s->base, &z, fds, n, kernel_events);
 }
 

@@ -128,11 +128,8 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 								       sock_udp_stray_lane(s) != NULL);
 	sock_offload_unlock(ctx);
 	if (passive) {
-		if (z.timeout_ms < 0 || z.timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
-			z.timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
-		int r = sock_base_sleep_end(&s->base, &z, fds, 0, POLLIN);
+		int r = sock_base_sleep_passive(&s->base, &z, POLLIN, ctx, watching);
 		*kernel_ready = z.kernel_ready;
-		sock_offload_passive_end(ctx, watching, s->base.wake_fd);
 		return r;
 	}
 	struct sock_offload *old = n >= 0 ? sock_udp_stray_lane(s) : NULL;
