@@ -59,7 +59,7 @@ failed_checks() {
 for script in "$here"/t_*.sh "$here"/*.sh; do
 	name=$(basename "$script" .sh)
 	case $name in
-	run | lib) continue ;;
+	run | lib | pair_lib) continue ;;   # helpers, sourced by the tests
 	t_*) name=${name#t_}; args=() ;;
 	*)
 		[ -n "$BUILDDIR" ] || continue

@@ -40,28 +40,12 @@ HELPER=$BUILD/tests/integration/udp_readers
 [ -x "$HELPER" ] || make -C "$BUILD" -s tests/integration/udp_readers >/dev/null 2>&1
 [ -x "$HELPER" ] || { echo "SKIP: no $HELPER (make check builds it)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${RDR_TB_PREFIX:-vmardr}
-WORK=$(mktemp -d /tmp/udp_readers.XXXXXX)
-SRV=""
-cleanup() {
-	[ -n "$SRV" ] && kill -9 "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
+TB_PREFIX_OVERRIDE=${RDR_TB_PREFIX:-}
+. "$(dirname "$0")/pair_lib.sh"
+pair_up vmardr udp_readers
 # kernel_in udp|tcp: Udp InDatagrams or Tcp InSegs of the server namespace
 kernel_in() {
-	if [ "$1" = udp ]; then
-		$B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp
-	else
-		$B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp
-	fi
+	if [ "$1" = udp ]; then snmp Udp: 2; else snmp Tcp: 11; fi
 }
 
 # The kernel client: prints "wakes W messages D", "away max_ms M", "bad B

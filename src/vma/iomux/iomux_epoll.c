@@ -24,10 +24,10 @@ static void kernel_close(int fd)
 }
 
 /* ---- ready list (ep lock held) ---- */
-void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it)
+static bool ready_link(struct iomux_epoll *ep, struct iomux_item *it)
 {
 	if (it->on_ready || it->detached)
-		return;
+		return false;
 	it->on_ready = true;
 	it->ready_next = NULL;
 	it->ready_prev = ep->ready_tail;
@@ -36,7 +36,42 @@ void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it)
 	else
 		ep->ready_head = it;
 	ep->ready_tail = it;
-	iomux_wake(ep);
+	return true;
+}
+
+void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	if (ready_link(ep, it))
+		iomux_wake(ep);
+}
+
+/* Whether the wake eventfd is to be written: someone sleeps in the set or
+ * watches it from outside, and no write is pending since the last drain.
+ * Claims the write (wake_signalled). Lock held. */
+static bool wake_claim(struct iomux_epoll *ep)
+{
+	if (ep->wake_signalled || ep->wake_fd < 0 || (!ep->sleepers && !ep->exposed))
+		return false;
+	ep->wake_signalled = true;
+	return true;
+}
+
+int iomux_ready_push_deferred(struct iomux_epoll *ep, struct iomux_item *it)
+{
+	return ready_link(ep, it) && wake_claim(ep) ? ep->wake_fd : -1;
+}
+
+__thread unsigned iomux_woke_sets;
+
+void iomux_wake_write(int fd)
+{
+	if (fd < 0)
+		return;
+	iomux_woke_sets++;
+	int saved = errno;
+	uint64_t one = 1;
+	(void)OS_CALL(write, fd, &one, sizeof(one));
+	errno = saved;
 }
 
 void iomux_ready_remove(struct iomux_epoll *ep, struct iomux_item *it)
@@ -60,11 +95,8 @@ void iomux_ready_remove(struct iomux_epoll *ep, struct iomux_item *it)
  * once until the next drain. */
 void iomux_wake(struct iomux_epoll *ep)
 {
-	if (ep->wake_signalled || ep->wake_fd < 0 || (!ep->sleepers && !ep->exposed))
-		return;
-	uint64_t one = 1;
-	if (OS_CALL(write, ep->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-		ep->wake_signalled = true;
+	if (wake_claim(ep))
+		iomux_wake_write(ep->wake_fd);
 }
 
 void iomux_wake_drain(struct iomux_epoll *ep)
@@ -74,6 +106,14 @@ void iomux_wake_drain(struct iomux_epoll *ep)
 	uint64_t value;
 	(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
 	ep->wake_signalled = false;
+}
+
+void iomux_wake_fired(struct iomux_epoll *ep)
+{
+	if (ep->wake_signalled || ep->wake_fd < 0)
+		return;
+	uint64_t value;
+	(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
 }
 
 /* ---- notify: called by sockets from any thread ---- */
@@ -89,9 +129,14 @@ void iomux_notify(struct sock_obj *obj, uint32_t events)
 		if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)))
 			continue;   /* still a kernel fd there: the kernel reports it */
 		iomux_lock(&ep->lock);
-		if (!it->disarmed)
-			iomux_ready_push(ep, it);
+		int wake_fd = it->disarmed ? -1 : iomux_ready_push_deferred(ep, it);
 		iomux_unlock(&ep->lock);
+		/* Out of the set's lock: the write wakes the set's sleeper,
+		 * whose first step is to take that lock (kernel_harvest), and
+		 * on a crowded host this thread may lose its CPU inside the
+		 * syscall. Under the watch lock still: the set's release
+		 * unlinks this watch, under it, before it closes the fd. */
+		iomux_wake_write(wake_fd);
 	}
 	iomux_unlock(wl);
 }
@@ -181,6 +226,7 @@ static void epoll_obj_release(struct sock_obj *obj)
 	/* A sleeper armed its signal handler with the fd (sleep_kernel, under
 	 * this lock): closed now, its number could be reused by then. */
 	iomux_lock(&ep->lock);
+	iomux_epoll_armed_drop(ep);
 	int fd = ep->wake_fd;
 	ep->wake_fd = -1;
 	if (ep->sleepers) {

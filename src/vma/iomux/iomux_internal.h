@@ -82,6 +82,15 @@ struct iomux_epoll {
 	uint32_t armed_gen;
 	int narmed;
 	int armed[IOMUX_ARMED_MAX];
+	/* Wait fds taken out of the kernel epoll after they woke a sleeper
+	 * of this set for nothing (iomux_wait.c, "one ring, many sets"),
+	 * until resting_until (ns); ring generation resting_gen. */
+	uint32_t resting_gen;
+	int nresting;
+	int resting[IOMUX_ARMED_MAX];
+	int64_t resting_until;
+	/* The lane this set counts itself in (epoll_armed_sets), if any. */
+	struct sock_offload *armed_lane;
 	struct stats_iomux *stats;
 };
 
@@ -113,9 +122,25 @@ void iomux_stats_finish(struct stats_iomux *st, int n, int64_t start, int64_t sl
 
 /* Ready-list plumbing used by notify and wait (ep lock held). */
 void iomux_ready_push(struct iomux_epoll *ep, struct iomux_item *it);
+/* The same, but the wake eventfd is only claimed: the fd to write with
+ * iomux_wake_write once ep's lock is dropped (-1: no write wanted). The
+ * caller must keep the fd from closing until then: it holds the item's
+ * watch lock, which the set's release waits for before it closes it. */
+int iomux_ready_push_deferred(struct iomux_epoll *ep, struct iomux_item *it);
+void iomux_wake_write(int fd);
+/* Wake-ups this thread wrote to sets' wake fds (sleepers of other sets
+ * whose readiness its ring passes delivered). */
+extern __thread unsigned iomux_woke_sets;
 void iomux_ready_remove(struct iomux_epoll *ep, struct iomux_item *it);
 /* Signals the wake eventfd when someone sleeps or watches (lock held). */
 void iomux_wake(struct iomux_epoll *ep);
 void iomux_wake_drain(struct iomux_epoll *ep);
+/* The kernel reported the wake eventfd readable: drained when no wake-up
+ * is pending on it (a deferred write that landed after the drain it was
+ * meant for would otherwise end every later sleep at once). Lock held. */
+void iomux_wake_fired(struct iomux_epoll *ep);
+/* The set is going: it no longer counts as holding its lane's wait fds
+ * (iomux_wait.c, "one ring, many sets"). Lock held. */
+void iomux_epoll_armed_drop(struct iomux_epoll *ep);
 
 #endif

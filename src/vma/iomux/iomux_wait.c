@@ -53,20 +53,27 @@ static int offl_batch(struct iomux_epoll *ep, int first, struct sock_obj **batch
 	return n < 0 ? 0 : n;
 }
 
-static void ring_progress_all(struct iomux_epoll *ep)
+/* Progresses the lanes of the set's offloaded sockets; returns the lane
+ * when they all share one (the default ring logic), else NULL. */
+static struct sock_offload *ring_progress_all(struct iomux_epoll *ep)
 {
 	struct lanes_seen seen = { .n = 0 };
+	bool keyless = false;
 	struct sock_obj *batch[IOMUX_OFFL_BATCH];
 	for (int first = 0;; first += IOMUX_OFFL_BATCH) {
 		int n = offl_batch(ep, first, batch);
 		for (int i = 0; i < n; i++) {
 			struct sock_obj *obj = batch[i];
+			if (!obj->ops->lane_key)
+				keyless = true;
 			if (obj->ops->progress && !lane_seen(&seen, obj))
 				obj->ops->progress(obj);
 		}
 		if (n < IOMUX_OFFL_BATCH)
-			return;
+			break;
 	}
+	/* lane_key answers a struct sock_offload (sock_tcp, sock_udp). */
+	return seen.n == 1 && !keyless ? (struct sock_offload *)seen.key[0] : NULL;
 }
 
 /* Disarms a fired EPOLLONESHOT item on both sides (lock held). */
@@ -131,11 +138,21 @@ static int collect_ready(struct iomux_epoll *ep, struct epoll_event *events, int
 	return count;
 }
 
+/* The internal fds one sleep's kernel epoll reported, but our wake fd:
+ * the rings' wait fds (and their lanes' drain fds). */
+#define IOMUX_FIRED_MAX 4
+struct iomux_fired {
+	int fd[IOMUX_FIRED_MAX];
+	int n;
+};
+
 /* The kernel epoll's answer, written into events[count..] and translated
  * in place. Returns the new count or -1; *woke tells whether the kernel
- * returned anything at all (internal wakeups included). */
+ * returned anything at all (internal wakeups included); *fired (if not
+ * NULL) gets the internal fds it reported. */
+
 static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, int count, int maxevents,
-			  int timeout_ms, const sigset_t *mask, bool *woke)
+			  int timeout_ms, const sigset_t *mask, bool *woke, struct iomux_fired *fired)
 {
 	const int offloaded = count;
 	int raw = OS_CALL(epoll_pwait, ep->base.fd, events + count, maxevents - count, timeout_ms, mask);
@@ -151,8 +168,13 @@ static int kernel_harvest(struct iomux_epoll *ep, struct epoll_event *events, in
 		uint64_t tagged = events[i].data.u64;
 		uint32_t bits = events[i].events;
 		int fd = (int)(uint32_t)tagged;
-		if (tagged >> 32 != IOMUX_TAG_APP)
+		if (tagged >> 32 != IOMUX_TAG_APP) {
+			if (fd == ep->wake_fd)
+				iomux_wake_fired(ep);
+			else if (fired && fired->n < IOMUX_FIRED_MAX)
+				fired->fd[fired->n++] = fd;
 			continue;
+		}
 		struct iomux_item *it = fd < ep->item_cap ? ep->items[fd] : NULL;
 		if (!it)
 			continue;   /* deleted while we slept */
@@ -197,10 +219,143 @@ static void armed_note(struct iomux_epoll *ep, uint32_t gen, int fd)
 	iomux_unlock(&ep->lock);
 }
 
+/* ---- one ring, many sets ----
+ * Under the default ring logic the threads of a process share one ring,
+ * and each thread's epoll set holds the ring's wait fd. A packet wakes the
+ * first set in the fd's wait queue that has a sleeper (EPOLLEXCLUSIVE),
+ * whoever the packet is for: with one busy thread of four, the three idle
+ * ones woke for nearly every request of the busy one (21000 wake-ups a
+ * second for nothing, the server at 0.6x the kernel). So a set of one lane
+ * woken by the lane's wait fds that then found nothing for itself takes
+ * them out of its kernel epoll for a while (it "rests" them): the packets
+ * were another set's, whose thread serves them, and what they make ready
+ * here still comes through our wake fd. The lane keeps at least one set
+ * that holds them (epoll_armed_sets), so a packet always wakes someone;
+ * if that someone is busy in the application, a packet for a resting set
+ * waits at most until the rest ends: its fds come back then, their
+ * readiness reported at once (IOMUX_RESTING_NS_MAX, or the internal
+ * thread's VMA_PROGRESS_ENGINE_INTERVAL if shorter). A set also rests the
+ * fds when it is about to sleep while another thread spins on the lane:
+ * that one takes every packet off the ring first, and our sleep on the
+ * fds would wake, inside the kernel, for each of them and find the ring
+ * empty. Sets watched from outside (exposed: an outer poll relies on the
+ * rings being in the kernel epoll) and sets of several lanes never rest
+ * their fds. */
+#define IOMUX_RESTING_NS_MAX (2 * 1000000LL)
+
+static int64_t resting_ns(void)
+{
+	int64_t ms = g_cfg.progress_engine_interval;
+	return ms > 0 && ms * 1000000 < IOMUX_RESTING_NS_MAX ? ms * 1000000 : IOMUX_RESTING_NS_MAX;
+}
+
+/* Whether fd rests (lock held); forgets the resting fds once their time
+ * is up or their rings' generation passed. */
+static bool resting_locked(struct iomux_epoll *ep, uint32_t gen, int64_t now, int fd)
+{
+	if (ep->nresting && (ep->resting_gen != gen || now >= ep->resting_until))
+		ep->nresting = 0;
+	for (int i = 0; i < ep->nresting; i++)
+		if (ep->resting[i] == fd)
+			return true;
+	return false;
+}
+
+/* The set holds (armed) or no longer holds its lane's wait fds: counted
+ * in the lane (epoll_armed_sets). Lock held. */
+static void armed_lane_set(struct iomux_epoll *ep, struct sock_offload *lane)
+{
+	if (ep->armed_lane == lane)
+		return;
+	if (ep->armed_lane)
+		__atomic_fetch_sub(&ep->armed_lane->epoll_armed_sets, 1, __ATOMIC_ACQ_REL);
+	if (lane)
+		__atomic_fetch_add(&lane->epoll_armed_sets, 1, __ATOMIC_ACQ_REL);
+	ep->armed_lane = lane;
+}
+
+/* Takes this set out of lane's count, unless it is the last set there. */
+static bool armed_lane_leave(struct sock_offload *lane)
+{
+	unsigned cur = __atomic_load_n(&lane->epoll_armed_sets, __ATOMIC_ACQUIRE);
+	do {
+		if (cur < 2)
+			return false;
+	} while (!__atomic_compare_exchange_n(&lane->epoll_armed_sets, &cur, cur - 1, false, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return true;
+}
+
+void iomux_epoll_armed_drop(struct iomux_epoll *ep)
+{
+	armed_lane_set(ep, NULL);
+}
+
+/* Takes this set's wait fds of lane (its only one) out of its kernel
+ * epoll for resting_ns(): after a sleep woke on them and the pass after it
+ * found nothing for this set (fired: the fds that woke it), unless this
+ * set is the last to hold them; or, fired NULL, every fd it holds while
+ * another thread spins on the lane. */
+static void rest_fds(struct iomux_epoll *ep, struct sock_offload *lane, const struct iomux_fired *fired,
+		     int64_t now)
+{
+	uint32_t gen = ring_mgr_generation();
+	iomux_lock(&ep->lock);
+	if (ep->exposed || ep->armed_lane != lane) {
+		iomux_unlock(&ep->lock);
+		return;
+	}
+	if (!armed_lane_leave(lane)) {
+		if (fired || !sock_offload_spun_by_other(lane)) {
+			iomux_unlock(&ep->lock);
+			return;
+		}
+		__atomic_fetch_sub(&lane->epoll_armed_sets, 1, __ATOMIC_ACQ_REL);
+	}
+	ep->armed_lane = NULL;
+	(void)resting_locked(ep, gen, now, -1);
+	if (!ep->nresting) {
+		ep->resting_gen = gen;
+		ep->resting_until = now + resting_ns();
+	}
+	struct iomux_fired all = { .n = 0 };
+	if (!fired) {
+		for (int i = 0; i < ep->narmed && all.n < IOMUX_FIRED_MAX; i++)
+			all.fd[all.n++] = ep->armed[i];
+		fired = &all;
+	}
+	for (int k = 0; k < fired->n; k++) {
+		int fd = fired->fd[k];
+		if (resting_locked(ep, gen, now, fd) || ep->nresting == IOMUX_ARMED_MAX)
+			continue;
+		if (OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_DEL, fd, NULL) != 0)
+			continue;
+		ep->resting[ep->nresting++] = fd;
+		/* No longer in the kernel epoll: rings_arm adds it again. */
+		for (int i = 0; i < ep->narmed; i++) {
+			if (ep->armed[i] == fd) {
+				ep->armed[i] = ep->armed[--ep->narmed];
+				break;
+			}
+		}
+	}
+	iomux_unlock(&ep->lock);
+}
+
+/* The end of this set's resting, if it has fds resting (INT64_MAX: none). */
+static int64_t resting_end(struct iomux_epoll *ep)
+{
+	iomux_lock(&ep->lock);
+	int64_t end = ep->nresting ? ep->resting_until : INT64_MAX;
+	iomux_unlock(&ep->lock);
+	return end;
+}
+
 /* Arms every offloaded socket's rings and puts their wait fds in the
  * kernel epoll. Returns false when data arrived meanwhile (poll again). */
-static bool rings_arm(struct iomux_epoll *ep)
+static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 {
+	bool rested = false;
 	int seen[IOMUX_WAIT_FDS_MAX];
 	int nseen = 0;
 	struct lanes_seen lanes = { .n = 0 };
@@ -226,6 +381,13 @@ static bool rings_arm(struct iomux_epoll *ep)
 					seen[nseen++] = fds[k];
 				if (armed_known(ep, gen, fds[k]))
 					continue;
+				iomux_lock(&ep->lock);
+				bool rests = resting_locked(ep, gen, iomux_now_ns(), fds[k]);
+				iomux_unlock(&ep->lock);
+				if (rests) {
+					rested = true;
+					continue;
+				}
 				/* Edge-triggered: a ring that stays signalled must not
 				 * fill the caller's slots on every glance. Exclusive:
 				 * when the threads of one lane all sleep, a packet
@@ -247,8 +409,13 @@ static bool rings_arm(struct iomux_epoll *ep)
 			}
 		}
 		if (got < IOMUX_OFFL_BATCH)
-			return true;
+			break;
 	}
+	/* Holding the wait fds of its one lane (none resting): counted there. */
+	iomux_lock(&ep->lock);
+	armed_lane_set(ep, rested ? NULL : lane);
+	iomux_unlock(&ep->lock);
+	return true;
 }
 
 /* Sleeps in the kernel epoll unless the ready list filled meanwhile.
@@ -259,7 +426,7 @@ static bool rings_arm(struct iomux_epoll *ep)
  * under the set lock as a sleeper, so that a close() of the set meanwhile
  * leaves the fd open until no call pins the set (epoll_obj_release). */
 static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int maxevents, int64_t deadline,
-			const sigset_t *mask, const struct os_sig_mark *mark, bool *woke)
+			const sigset_t *mask, const struct os_sig_mark *mark, bool *woke, struct iomux_fired *fired)
 {
 	/* This thread's held sends leave first (sock_offload.h); a handler
 	 * that lock held back is seen by the look below. */
@@ -278,7 +445,7 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 	if (os_signal_caught_since(mark))
 		*woke = true;   /* the caller's look returns EINTR */
 	else
-		n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke);
+		n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke, fired);
 	int saved = errno;
 	iomux_lock(&ep->lock);
 	ep->sleepers--;
@@ -297,6 +464,12 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 
 static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept)
 {
+	/* A call that returns events keeps its claim on the lane (until the
+	 * lease lapses): its thread comes back for the next ones in a few
+	 * microseconds, and the lane's spinner should be the thread with the
+	 * traffic, not one that would wake it for every request. */
+	if (n <= 0)
+		sock_offload_spin_leave();
 	iomux_stats_finish(ep->stats, n, start, slept);
 	return n;
 }
@@ -310,7 +483,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		return -1;
 	}
 	if (!events)   /* the kernel's EFAULT, without us touching memory */
-		return kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+		return kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL, NULL);
 	struct stats_iomux *st = ep->stats;
 	st->c.calls++;
 	/* Clock reads are counted: 35 ns each on the development guest, and
@@ -326,13 +499,20 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_unlock(&ep->lock);
 	struct os_sig_mark sigmark = os_signal_call_mark();
 	bool yielded = false;
+	/* The wait fds that ended the last sleep, for the pass after it. */
+	struct iomux_fired fired = { .n = 0 };
 
 	for (unsigned int pass = 0;; pass++) {
 		bool offloaded = __atomic_load_n(&ep->offl_count, __ATOMIC_RELAXED) > 0;
 		int n = 0;
+		struct sock_offload *lane = NULL;
+		unsigned woke_sets = iomux_woke_sets;
 		if (offloaded) {
-			ring_progress_all(ep);
+			lane = ring_progress_all(ep);
 			n = collect_ready(ep, events, 0, maxevents);
+			if (n == 0 && fired.n && lane)
+				rest_fds(ep, lane, &fired, iomux_now_ns());
+			fired.n = 0;
 		}
 		if (n > 0) {
 			st->c.offload_ready++;
@@ -342,7 +522,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			int skip = g_cfg.select_skip_os;
 			if (n < maxevents && (skip == 0 || ++ep->skip_os_count >= (unsigned int)skip)) {
 				ep->skip_os_count = 0;
-				int k = kernel_harvest(ep, events, n, maxevents, 0, NULL, NULL);
+				int k = kernel_harvest(ep, events, n, maxevents, 0, NULL, NULL, NULL);
 				n = k < 0 ? n : k;
 			}
 			return wait_done(ep, n, start, slept);
@@ -355,7 +535,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		if (!offloaded && g_cfg.select_poll_os_force && slept == 0) {
 			/* VMA_SELECT_POLL_OS_FORCE: kernel fds alone are
 			 * spun on too, for VMA_SELECT_POLL, before sleeping. */
-			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL, NULL);
 			if (n != 0) {
 				st->c.poll_hit += n > 0;   /* found polling, not sleeping */
 				return wait_done(ep, n, start, slept);
@@ -380,7 +560,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 			bool woke = false;
 			ring_spin_release();
 			int64_t t0 = iomux_now_ns();
-			n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, &woke);
+			n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, &woke, NULL);
 			slept += iomux_now_ns() - t0;
 			if (n != 0 || !woke || iomux_ms_left(deadline) == 0)
 				return wait_done(ep, n, start, slept);
@@ -391,13 +571,24 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		bool timed_out = now >= deadline;
 		bool refused = false;
 		bool spin = !timed_out && slept == 0 && iomux_spinning(start, now, &refused);
+		/* Another thread spins on this set's only lane: its
+		 * deliveries wake us (the set's wake fd). */
+		if (spin && lane && !sock_offload_spin_turn(lane))
+			spin = false;
+		/* This pass found nothing for us but woke another set's
+		 * sleeper: that thread has the traffic, and should be the one
+		 * that spins. We sleep. */
+		if (spin && lane && iomux_woke_sets != woke_sets) {
+			sock_offload_spin_leave();
+			spin = false;
+		}
 		/* The first pass looks at the kernel fds too, unless it goes
 		 * to sleep right away: that sleep's epoll_pwait reports them
 		 * with the rings, one syscall instead of two. */
 		if ((pass == 0 && (spin || timed_out)) ||
 		    (ratio > 0 && ++ep->os_ratio_count >= (unsigned int)ratio)) {
 			ep->os_ratio_count = 0;
-			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL);
+			n = kernel_harvest(ep, events, 0, maxevents, 0, NULL, NULL, NULL);
 			if (n != 0)
 				return wait_done(ep, n, start, slept);
 		}
@@ -414,7 +605,11 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		 * before the sleep (ring_spin_yield). */
 		if (refused && ring_spin_yield(&yielded))
 			continue;
-		if (!rings_arm(ep))
+		/* Another thread spins on the set's lane: no sleep on its fds. */
+		if (lane && __atomic_load_n(&ep->armed_lane, __ATOMIC_RELAXED) == lane &&
+		    sock_offload_spun_by_other(lane))
+			rest_fds(ep, lane, NULL, now);
+		if (!rings_arm(ep, lane))
 			continue;
 		/* A handler held back while rings_arm had a lane locked ran at
 		 * its unlock, after the check above: the kernel sleep would not
@@ -422,17 +617,23 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 		if (os_signal_interrupts(&sigmark, false))
 			return wait_done(ep, -1, start, slept);
 		st->c.poll_miss += slept == 0;
+		sock_offload_spin_leave();
 		bool woke = false;
-		n = sleep_kernel(ep, events, maxevents, deadline, mask, &sigmark, &woke);
+		/* Resting fds come back when their time is up: the sleep
+		 * ends then, and the next pass arms them again. */
+		int64_t rest_end = resting_end(ep);
+		int64_t sleep_end = rest_end < deadline ? rest_end : deadline;
+		n = sleep_kernel(ep, events, maxevents, sleep_end, mask, &sigmark, &woke, &fired);
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - now : 0) + 1;
 		if (n < 0)
 			return wait_done(ep, n, start, slept);
 		if (n > 0) {
 			/* Offloaded readiness that came with it, merged. */
+			fired.n = 0;
 			n = collect_ready(ep, events, n, maxevents);
 			return wait_done(ep, n, start, slept);
 		}
-		if (!woke)
+		if (!woke && sleep_end == deadline)
 			return wait_done(ep, 0, start, slept);
 	}
 }

@@ -298,6 +298,63 @@ void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **wa
 	errno = saved;
 }
 
+/* ---- one busy-poller per lane (sock_offload.h) ---- */
+static __thread char spin_token;                 /* its address names the thread */
+static __thread struct sock_offload *spin_claimed;
+static __thread unsigned spin_passes;
+
+/* A pass renews the lease once in SOCK_OFFLOAD_SPIN_RENEW_EVERY: a pass
+ * takes well under a microsecond, the lease a millisecond. */
+#define SOCK_OFFLOAD_SPIN_RENEW_EVERY 32
+
+static bool sock_offload_spin_claim(struct sock_offload *ctx, uint64_t now_ns)
+{
+	const void *owner = __atomic_load_n(&ctx->spin_owner, __ATOMIC_ACQUIRE);
+	if (owner != &spin_token) {
+		if (owner && now_ns < __atomic_load_n(&ctx->spin_until_ns, __ATOMIC_ACQUIRE))
+			return false;
+		if (!__atomic_compare_exchange_n(&ctx->spin_owner, &owner, &spin_token, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			return false;
+	}
+	__atomic_store_n(&ctx->spin_until_ns, now_ns + SOCK_OFFLOAD_SPIN_LEASE_NS, __ATOMIC_RELEASE);
+	return true;
+}
+
+static uint64_t sock_offload_spin_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool sock_offload_spun_by_other(struct sock_offload *ctx)
+{
+	const void *owner = __atomic_load_n(&ctx->spin_owner, __ATOMIC_ACQUIRE);
+	return owner && owner != &spin_token &&
+	       sock_offload_spin_now_ns() < __atomic_load_n(&ctx->spin_until_ns, __ATOMIC_ACQUIRE);
+}
+
+bool sock_offload_spin_turn(struct sock_offload *ctx)
+{
+	if (spin_claimed == ctx && (++spin_passes % SOCK_OFFLOAD_SPIN_RENEW_EVERY) != 0)
+		return true;
+	if (spin_claimed != ctx)
+		sock_offload_spin_leave();
+	spin_claimed = sock_offload_spin_claim(ctx, sock_offload_spin_now_ns()) ? ctx : NULL;
+	return spin_claimed == ctx;
+}
+
+void sock_offload_spin_leave(void)
+{
+	struct sock_offload *ctx = spin_claimed;
+	if (!ctx)
+		return;
+	spin_claimed = NULL;
+	const void *expected = &spin_token;
+	__atomic_compare_exchange_n(&ctx->spin_owner, &expected, NULL, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void sock_offload_drain_signal(struct sock_offload *ctx)
 {
 	if (ctx->drain_wake_fd < 0)

@@ -145,6 +145,14 @@ struct sock_offload {
 	unsigned rx_watchers;
 	int rx_passive[SOCK_OFFLOAD_POLL_SLEEPERS];
 	unsigned nrx_passive;
+	/* The thread busy-polling the lane (sock_offload_spin_turn): a token
+	 * of it, and the end of its lease. Lock-free. */
+	const void *spin_owner;
+	uint64_t spin_until_ns;
+	/* epoll sets of this lane alone whose kernel epoll holds the lane's
+	 * wait fds (iomux_wait.c, "one ring, many sets"): the last one never
+	 * rests them. Atomic. */
+	unsigned epoll_armed_sets;
 	struct engine_timer tick;
 	/* Attached flows with their users (several sockets on one port or
 	 * group share the steering entry). Guarded by lock. */
@@ -289,6 +297,24 @@ bool sock_offload_passive_begin_locked(struct sock_offload *ctx, struct sock_off
 /* No lock held; preserves errno: out of the list (unless a leaving
  * watcher took it out to watch next), a watcher again. */
 void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **watching, int wake_fd);
+/* ---- one busy-poller per lane ----
+ * Only one thread at a time can poll a lane (its lock): a second thread
+ * spinning on it found the lane busy on nearly every pass and burnt a CPU
+ * the others needed (docs/process_model.md, "One ring, many sets"). A
+ * call about to spin on a lane (epoll_wait on a set of one lane, a
+ * blocking receive) takes its turn: while another thread's live claim
+ * holds the lane it sleeps instead, and the spinner's deliveries wake it.
+ * A claim is renewed as its holder spins and lapses after
+ * SOCK_OFFLOAD_SPIN_LEASE_NS (a spinner descheduled that long, or gone,
+ * no longer holds the lane). One claim per thread; lock-free. */
+#define SOCK_OFFLOAD_SPIN_LEASE_NS 1000000ull
+/* True: this thread may spin on ctx now (it holds the claim). */
+bool sock_offload_spin_turn(struct sock_offload *ctx);
+/* Drops this thread's claim, if any: when it stops spinning. */
+void sock_offload_spin_leave(void);
+/* Whether another thread spins on ctx now (a live claim not ours). */
+bool sock_offload_spun_by_other(struct sock_offload *ctx);
+
 static inline void sock_offload_poll_wake_if_locked(struct sock_offload *ctx)
 {
 	if (__builtin_expect(ctx && ctx->npoll_wake != 0, 0))

@@ -161,6 +161,10 @@ ssize_t sock_tcp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 	uint64_t last_rx_ns = 0;
 	struct sock_offload *watching = NULL;
 	ssize_t r = sock_tcp_recvmsg_data(s, msg, flags, &last_rx_ns, &watching);
+	/* With data, the claim on the lane stays until its lease lapses:
+	 * the thread is back for more in microseconds (sock_offload.h). */
+	if (r <= 0)
+		sock_offload_spin_leave();
 	if (__builtin_expect(watching != NULL, 0))   /* left without data: an error, EINTR, a timeout */
 		sock_offload_unwatch(&watching);
 	/* As Linux: the stamps of the last segment read. */
@@ -304,7 +308,8 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		if (os_signal_interrupts(&sigmark, !deadline && !copied))
 			return copied ? (ssize_t)copied : -1;
 		bool may_poll = rx_poll < 0 || spins++ < rx_poll;
-		if (may_poll && ring_spin_permit()) {
+		/* One spinner per lane (sock_offload_spin_turn). */
+		if (may_poll && ring_spin_permit() && sock_offload_spin_turn(ctx)) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline)
 				goto timeout;
 			if (g_cfg.rx_poll_yield)
@@ -317,6 +322,7 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 			continue;
 		if (s->stats)
 			s->stats->c.rx_poll_miss++;
+		sock_offload_spin_leave();
 		if (sock_tcp_sleep_as(s, ctx, deadline, 0, sock_tcp_rx_ready, &sigmark, watching) < 0) {
 			if (errno == EAGAIN)
 				goto timeout;

@@ -179,6 +179,10 @@ ssize_t sock_udp_op_recvmsg(struct sock_obj *obj, struct msghdr *msg, int flags)
 {
 	struct sock_offload *watching = NULL;
 	ssize_t r = sock_udp_recv_wait(sock_udp_of(obj), msg, flags, &watching);
+	/* With data, the claim on the lane stays until its lease lapses:
+	 * the thread is back for more in microseconds (sock_offload.h). */
+	if (r <= 0)
+		sock_offload_spin_leave();
 	if (__builtin_expect(watching != NULL, 0))   /* left without data: an error, EINTR, a timeout */
 		sock_offload_unwatch(&watching);
 	return r;
@@ -302,7 +306,9 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 		if (os_signal_interrupts(&sigmark, !deadline))
 			return -1;
 		bool may_poll = rx_poll < 0 || spins++ < rx_poll;
-		if (may_poll && ring_spin_permit()) {
+		/* One spinner per lane (sock_offload_spin_turn). */
+		struct sock_offload *lane = may_poll ? sock_udp_ctx(s) : NULL;
+		if (may_poll && ring_spin_permit() && (!lane || sock_offload_spin_turn(lane))) {
 			if (deadline && (spins & 1023) == 0 && engine_now_ms() >= deadline) {
 				errno = EAGAIN;
 				return -1;
@@ -323,6 +329,7 @@ static ssize_t sock_udp_recv_wait(struct sock_udp *s, struct msghdr *msg, int fl
 		 * sleep and one after cost two syscalls a sleep that almost
 		 * always found nothing: the rings carry our traffic). */
 		s->stats->c.rx_poll_miss++;
+		sock_offload_spin_leave();
 		bool kernel_ready;
 		if (sock_udp_sleep(s, deadline, &sigmark, watching, &kernel_ready) < 0)
 			return -1;
