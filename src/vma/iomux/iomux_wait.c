@@ -64,7 +64,10 @@ static struct sock_offload *ring_progress_all(struct iomux_epoll *ep)
 		int n = offl_batch(ep, first, batch);
 		for (int i = 0; i < n; i++) {
 			struct sock_obj *obj = batch[i];
-			if (!obj->ops->lane_key)
+			/* A socket without a lane key (not offloaded through a
+			 * lane, or with a receive callback of its own) is
+			 * progressed on its own: the set is not one lane's. */
+			if (!obj->ops->lane_key || !obj->ops->lane_key(obj))
 				keyless = true;
 			if (obj->ops->progress && !lane_seen(&seen, obj))
 				obj->ops->progress(obj);
