@@ -22,10 +22,15 @@ struct lanes_seen {
 	int n;
 };
 
-/* Whether obj's lane was served already in this pass; notes it if not. */
-static bool lane_seen(struct lanes_seen *seen, struct sock_obj *obj)
+static const void *lane_key_of(struct sock_obj *obj)
 {
-	const void *key = obj->ops->lane_key ? obj->ops->lane_key(obj) : NULL;
+	return obj->ops->lane_key ? obj->ops->lane_key(obj) : NULL;
+}
+
+/* Whether the lane of key (lane_key_of) was served already in this pass;
+ * notes it if not. */
+static bool lane_seen(struct lanes_seen *seen, const void *key)
+{
 	if (!key)
 		return false;
 	for (int i = 0; i < seen->n; i++)
@@ -67,9 +72,9 @@ static struct sock_offload *ring_progress_all(struct iomux_epoll *ep)
 			/* A socket without a lane key (not offloaded through a
 			 * lane, or with a receive callback of its own) is
 			 * progressed on its own: the set is not one lane's. */
-			if (!obj->ops->lane_key || !obj->ops->lane_key(obj))
-				keyless = true;
-			if (obj->ops->progress && !lane_seen(&seen, obj))
+			const void *key = lane_key_of(obj);
+			keyless |= key == NULL;
+			if (obj->ops->progress && !lane_seen(&seen, key))
 				obj->ops->progress(obj);
 		}
 		if (n < IOMUX_OFFL_BATCH)
@@ -368,7 +373,7 @@ static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 		int got = offl_batch(ep, first, batch);
 		for (int b = 0; b < got; b++) {
 			struct sock_obj *obj = batch[b];
-			if (!obj->ops->wait_prepare || lane_seen(&lanes, obj))
+			if (!obj->ops->wait_prepare || lane_seen(&lanes, lane_key_of(obj)))
 				continue;
 			int fds[IOMUX_WAIT_FDS_PER_SOCK];
 			int n = obj->ops->wait_prepare(obj, fds, IOMUX_WAIT_FDS_PER_SOCK);
