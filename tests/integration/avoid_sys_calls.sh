@@ -18,30 +18,15 @@
 #   libvma, parameter 1         offloaded; (nearly) none reaches the kernel
 set -u
 BUILD=${1:?usage: avoid_sys_calls.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/sock_params
 PROG=$BUILD/tests/integration/sock_params
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/sock_params >/dev/null 2>&1
-for f in "$LIB" "$PROG"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
 command -v strace >/dev/null || { echo "SKIP: needs strace (contrib/deps.sh)"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${AVS_TB_PREFIX:-avs}
-WORK=$(mktemp -d /tmp/avoid_sys_calls.XXXXXX)
-SRV=""
-cleanup() {
-	[ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
+TB_PREFIX_OVERRIDE=${AVS_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM
+pair_up avs avoid_sys_calls
 PORT=16300
 ROUNDS=2000
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 
 $A "$PROG" serve $PORT >"$WORK/serve" 2>&1 &
 SRV=$!

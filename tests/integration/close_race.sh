@@ -9,19 +9,13 @@
 # CLOSE_RACE_PRELOAD (the sanitizer runtimes) goes before the library.
 set -u
 BUILD=${1:?usage: close_race.sh BUILDDIR [LIBVMA]}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=${2:-$BUILD/src/vma/.libs/libvma.so}
+. "$(dirname "$0")/pair_lib.sh"
+PAIR_LIB=${2:-}
+pair_prereq tests/integration/close_race
 PROG=$BUILD/tests/integration/close_race
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/close_race >/dev/null 2>&1
-for f in "$LIB" "$PROG"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${CLR_TB_PREFIX:-clr}
-trap 'bash "$TESTBED" down >/dev/null 2>&1' EXIT
+TB_PREFIX_OVERRIDE=${CLR_TB_PREFIX:-}
 trap 'exit 143' TERM INT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
+pair_up clr close_race
 run() {  # run LABEL LIB PRELOAD
 	local out rc
 	out=$($B env LD_PRELOAD="${3:+$3:}$2" ASAN_OPTIONS=detect_leaks=0 VMA_TRACELEVEL=2 timeout 120 "$PROG" 198.18.0.2 40 2>&1)

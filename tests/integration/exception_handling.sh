@@ -18,29 +18,14 @@
 #    3  an error line, then the process dies of SIGABRT at the first call
 set -u
 BUILD=${1:?usage: exception_handling.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/sock_params
 PROG=$BUILD/tests/integration/sock_params
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/sock_params >/dev/null 2>&1
-for f in "$LIB" "$PROG"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${EXH_TB_PREFIX:-exh}
-WORK=$(mktemp -d /tmp/exception_handling.XXXXXX)
-SRV=""
-cleanup() {
-	[ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
+TB_PREFIX_OVERRIDE=${EXH_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM
+pair_up exh exception_handling
 PORT=16400
 ulimit -c 0   # mode 3 aborts on purpose
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 
 $A "$PROG" serve $PORT >"$WORK/serve" 2>&1 &
 SRV=$!

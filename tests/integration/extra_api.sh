@@ -15,27 +15,13 @@
 # Without LD_PRELOAD the same program's vma_get_api() is NULL.
 set -u
 BUILD=${1:?usage: extra_api.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/extra_api
 PROG=$BUILD/tests/integration/extra_api
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/extra_api >/dev/null 2>&1
-for f in "$LIB" "$PROG"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${EXTRA_TB_PREFIX:-vmaexa}
-WORK=$(mktemp -d /tmp/extra_api.XXXXXX)
-PEER=""
-cleanup() {
-	[ -n "$PEER" ] && kill "$PEER" 2>/dev/null && wait "$PEER" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
+TB_PREFIX_OVERRIDE=${EXTRA_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM   # SRV: the kernel peer
+pair_up vmaexa extra_api
 
 cat >"$WORK/peer.py" <<'PY'
 import socket, struct, time
@@ -54,7 +40,7 @@ while True:
 PY
 : >"$WORK/peer.out"
 $A python3 "$WORK/peer.py" >"$WORK/peer.out" 2>&1 &
-PEER=$!
+SRV=$!
 for _ in $(seq 100); do grep -q ready "$WORK/peer.out" && break; sleep 0.05; done
 PEER_MAC=$($A ip link show "$TB_PREFIX-a0" | awk '/link\/ether/ {print $2}')
 

@@ -30,31 +30,15 @@
 # offloaded runs.
 set -u
 BUILD=${1:?usage: extra_examples.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
-X=$BUILD/tests/extra
+. "$(dirname "$0")/pair_lib.sh"
 PROGS="zcopy_udp_recv cb_filter_recv tcp_zcopy_cb dummy_warmup api_members api_members_local"
-for p in $PROGS; do
-	[ -x "$X/$p" ] || make -C "$BUILD" -s "tests/extra/$p" >/dev/null 2>&1
-done
-for f in "$LIB" $(for p in $PROGS; do echo "$X/$p"; done); do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
+# shellcheck disable=SC2046 # one target per program
+pair_prereq $(for p in $PROGS; do echo "tests/extra/$p"; done)
+X=$BUILD/tests/extra
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${EXTRA_TB_PREFIX:-vmaexe}
-WORK=$(mktemp -d /tmp/extra_examples.XXXXXX)
-PEER=""
-cleanup() {
-	[ -n "$PEER" ] && kill "$PEER" 2>/dev/null && wait "$PEER" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
+TB_PREFIX_OVERRIDE=${EXTRA_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM   # SRV: the kernel peers
+pair_up vmaexe extra_examples
 
 cat >"$WORK/peer.py" <<'PY'
 import socket, struct, threading, time, sys
@@ -140,7 +124,7 @@ while True:
 PY
 : >"$WORK/peer.out"
 $A python3 "$WORK/peer.py" >"$WORK/peer.out" 2>&1 &
-PEER=$!
+SRV=$!
 for _ in $(seq 100); do grep -q ready "$WORK/peer.out" && break; sleep 0.05; done
 $B ping -c 1 -W 1 198.18.0.1 >/dev/null 2>&1
 sink() { # sink reset|report: "udp udp_bad tcp tcp_bad"

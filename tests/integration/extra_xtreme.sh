@@ -18,30 +18,17 @@
 #    fail with EOPNOTSUPP and one warning names the parameter.
 set -u
 BUILD=${1:?usage: extra_xtreme.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/extra/xtreme_server tests/extra/xtreme_connect
 X=$BUILD/tests/extra
-for p in xtreme_server xtreme_connect; do
-	[ -x "$X/$p" ] || make -C "$BUILD" -s "tests/extra/$p" >/dev/null 2>&1
-done
-for f in "$LIB" "$X/xtreme_server" "$X/xtreme_connect"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${XTREME_TB_PREFIX:-vmaxtr}
-WORK=$(mktemp -d /tmp/extra_xtreme.XXXXXX)
-PIDS=""
-cleanup() {
+TB_PREFIX_OVERRIDE=${XTREME_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM
+PIDS=""   # the server (also in SRV) and the echo peer
+pair_extra_cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
 }
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
+pair_up vmaxtr extra_xtreme
 tcp_in() { $B awk '/^Tcp:/{n++; if(n==2) print $11}' /proc/net/snmp; }
 udp_in() { $B awk '/^Udp:/{n++; if(n==2) print $2}' /proc/net/snmp; }
 # VMA_TEST_PRELOAD (e.g. the ASan runtime) goes before the library in LD_PRELOAD.

@@ -36,35 +36,25 @@
 # words for the libvma server), HOSTILE_PIN=0 (no CPU pinning, see below).
 set -u
 BUILD=${1:?usage: hostile.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/hostile_target tests/hostile/hostile_peer
 TGT=$BUILD/tests/integration/hostile_target
 PEER=$BUILD/tests/hostile/hostile_peer
 VMA_STATS=$BUILD/tools/vma_stats/vma_stats
-[ -x "$TGT" ] && [ -x "$PEER" ] ||
-	make -C "$BUILD" -s tests/integration/hostile_target tests/hostile/hostile_peer >/dev/null 2>&1
-for f in "$LIB" "$TGT" "$PEER" "$VMA_STATS"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${HOSTILE_TB_PREFIX:-hst}
+pair_need "$VMA_STATS"
+TB_PREFIX_OVERRIDE=${HOSTILE_TB_PREFIX:-}
 MODES=${HOSTILE_MODES:-tiny holes syn ackflood malformed udp0}
 PPS=${HOSTILE_PPS:-50000}
-WORK=$(mktemp -d /tmp/hostile.XXXXXX)
+PEER_PID=""
+# pair_cleanup SIGKILLs the server (SRV), then this stops the peer.
+pair_extra_cleanup() {
+	[ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null
+	wait 2>/dev/null
+}
+trap 'exit 143' TERM INT
+pair_up hst hostile
 SHM=$WORK/shm
 mkdir -p "$SHM"
-SRV="" PEER_PID=""
-cleanup() {
-	[ -n "$PEER_PID" ] && kill "$PEER_PID" 2>/dev/null
-	[ -n "$SRV" ] && kill -KILL "$SRV" 2>/dev/null
-	wait 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
 IFA=$TB_PREFIX-a0
 DST=198.18.0.2
 P_SINK=17001 P_DISC=17002 P_UDP=17003

@@ -29,30 +29,15 @@
 # dropped at a high-water mark of 2559). 2000 stay below 2560 at any pace.
 set -u
 BUILD=${1:?usage: rx_drain_rate.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/rx_drain_rate
 PROG=$BUILD/tests/integration/rx_drain_rate
 VMA_STATS=$BUILD/tools/vma_stats/vma_stats
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/rx_drain_rate >/dev/null 2>&1
-for f in "$LIB" "$PROG" "$VMA_STATS"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
+pair_need "$VMA_STATS"
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${DRN_TB_PREFIX:-vmadrn}
-WORK=$(mktemp -d /tmp/rx_drain_rate.XXXXXX)
-SRV=""
-cleanup() {
-	[ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
-snmp() { $B awk -v t="$1" -v f="$2" '$1 == t {n++; if (n == 2) print $f}' /proc/net/snmp; }
+TB_PREFIX_OVERRIDE=${DRN_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM
+pair_up vmadrn rx_drain_rate
 
 cat >"$WORK/send.py" <<'PY'
 import socket, sys, time

@@ -14,31 +14,19 @@
 # would drop it and the client would time out.
 set -u
 BUILD=${1:?usage: secondary_addr.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
-SRV=$BUILD/tests/integration/mp_server
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq   # mp_server and mp_client are not built here: SKIP without them
+SRV_BIN=$BUILD/tests/integration/mp_server
 CLI=$BUILD/tests/integration/mp_client
-for f in "$LIB" "$SRV" "$CLI"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${SEC_TB_PREFIX:-sec}
+pair_need "$SRV_BIN" "$CLI"
+TB_PREFIX_OVERRIDE=${SEC_TB_PREFIX:-}
 PIDS=()
-WORK=$(mktemp -d /tmp/secondary_addr.XXXXXX)
-cleanup() {
+pair_extra_cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
 }
-trap cleanup EXIT
 trap 'exit 143' TERM INT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
+pair_up sec secondary_addr
 $B ip addr add 198.18.0.12/24 dev "$TB_PREFIX-b0" || { echo "SKIP: cannot add the secondary address"; exit 77; }
-fail=0
-check() {  # check RC MESSAGE
-	if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi
-}
 counter() {  # counter Tcp|Udp FIELD: the server namespace's kernel counter
 	$B awk -v p="$1:" -v f="$2" '$1 == p { n++; if (n == 1) for (i = 1; i <= NF; i++) col[$i] = i;
 		if (n == 2) print $(col[f]) }' /proc/net/snmp
@@ -46,7 +34,7 @@ counter() {  # counter Tcp|Udp FIELD: the server namespace's kernel counter
 
 start_server() {  # start_server NAME ARGS...
 	local name=$1; shift
-	$B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=2 "$SRV" --max-seconds 60 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+	$B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=2 "$SRV_BIN" --max-seconds 60 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
 	PIDS+=("$!")
 	for _ in $(seq 100); do grep -q '^ready' "$WORK/$name.out" && return 0; sleep 0.1; done
 	echo "FAIL: $name server not ready"; sed 's/^/  /' "$WORK/$name.err" | head -5

@@ -22,8 +22,6 @@ set -u
 BUILD=${1:?usage: tcp_conns.sh BUILDDIR}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 BUILD=$(cd "$BUILD" && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-TESTBED="$HERE/../../contrib/testbed.sh"
 LIB=$BUILD/src/vma/.libs/libvma.so
 PROG=$BUILD/tests/integration/tcp_conns
 KERNEL_ONLY=${TSTR_KERNEL_ONLY:-0}
@@ -33,14 +31,9 @@ TIMEOUT=60
 	{ echo "FAIL: cannot build tests/integration/tcp_conns"; exit 1; }
 [ "$KERNEL_ONLY" = 1 ] || [ -f "$LIB" ] || { echo "SKIP: no $LIB"; exit 77; }
 
-export TB_PREFIX=${TSTR_PREFIX:-tstr2}
-TMP=$(mktemp -d /tmp/tstr2.XXXXXX)
-cleanup() {
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
+TB_PREFIX_OVERRIDE=${TSTR_PREFIX:-}
+. "$(dirname "$0")/pair_lib.sh"
+pair_up tstr2 tstr2
 
 if [ "$KERNEL_ONLY" = 1 ]; then
 	VMA=""
@@ -53,8 +46,6 @@ CLIENT_NS=/run/netns/$TB_PREFIX-a
 SERVER_NS=/run/netns/$TB_PREFIX-b
 SERVER_ADDR=198.18.0.2
 FLAT_LIMIT=$((N / 2))
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
 tcp_in_segs() { nsenter --net="$1" awk '/^Tcp:/{n++; if (n == 2) print $11}' /proc/net/snmp; }
 
 # Control segments a kernel end receives (nft input hook; a libvma end's
@@ -86,7 +77,7 @@ wire_counts() {
 # run_conns LABEL CLIENT_SIDE SERVER_SIDE PORT [SERVER_FLAGS]; side = kernel|vma
 run_conns() {
 	local label=$1 cside=$2 sside=$3 port=$4 sflags=${5:-}
-	local cenv="" senv="" ready=$TMP/ready.$port out=$TMP/$port
+	local cenv="" senv="" ready=$WORK/ready.$port out=$WORK/$port
 	[ "$cside" = vma ] && cenv=$VMA
 	[ "$sside" = vma ] && senv=$VMA
 	echo "== $label ($N connections, server $([ -n "$sflags" ] && echo edge || echo level)-triggered)"

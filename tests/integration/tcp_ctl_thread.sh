@@ -26,30 +26,16 @@
 # kernel Tcp InSegs stay flat: all of it ran on our stack.
 set -u
 BUILD=${1:?usage: tcp_ctl_thread.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/tcp_ctl_thread
 PROG=$BUILD/tests/integration/tcp_ctl_thread
 VMA_STATS=$BUILD/tools/vma_stats/vma_stats
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/tcp_ctl_thread >/dev/null 2>&1
-for f in "$LIB" "$PROG" "$VMA_STATS"; do [ -e "$f" ] || { echo "SKIP: no $f"; exit 77; }; done
+pair_need "$VMA_STATS"
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${CTL_TB_PREFIX:-vmactl}
-WORK=$(mktemp -d /tmp/tcp_ctl_thread.XXXXXX)
-SRV=""
-cleanup() {
-	[ -n "$SRV" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	[ -n "${CTL_KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
-snmp() { $B awk -v t="$1" -v f="$2" '$1 == t {n++; if (n == 2) print $f}' /proc/net/snmp; }
+TB_PREFIX_OVERRIDE=${CTL_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM
+PAIR_KEEP_WORK=${CTL_KEEP:-}
+pair_up vmactl tcp_ctl_thread
 
 # The client starts first ("waiting"), then polls for the server's "ready"
 # line, so the connects leave within a few ms of listen() (python's start-up

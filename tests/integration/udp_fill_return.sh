@@ -21,26 +21,12 @@
 # empty.)
 set -u
 BUILD=${1:?usage: udp_fill_return.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
-[ -e "$LIB" ] || { echo "SKIP: no $LIB"; exit 77; }
+. "$(dirname "$0")/pair_lib.sh"
+pair_prereq
 command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
-TESTBED=$(cd "$(dirname "$0")/../../contrib" && pwd)/testbed.sh
-export TB_PREFIX=${FIL_TB_PREFIX:-vmafil}
-WORK=$(mktemp -d /tmp/udp_fill_return.XXXXXX)
-RCV=""
-cleanup() {
-	[ -n "$RCV" ] && kill "$RCV" 2>/dev/null && wait "$RCV" 2>/dev/null
-	bash "$TESTBED" down >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-bash "$TESTBED" up pair >/dev/null || { echo "SKIP: testbed up pair failed"; exit 77; }
-A="nsenter --net=/run/netns/$TB_PREFIX-a"
-B="nsenter --net=/run/netns/$TB_PREFIX-b"
-fail=0
-check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; fi; }
+TB_PREFIX_OVERRIDE=${FIL_TB_PREFIX:-}
+PAIR_KILL_SIGNAL=TERM   # SRV: the receiver
+pair_up vmafil udp_fill_return
 
 cat >"$WORK/recv.py" <<'PY'
 import socket, struct, sys, time
@@ -99,7 +85,7 @@ run_case() {
 	: >"$out"
 	$B env LD_PRELOAD="$LIB" VMA_RING_BACKEND=xdp VMA_RX_BUFS=256 VMA_PROGRESS_ENGINE_INTERVAL=0 VMA_RX_POLL=$2 \
 		python3 "$WORK/recv.py" $BASE $N $BPORT >"$out" 2>"$WORK/$1.err" &
-	RCV=$!
+	SRV=$!
 	# wait_line WORD SECONDS: a line that is WORD and its value ("ready"
 	# is not "read").
 	wait_line() {
@@ -122,8 +108,8 @@ run_case() {
 	sleep 0.2
 	$A python3 "$WORK/send.py" a $((BASE + 5))
 	wait $snd 2>/dev/null
-	wait "$RCV" 2>/dev/null
-	RCV=""
+	wait "$SRV" 2>/dev/null
+	SRV=""
 	sed 's/^/   /' "$out"
 	local held
 	held=$(sed -n 's/^held //p' "$out")
