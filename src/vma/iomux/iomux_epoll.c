@@ -69,8 +69,7 @@ void iomux_wake_write(int fd)
 		return;
 	iomux_woke_sets++;
 	int saved = errno;
-	uint64_t one = 1;
-	(void)OS_CALL(write, fd, &one, sizeof(one));
+	(void)os_efd_write(fd, 1);
 	errno = saved;
 }
 
@@ -104,7 +103,7 @@ void iomux_wake_drain(struct iomux_epoll *ep)
 	if (!ep->wake_signalled)
 		return;
 	uint64_t value;
-	(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
+	(void)os_efd_read(ep->wake_fd, &value);
 	ep->wake_signalled = false;
 }
 
@@ -113,7 +112,7 @@ void iomux_wake_fired(struct iomux_epoll *ep)
 	if (ep->wake_signalled || ep->wake_fd < 0)
 		return;
 	uint64_t value;
-	(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
+	(void)os_efd_read(ep->wake_fd, &value);
 }
 
 /* ---- notify: called by sockets from any thread ---- */

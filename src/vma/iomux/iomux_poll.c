@@ -96,6 +96,34 @@ static bool poll_watch_all(struct pollfd *fds, nfds_t nfds, int wake, bool on)
 	return all;
 }
 
+/* The ppoll of a poll()/select() sleep is a cancellation point, as in
+ * libc: a pthread_cancel() ends the thread there. The sockets' lanes must
+ * then forget its wake fd, which the thread's exit closes: a lane writing
+ * it later would write eight bytes into whatever file got the number. */
+struct poll_cancel {
+	struct pollfd *fds;
+	nfds_t nfds;
+	int wake;
+	int prev_sleep_fd;
+};
+
+static void poll_sleep_cancelled(void *arg)
+{
+	struct poll_cancel *c = arg;
+	os_signal_sleep_disarm(c->prev_sleep_fd);
+	if (c->wake >= 0)
+		poll_watch_all(c->fds, c->nfds, c->wake, false);
+}
+
+static void poll_sleep(struct pollfd *buf, int total, const struct timespec *left, const sigset_t *mask,
+		       struct poll_cancel *c, int *r, int *err)
+{
+	pthread_cleanup_push(poll_sleep_cancelled, c);
+	*r = OS_CALL(ppoll, buf, (nfds_t)total, left, mask);
+	*err = errno;
+	pthread_cleanup_pop(0);
+}
+
 /* Whether an offloaded fd of the set is ready now (user-space bits). */
 static bool poll_offloaded_ready(const struct pollfd *fds, nfds_t nfds)
 {
@@ -329,7 +357,7 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 			if (wake >= 0) {
 				poll_watch_all(fds, nfds, wake, false);
 				eventfd_t drained;
-				(void)eventfd_read(wake, &drained);
+				(void)os_efd_read(wake, &drained);
 				errno = EINTR;
 			}
 			n = -1;
@@ -347,15 +375,16 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		}
 		ring_spin_release();
 		int64_t t0 = g_cfg.cpu_usage_stats ? iomux_now_ns() : 0;
-		int r = OS_CALL(ppoll, buf, (nfds_t)total, leftp, mask);
-		int saved = errno;
+		struct poll_cancel cancel = { .fds = fds, .nfds = nfds, .wake = wake, .prev_sleep_fd = prev_sleep_fd };
+		int r, saved;
+		poll_sleep(buf, total, leftp, mask, &cancel, &r, &saved);
 		slept += (g_cfg.cpu_usage_stats ? iomux_now_ns() - t0 : 0) + 1;
 		os_signal_sleep_disarm(prev_sleep_fd);
 		if (wake >= 0) {
 			poll_watch_all(fds, nfds, wake, false);
 			eventfd_t drained;
 			if (buf[total - 1].revents || os_signal_caught_since(&sigmark))
-				(void)eventfd_read(wake, &drained);
+				(void)os_efd_read(wake, &drained);
 		}
 		errno = saved;
 		if (r == 0 && capped && iomux_now_ns() < deadline)

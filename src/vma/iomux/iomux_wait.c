@@ -426,6 +426,34 @@ static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 	return true;
 }
 
+/* The kernel epoll_pwait of a sleep is a cancellation point, as in libc: a
+ * pthread_cancel() ends the thread there, and the set must not count it as
+ * a sleeper any more (each readiness would write the wake fd for nobody). */
+struct sleep_cancel {
+	struct iomux_epoll *ep;
+	int prev_sleep_fd;
+};
+
+static void sleep_kernel_cancelled(void *arg)
+{
+	struct sleep_cancel *c = arg;
+	iomux_lock(&c->ep->lock);
+	c->ep->sleepers--;
+	os_signal_sleep_disarm(c->prev_sleep_fd);
+	iomux_unlock(&c->ep->lock);
+	sock_offload_spin_leave();
+}
+
+static int sleep_harvest(struct iomux_epoll *ep, struct epoll_event *events, int maxevents, int timeout_ms,
+			 const sigset_t *mask, bool *woke, struct iomux_fired *fired, struct sleep_cancel *c)
+{
+	int n;
+	pthread_cleanup_push(sleep_kernel_cancelled, c);
+	n = kernel_harvest(ep, events, 0, maxevents, timeout_ms, mask, woke, fired);
+	pthread_cleanup_pop(0);
+	return n;
+}
+
 /* Sleeps in the kernel epoll unless the ready list filled meanwhile.
  * Before it, the set's wake fd is armed for a signal (os_signal_sleep_arm):
  * a handler that runs after the caller's last look at mark (one held back
@@ -452,8 +480,10 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 	int n = 0;
 	if (os_signal_caught_since(mark))
 		*woke = true;   /* the caller's look returns EINTR */
-	else
-		n = kernel_harvest(ep, events, 0, maxevents, iomux_ms_left(deadline), mask, woke, fired);
+	else {
+		struct sleep_cancel cancel = { .ep = ep, .prev_sleep_fd = prev_sleep_fd };
+		n = sleep_harvest(ep, events, maxevents, iomux_ms_left(deadline), mask, woke, fired, &cancel);
+	}
 	int saved = errno;
 	iomux_lock(&ep->lock);
 	ep->sleepers--;
@@ -463,7 +493,7 @@ static int sleep_kernel(struct iomux_epoll *ep, struct epoll_event *events, int 
 	 * it too (wake_signalled), whose drain reads it all. */
 	if (os_signal_caught_since(mark) && !ep->wake_signalled && ep->wake_fd >= 0) {
 		uint64_t value;
-		(void)OS_CALL(read, ep->wake_fd, &value, sizeof(value));
+		(void)os_efd_read(ep->wake_fd, &value);
 	}
 	iomux_unlock(&ep->lock);
 	errno = saved;

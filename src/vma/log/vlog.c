@@ -274,7 +274,7 @@ size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
 static void vlog_write_all(int fd, const char *data, size_t len)
 {
 	while (len) {
-		long n = OS_CALL(write, fd, data, len);
+		long n = os_write_nocancel(fd, data, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)

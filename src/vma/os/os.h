@@ -28,6 +28,8 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,5 +129,46 @@ static inline int os_enosys(void)
 		__typeof__(os_libc.name) os_fn_ = OS_FN(name); \
 		__builtin_expect(os_fn_ != NULL, 1) ? os_fn_(__VA_ARGS__) : os_enosys(); \
 	})
+
+/* ---- calls that are never cancellation points ----
+ * libc's read, write, close, sendto, recvfrom and eventfd_read/write are
+ * cancellation points: a pthread_cancel() pending for the thread ends it
+ * inside them. Where libvma makes them for itself (its eventfds, the
+ * rings' doorbells), often with a lane or an epoll set locked, such an end
+ * would leave the lock held and every other thread of the process stuck on
+ * it. These are the raw system calls, which never act on a cancellation
+ * (and skip libc's two atomic operations around each such call). A
+ * pending cancellation acts at the interposed call's entry or in its sleep
+ * (docs/architecture.md, "Thread cancellation"). */
+static inline int os_efd_write(int fd, uint64_t value)
+{
+	return syscall(SYS_write, fd, &value, sizeof(value)) == (long)sizeof(value) ? 0 : -1;
+}
+
+static inline int os_efd_read(int fd, uint64_t *value)
+{
+	return syscall(SYS_read, fd, value, sizeof(*value)) == (long)sizeof(*value) ? 0 : -1;
+}
+
+static inline long os_write_nocancel(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+
+static inline int os_close_nocancel(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+
+/* An AF_XDP doorbell: a zero-length sendto (TX) or recvfrom (RX wake-up). */
+static inline long os_xsk_kick_tx(int fd)
+{
+	return syscall(SYS_sendto, fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+}
+
+static inline long os_xsk_kick_rx(int fd)
+{
+	return syscall(SYS_recvfrom, fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+}
 
 #endif

@@ -26,9 +26,19 @@
 		marked_; \
 	})
 
+/* Where an interposed call that libc makes a cancellation point (recv,
+ * send, read, write, poll, select, epoll_wait, accept, connect) is answered
+ * in user space: a pthread_cancel() pending for the thread acts here, before
+ * anything is locked or counted, as it would in libc's function. Without it
+ * a thread looping on calls we answer at once (an epoll_wait that always
+ * has events, a recv that always finds data) could never be cancelled.
+ * One load of the thread's cancel word when nothing is pending. */
+#define REDIRECT_CANCEL_POINT() pthread_testcancel()
+
 /* The hot-path shape of every fd call: resolve-if-needed (one predictable
  * branch), one table load; when the fd's object has `op`: `fortify` (a
- * fortified call's check, __chk_fail when false), then `call` with the
+ * fortified call's check, __chk_fail when false), a cancellation point
+ * when `declinable` (the data calls, all cancellation points), then `call` with the
  * object as obj_, pinned for the call (close() in another thread cannot
  * free it under us), whose result is returned, unless `declinable` and the
  * kind declined (SOCK_OP_KERNEL); otherwise libc's `name` with the
@@ -43,6 +53,8 @@
 		if (obj_ && obj_->ops->op) { \
 			if (__builtin_expect(!(fortify), 0)) \
 				__chk_fail(); \
+			if (declinable) \
+				REDIRECT_CANCEL_POINT(); \
 			sock_obj_pin(obj_); \
 			__auto_type ret_ = REDIRECT_MARKED_CALL(entry_, call); \
 			sock_obj_unpin(obj_); \

@@ -22,6 +22,7 @@ REDIRECT_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	os_libc_ensure();
 	struct timespec ts;
 	if (iomux_select_wanted(nfds, r, w, e) && (!timeout || redirect_tv_to_ts(timeout, &ts))) {
+		REDIRECT_CANCEL_POINT();
 		struct timespec left;
 		int ret = REDIRECT_MARKED_CALL(entry, iomux_select(nfds, r, w, e, timeout ? &ts : NULL, NULL,
 								   timeout ? &left : NULL));
@@ -39,8 +40,10 @@ REDIRECT_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w
 {
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
-	if (iomux_select_wanted(nfds, r, w, e))
+	if (iomux_select_wanted(nfds, r, w, e)) {
+		REDIRECT_CANCEL_POINT();
 		return REDIRECT_MARKED_CALL(entry, iomux_select(nfds, r, w, e, timeout, mask, NULL));
+	}
 	REDIRECT_PASS(pselect, nfds, r, w, e, timeout, mask);
 }
 
@@ -49,6 +52,7 @@ REDIRECT_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
 	if (iomux_poll_wanted(fds, nfds)) {
+		REDIRECT_CANCEL_POINT();
 		struct timespec ts = { .tv_sec = timeout / 1000, .tv_nsec = (long)(timeout % 1000) * 1000000 };
 		return REDIRECT_MARKED_CALL(entry, iomux_poll(fds, nfds, timeout < 0 ? NULL : &ts, NULL));
 	}
@@ -59,8 +63,10 @@ REDIRECT_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec
 {
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
-	if (iomux_poll_wanted(fds, nfds))
+	if (iomux_poll_wanted(fds, nfds)) {
+		REDIRECT_CANCEL_POINT();
 		return REDIRECT_MARKED_CALL(entry, iomux_poll(fds, nfds, timeout, mask));
+	}
 	REDIRECT_PASS(ppoll, fds, nfds, timeout, mask);
 }
 
@@ -118,8 +124,10 @@ REDIRECT_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxeven
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
-	if (ep)
+	if (ep) {
+		REDIRECT_CANCEL_POINT();
 		return REDIRECT_MARKED_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, NULL));
+	}
 	REDIRECT_PASS(epoll_wait, epfd, events, maxevents, timeout);
 }
 
@@ -129,8 +137,10 @@ REDIRECT_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxeve
 	struct os_sig_mark entry = os_signal_mark();   /* first: redirect.h */
 	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
-	if (ep)
+	if (ep) {
+		REDIRECT_CANCEL_POINT();
 		return REDIRECT_MARKED_CALL(entry, iomux_epoll_wait(ep, events, maxevents, timeout, mask));
+	}
 	REDIRECT_PASS(epoll_pwait, epfd, events, maxevents, timeout, mask);
 }
 
@@ -142,6 +152,7 @@ REDIRECT_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxev
 	os_libc_ensure();
 	struct sock_obj *ep = iomux_epoll_lookup(epfd);
 	if (ep) {
+		REDIRECT_CANCEL_POINT();
 		if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
 			errno = EINVAL;
 			return -1;

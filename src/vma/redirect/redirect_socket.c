@@ -126,13 +126,17 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	return newfd;
 }
 
+/* accept, accept4 and connect are cancellation points in libc, acted on
+ * at entry here whichever path answers (REDIRECT_CANCEL_POINT). */
 REDIRECT_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
 {
+	REDIRECT_CANCEL_POINT();
 	return redirect_accept_common(fd, addr.__sockaddr__, len, 0, false);
 }
 
 REDIRECT_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len, int flags)
 {
+	REDIRECT_CANCEL_POINT();
 	return redirect_accept_common(fd, addr.__sockaddr__, len, flags, true);
 }
 
@@ -143,6 +147,7 @@ REDIRECT_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 REDIRECT_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
+	REDIRECT_CANCEL_POINT();
 	REDIRECT_FD_CALL(connect, fd, addr.__sockaddr__, len);
 }
 

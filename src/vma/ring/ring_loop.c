@@ -105,7 +105,7 @@ static void ring_loop_tx_flush(struct ring *ring)
 	ring->counters.tx_completions += r->txq_count;
 	r->txq_count = 0;
 	ring->counters.tx_doorbells++;
-	if (OS_CALL(write, ring->wait_fd, &one, sizeof(one)) != sizeof(one))
+	if (os_efd_write(ring->wait_fd, one) != 0)
 		vlog_debug("ring: %s: loop eventfd write failed", ring->ifname);
 }
 
@@ -173,7 +173,7 @@ static int ring_loop_wait_arm(struct ring *ring)
 
 	if (r->rxq_count)
 		return 1;
-	while (OS_CALL(read, ring->wait_fd, &value, sizeof(value)) == sizeof(value))
+	while (os_efd_read(ring->wait_fd, &value) == 0)
 		;
 	return r->rxq_count ? 1 : 0;
 }

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 
 #include "log/vlog.h"
+#include "os/os.h"
 #include "ring/ring.h"
 #include "ring/ring_buf_pool.h"
 #include "ring/ring_flow.h"
@@ -218,7 +219,7 @@ again:
 		}
 		if (!r->stash_count && r->stash_signaled) {
 			eventfd_t value;
-			(void)eventfd_read(r->stash_fd, &value);
+			(void)os_efd_read(r->stash_fd, &value);
 			r->stash_signaled = false;
 		}
 	}
@@ -471,7 +472,7 @@ static int ring_verbs_wait_arm(struct ring *ring)
 	if (n > 0) {
 		r->stash_head = 0;
 		r->stash_count = (uint32_t)n;
-		if (!r->stash_signaled && eventfd_write(r->stash_fd, 1) == 0)
+		if (!r->stash_signaled && os_efd_write(r->stash_fd, 1) == 0)
 			r->stash_signaled = true;
 		return 1;
 	}

@@ -139,7 +139,7 @@ static const struct ring_buf_pool_ops ring_xdp_tx_pool_ops = {
 static void ring_xdp_kick_rx(struct ring_xdp *r)
 {
 	if (ring_xsk_needs_wakeup(&r->dom.fill)) {
-		OS_CALL(recvfrom, r->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		os_xsk_kick_rx(r->xsk_fd);
 		r->base.counters.rx_wakeups++;
 	}
 }
@@ -263,7 +263,7 @@ static void ring_xdp_kick_tx(struct ring_xdp *r, bool may_defer)
 	uint32_t tries = r->tx_unflushed / RING_XDP_TX_KERNEL_BUDGET + 2;
 	do {
 		r->base.counters.tx_doorbells++;
-		if (OS_CALL(sendto, r->xsk_tx_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+		if (os_xsk_kick_tx(r->xsk_tx_fd) >= 0 || errno != EAGAIN)
 			break;
 	} while (--tries);
 	/* Whatever the kernel left stays counted, so the next flush (a
@@ -339,7 +339,7 @@ static void ring_xdp_tx_kick(struct ring *ring)
 		uint32_t seen = __atomic_load_n(&r->kick_requests, __ATOMIC_ACQUIRE);
 		uint32_t tries = ring_xsk_prod_outstanding(&r->tx) / RING_XDP_TX_KERNEL_BUDGET + 2;
 		do {
-			if (OS_CALL(sendto, r->xsk_tx_fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 || errno != EAGAIN)
+			if (os_xsk_kick_tx(r->xsk_tx_fd) >= 0 || errno != EAGAIN)
 				break;
 		} while (--tries);
 		if (__atomic_compare_exchange_n(&r->kick_requests, &seen, 0, false, __ATOMIC_ACQ_REL,

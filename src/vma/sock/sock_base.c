@@ -203,7 +203,7 @@ void sock_base_put_rx_stamps(const struct sock_base *b, struct msghdr *msg, size
 void sock_base_wake_sleepers(struct sock_base *b)
 {
 	if (__atomic_load_n(&b->sleepers, __ATOMIC_ACQUIRE) > 0 && b->wake_fd >= 0)
-		eventfd_write(b->wake_fd, 1);
+		os_efd_write(b->wake_fd, 1);
 }
 
 int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms,
@@ -223,6 +223,8 @@ int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64
 	}
 	z->before = since ? *since : os_signal_mark();
 	z->kernel_ready = false;
+	z->watching = NULL;
+	z->passive_ctx = NULL;
 	ring_spin_release();
 	__atomic_add_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	return 0;
@@ -232,6 +234,42 @@ int sock_base_sleep_cancel(struct sock_base *b)
 {
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	return 0;
+}
+
+/* The poll of a sleep is a cancellation point, as the blocking call it
+ * stands for is in libc: a pthread_cancel() ends the thread there, and
+ * what the sleep registered must go with it. Else the socket would count a
+ * sleeper that is gone (a wake-fd write per delivery for ever), and the
+ * lane a watcher that never looks (every later reader of the lane sleeping
+ * passive, its packets left to the internal thread's pass) or a passive
+ * entry naming a wake fd that may be closed and its number reused. Nothing
+ * is locked in the poll, so the handler may lock the lane. */
+struct sock_base_cancel {
+	struct sock_base *b;
+	struct sock_base_sleep *z;
+	int prev_sleep_fd;
+};
+
+static void sock_base_sleep_cancelled(void *arg)
+{
+	struct sock_base_cancel *c = arg;
+	os_signal_sleep_disarm(c->prev_sleep_fd);
+	__atomic_sub_fetch(&c->b->sleepers, 1, __ATOMIC_ACQ_REL);
+	if (c->z->passive_ctx)
+		sock_offload_passive_end(c->z->passive_ctx, c->z->watching, c->b->wake_fd);
+	if (c->z->watching)
+		sock_offload_unwatch(c->z->watching);
+	sock_offload_spin_leave();
+}
+
+/* poll() with the handler above pushed; its result and errno through the
+ * pointers (nothing the handler's setjmp could clobber is read after it). */
+static void sock_base_poll(struct pollfd *pfd, int count, struct sock_base_cancel *c, int *r, int *err)
+{
+	pthread_cleanup_push(sock_base_sleep_cancelled, c);
+	*r = OS_CALL(poll, pfd, (nfds_t)count, c->z->timeout_ms);
+	*err = errno;
+	pthread_cleanup_pop(0);
 }
 
 int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const int *fds, int n, short kernel_events)
@@ -262,12 +300,13 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 		os_signal_sleep_disarm(prev_sleep_fd);
 		if (b->wake_fd >= 0) {
 			eventfd_t drained;
-			eventfd_read(b->wake_fd, &drained);
+			os_efd_read(b->wake_fd, &drained);
 		}
 		return sock_base_sleep_cancel(b);
 	}
-	int r = OS_CALL(poll, pfd, (nfds_t)count, z->timeout_ms);
-	int saved = errno;
+	struct sock_base_cancel cancel = { .b = b, .z = z, .prev_sleep_fd = prev_sleep_fd };
+	int r, saved;
+	sock_base_poll(pfd, count, &cancel, &r, &saved);
 	os_signal_sleep_disarm(prev_sleep_fd);
 	__atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_ACQ_REL);
 	/* Reset only what poll() saw written: a read per sleep was a syscall
@@ -277,7 +316,7 @@ int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const in
 	 * handler writes it too (EINTR). */
 	if (wake_at >= 0 && (r < 0 || (r > 0 && (pfd[wake_at].revents & POLLIN)))) {
 		eventfd_t drained;
-		eventfd_read(b->wake_fd, &drained);
+		os_efd_read(b->wake_fd, &drained);
 	}
 	if (r > 0 && kernel_at >= 0 && (pfd[kernel_at].revents & (kernel_events | POLLERR | POLLHUP)))
 		z->kernel_ready = true;
@@ -304,6 +343,8 @@ int sock_base_sleep_passive(struct sock_base *b, struct sock_base_sleep *z, shor
 {
 	if (z->timeout_ms < 0 || z->timeout_ms > SOCK_OFFLOAD_PASSIVE_CAP_MS)
 		z->timeout_ms = SOCK_OFFLOAD_PASSIVE_CAP_MS;
+	z->passive_ctx = ctx;
+	z->watching = watching;
 	int r = sock_base_sleep_end(b, z, NULL, 0, kernel_events);
 	sock_offload_passive_end(ctx, watching, b->wake_fd);   /* keeps errno */
 	return r;

@@ -143,6 +143,12 @@ struct sock_base_sleep {
 	 * the caller reads it; otherwise a look at it would only cost a
 	 * syscall that finds nothing. */
 	bool kernel_ready;
+	/* What a pthread_cancel() acting in the sleep undoes besides the
+	 * sleeper count: the receive's watch of its lane (the caller's
+	 * watching, NULL when it keeps none), and for a passive sleep
+	 * (sock_base_sleep_passive) its entry in that lane. */
+	struct sock_offload **watching;
+	struct sock_offload *passive_ctx;
 };
 int sock_base_sleep_begin(struct sock_base *b, struct sock_base_sleep *z, uint64_t deadline_ms, int cap_ms,
 			  const struct os_sig_mark *since);

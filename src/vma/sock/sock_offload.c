@@ -230,7 +230,7 @@ void sock_offload_poll_wake_locked(struct sock_offload *ctx)
 {
 	int saved = errno;
 	for (unsigned i = 0; i < ctx->npoll_wake; i++)
-		eventfd_write(ctx->poll_wake[i], 1);
+		os_efd_write(ctx->poll_wake[i], 1);
 	ctx->npoll_wake = 0;
 	errno = saved;
 }
@@ -254,7 +254,7 @@ void sock_offload_unwatch_locked(struct sock_offload *ctx, struct sock_offload *
 		 * socket's (an fd number closed and reused would get our
 		 * eight bytes otherwise). */
 		int saved = errno;
-		eventfd_write(ctx->rx_passive[--ctx->nrx_passive], 1);
+		os_efd_write(ctx->rx_passive[--ctx->nrx_passive], 1);
 		errno = saved;
 	}
 }
@@ -361,7 +361,7 @@ void sock_offload_drain_signal(struct sock_offload *ctx)
 		return;
 	/* The write first: a sleeper that sees the flag then finds the
 	 * count to reset, and one that missed the flag still wakes on it. */
-	eventfd_write(ctx->drain_wake_fd, 1);
+	os_efd_write(ctx->drain_wake_fd, 1);
 	__atomic_store_n(&ctx->drain_signalled, true, __ATOMIC_RELEASE);
 }
 
@@ -1450,7 +1450,7 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 	 * that almost always found nothing. */
 	if (ctx->drain_wake_fd >= 0 && __atomic_exchange_n(&ctx->drain_signalled, false, __ATOMIC_ACQ_REL)) {
 		eventfd_t drained;
-		(void)eventfd_read(ctx->drain_wake_fd, &drained);
+		(void)os_efd_read(ctx->drain_wake_fd, &drained);
 		return -1;
 	}
 	for (unsigned i = 0; i < ctx->nifs; i++) {

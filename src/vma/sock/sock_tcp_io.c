@@ -56,6 +56,7 @@ static int sock_tcp_sleep_as(struct sock_tcp *s, struct sock_offload *ctx, uint6
 		return sock_base_sleep_cancel(&s->base);
 	if (passive)
 		return sock_base_sleep_passive(&s->base, &z, kernel_events, ctx, watching);
+	z.watching = watching;
 	return sock_base_sleep_end(&s->base, &z, fds, n, kernel_events);
 }
 

@@ -139,6 +139,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 	}
 	if (n < 0)
 		return sock_base_sleep_cancel(&s->base);
+	z.watching = watching;
 	int r = sock_base_sleep_end(&s->base, &z, fds, n, POLLIN);
 	*kernel_ready = z.kernel_ready;
 	return r;

@@ -379,8 +379,8 @@ int vmad_client_keep_spawner(void)
 	return 0;
 }
 
-int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
-		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
+static int vmad_client_join_body(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
+				 const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
 {
 	struct vmad_request req;
 	struct vmad_reply rep;
@@ -454,7 +454,8 @@ int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes
 	return 0;
 }
 
-int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd)
+static int vmad_client_flow_body(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode,
+				 int owner_fd)
 {
 	struct vmad_request req;
 	struct vmad_reply rep;
@@ -477,10 +478,35 @@ int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *
 	return rep.status;
 }
 
+/* A join or a flow request runs inside an application call (socket, bind,
+ * connect, the first send...), often with a lane locked; its sendmsg,
+ * recvmsg and connect are libc cancellation points. A pthread_cancel()
+ * pending for the thread must not end it there (the lock would stay held
+ * for every other thread): cancellation is off for the request's length
+ * and acts at the thread's next cancellation point. */
+int vmad_client_join(const char *ifname, unsigned queue, const struct ring_sizes *sizes,
+		     const struct vmad_join_slot *slot, struct vmad_membership *m, char *why, size_t why_len)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+	int r = vmad_client_join_body(ifname, queue, sizes, slot, m, why, why_len);
+	pthread_setcancelstate(state, NULL);
+	return r;
+}
+
+int vmad_client_flow(struct vmad_membership *m, int op, const struct ring_flow *flow, int mode, int owner_fd)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+	int r = vmad_client_flow_body(m, op, flow, mode, owner_fd);
+	pthread_setcancelstate(state, NULL);
+	return r;
+}
+
 static void vmad_client_close(int *fd)
 {
 	if (*fd >= 0)
-		OS_CALL(close, *fd);
+		os_close_nocancel(*fd);
 	*fd = -1;
 }
 
