@@ -25,16 +25,11 @@
 # InDatagrams grew by less than 5 in each phase but flood (offloaded).
 set -u
 BUILD=${1:?usage: cancel_sleep.sh BUILDDIR}
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-BUILD=$(cd "$BUILD" && pwd)
-LIB=$BUILD/src/vma/.libs/libvma.so
-PROG=$BUILD/tests/integration/cancel_sleep
-[ -e "$LIB" ] || { echo "SKIP: no $LIB"; exit 77; }
-[ -x "$PROG" ] || make -C "$BUILD" -s tests/integration/cancel_sleep >/dev/null 2>&1
-[ -x "$PROG" ] || { echo "SKIP: no $PROG (make check builds it)"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
 TB_PREFIX_OVERRIDE=${CXL_TB_PREFIX:-}
 . "$(dirname "$0")/pair_lib.sh"
+pair_prereq tests/integration/cancel_sleep
+PROG=$BUILD/tests/integration/cancel_sleep
+command -v python3 >/dev/null || { echo "SKIP: needs python3"; exit 77; }
 pair_up vmacxl cancel_sleep
 PORT=16500
 

@@ -31,7 +31,7 @@ static void cfg_read_cmdline(char *buf, size_t size)
 			break;
 		len += (size_t)n;
 	}
-	OS_CALL(close, (int)fd);
+	os_close_nocancel((int)fd);
 	while (len && buf[len - 1] == '\0')
 		len--;
 	/* Arguments are joined by spaces; control characters inside them

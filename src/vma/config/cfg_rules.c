@@ -591,7 +591,7 @@ static FILE *cfg_rules_open(const char *path, int *error, const char **why)
 	if (!file) {
 		if (!*error && !*why)
 			*error = errno;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 	}
 	return file;
 }

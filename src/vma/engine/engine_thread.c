@@ -36,7 +36,7 @@ struct engine_state engine = {
 void engine_close_raw(int fd)
 {
 	if (fd >= 0)
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 }
 
 static int engine_eventfd_raw(void)
@@ -145,7 +145,7 @@ int engine_fd_del(int fd)
 	OS_CALL(epoll_ctl, engine.epoll_fd, EPOLL_CTL_DEL, fd, NULL);
 	*entry = engine.fds[--engine.fd_len];
 	while (engine.running_fd_id == id && !pthread_equal(engine.running_fd_thread, pthread_self()))
-		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
+		os_cond_wait_nocancel(&engine.callback_done, &engine.lock);   /* under engine.lock: os.h */
 	pthread_mutex_unlock(&engine.lock);
 	return 0;
 }

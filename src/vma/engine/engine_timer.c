@@ -218,7 +218,7 @@ bool engine_timer_cancel_sync(struct engine_timer *timer)
 	if (armed)
 		heap_remove(timer);
 	while (engine.running_timer == timer && !pthread_equal(engine.running_timer_thread, pthread_self()))
-		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
+		os_cond_wait_nocancel(&engine.callback_done, &engine.lock);   /* under engine.lock: os.h */
 	pthread_mutex_unlock(&engine.lock);
 	return armed;
 }
@@ -307,7 +307,7 @@ void engine_poller_unregister(struct engine_poller *poller)
 	poller->registered = false;
 	poller->next = NULL;
 	while (engine.running_poller == poller && !pthread_equal(engine.running_poller_thread, pthread_self()))
-		OS_CALL(pthread_cond_wait, &engine.callback_done, &engine.lock);
+		os_cond_wait_nocancel(&engine.callback_done, &engine.lock);   /* under engine.lock: os.h */
 	pthread_mutex_unlock(&engine.lock);
 }
 

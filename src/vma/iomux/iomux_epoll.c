@@ -20,7 +20,7 @@ static int kernel_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 static void kernel_close(int fd)
 {
-	OS_CALL(close, fd);
+	os_close_nocancel(fd);
 }
 
 /* ---- ready list (ep lock held) ---- */

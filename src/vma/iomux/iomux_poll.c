@@ -46,7 +46,7 @@ static pthread_once_t iomux_poll_wake_once = PTHREAD_ONCE_INIT;
 
 static void iomux_poll_wake_close(void *p)
 {
-	OS_CALL(close, (int)(intptr_t)p - 1);
+	os_close_nocancel((int)(intptr_t)p - 1);
 }
 
 static void iomux_poll_wake_key_make(void)

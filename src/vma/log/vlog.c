@@ -354,7 +354,7 @@ static void vlog_use_stderr_locked(void)
 {
 	__atomic_store_n(&vlog_sink_fd, VLOG_STDERR_FD, __ATOMIC_RELAXED);
 	if (vlog_file_fd >= 0) {
-		OS_CALL(close, vlog_file_fd);
+		os_close_nocancel(vlog_file_fd);
 		vlog_file_fd = -1;
 	}
 	vlog_file_path[0] = '\0';
@@ -387,7 +387,7 @@ int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
 	if (fstat((int)fd, &st) != 0) {
 		char reason[128];
 		snprintf(why, why_size, "%s", strerror_r(errno, reason, sizeof(reason)));
-		OS_CALL(close, (int)fd);
+		os_close_nocancel((int)fd);
 		errno = saved;
 		return -1;
 	}
@@ -397,7 +397,7 @@ int vlog_open_append(const char *path, char *why, size_t why_size, int *refused)
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
 		*refused = 1;
 		snprintf(why, why_size, "it belongs to another user (uid %u)", (unsigned)st.st_uid);
-		OS_CALL(close, (int)fd);
+		os_close_nocancel((int)fd);
 		errno = saved;
 		return -1;
 	}
@@ -429,10 +429,10 @@ static int vlog_use_file_locked(const char *pattern)
 	    OS_CALL(dup3, (int)fd, vlog_file_fd, O_CLOEXEC) == vlog_file_fd) {
 		/* Swapped in place: a printer holding the old fd number writes to
 		 * the new file instead of a closed (or reused) descriptor. */
-		OS_CALL(close, (int)fd);
+		os_close_nocancel((int)fd);
 	} else {
 		if (vlog_file_fd >= 0)
-			OS_CALL(close, vlog_file_fd);
+			os_close_nocancel(vlog_file_fd);
 		vlog_file_fd = (int)fd;
 	}
 	__atomic_store_n(&vlog_sink_fd, vlog_file_fd, __ATOMIC_RELAXED);

@@ -413,9 +413,9 @@ static int trigger_by_datagram(int ifindex, in_addr_t ip)
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = ip };
 	if (OS_CALL(setsockopt, fd, IPPROTO_IP, IP_UNICAST_IF, &oif, sizeof(oif)) < 0 ||
 	    OS_CALL(setsockopt, fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) < 0 ||
-	    OS_CALL(sendto, fd, "", 0, MSG_DONTWAIT, &to, sizeof(to)) < 0)
+	    os_sendto_nocancel(fd, "", 0, 0, (struct sockaddr *)&to, sizeof(to)) < 0)
 		rc = -errno;
-	OS_CALL(close, fd);
+	os_close_nocancel(fd);   /* may run with a lane locked: never a cancellation point */
 	/* A neighbour that just failed makes the send fail too, after the kernel
 	 * has started over: that still counts as triggered. */
 	return rc == -EHOSTUNREACH ? 0 : rc;
@@ -448,12 +448,21 @@ static void mirror_kernel_resolving(struct net_ctx *ctx, int ifindex, in_addr_t 
 	nl_addr_put(dst);
 }
 
+/* The neighbour's request and wait run inside an application call (the
+ * first send to a next hop, a connect), with our mutexes held around
+ * netlink reads, writes and a condition wait, all libc cancellation points:
+ * a pthread_cancel() acting there would leave a mutex held for every other
+ * thread. Cancellation is off for their length (a wait is bounded by the
+ * resolution's timeout) and acts at the thread's next cancellation point. */
 static int live_trigger(void *arg, int ifindex, in_addr_t ip)
 {
 	struct net_ctx *ctx = arg;
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
 	int rc = ask_kernel_to_resolve(ctx, ifindex, ip);
 	if (rc == 0)
 		mirror_kernel_resolving(ctx, ifindex, ip);
+	pthread_setcancelstate(state, NULL);
 	return rc;
 }
 
@@ -477,9 +486,18 @@ static int ask_kernel_to_resolve(void *arg, int ifindex, in_addr_t ip)
 	return trigger_by_datagram(ifindex, ip);
 }
 
+static void live_wait_uncancelled(struct net_ctx *ctx, int timeout_ms);
+
 static void live_wait(void *arg, int timeout_ms)
 {
-	struct net_ctx *ctx = arg;
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);   /* live_trigger says why */
+	live_wait_uncancelled(arg, timeout_ms);
+	pthread_setcancelstate(state, NULL);
+}
+
+static void live_wait_uncancelled(struct net_ctx *ctx, int timeout_ms)
+{
 	if (pthread_mutex_trylock(&ctx->poll_lock) == 0) {
 		poll_locked(ctx, timeout_ms);
 		pthread_mutex_unlock(&ctx->poll_lock);

@@ -160,6 +160,38 @@ static inline int os_close_nocancel(int fd)
 	return (int)syscall(SYS_close, fd);
 }
 
+/* A look at a kernel socket that must not block nor end the thread: a
+ * receive counted as a lane's watcher reads its kernel socket every
+ * VMA_RX_UDP_POLL_OS_RATIO polls, and a cancellation acting there would
+ * leave it counted (its sleep's cleanup handler does not run). */
+static inline long os_recvmsg_nocancel(int fd, struct msghdr *msg, int flags)
+{
+	return syscall(SYS_recvmsg, fd, msg, flags | MSG_DONTWAIT);
+}
+
+static inline long os_sendto_nocancel(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+				      socklen_t tolen)
+{
+	return syscall(SYS_sendto, fd, buf, len, flags | MSG_DONTWAIT, to, tolen);
+}
+
+static inline void os_sleep_us_nocancel(long us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+	(void)syscall(SYS_nanosleep, &ts, NULL);
+}
+
+/* pthread_cond_wait with cancellation off: a cancellation acting in it
+ * returns with the mutex locked and unwinds, leaving it held. For waits
+ * inside an application call on a mutex other threads need. */
+static inline void os_cond_wait_nocancel(pthread_cond_t *cond, pthread_mutex_t *mutex)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+	(void)OS_CALL(pthread_cond_wait, cond, mutex);   /* libc's: ours would flush held sends under the mutex */
+	pthread_setcancelstate(state, NULL);
+}
+
 /* An AF_XDP doorbell: a zero-length sendto (TX) or recvfrom (RX wake-up). */
 static inline long os_xsk_kick_tx(int fd)
 {

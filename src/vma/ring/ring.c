@@ -144,7 +144,7 @@ void ring_read_link(struct ring *ring)
 	ifr.ifr_data = (void *)&info;
 	if (OS_CALL(ioctl, fd, SIOCETHTOOL, &ifr) == 0)
 		memcpy(ring->driver, info.driver, sizeof(ring->driver) - 1);
-	OS_CALL(close, fd);
+	os_close_nocancel(fd);
 }
 
 enum ring_backend ring_backend_for(const char *ifname, const struct ring_config *cfg)

@@ -247,7 +247,7 @@ static int ring_domain_memfd_huge(size_t *size)
 		}
 	}
 	int saved = errno;
-	OS_CALL(close, fd);
+	os_close_nocancel(fd);
 	errno = saved;
 	return -1;
 }
@@ -269,7 +269,7 @@ int ring_domain_memfd(size_t *size, bool huge)
 		return -errno;
 	if (ftruncate(fd, (off_t)*size) != 0) {
 		int err = -errno;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return err;
 	}
 	return fd;
@@ -346,7 +346,7 @@ static int ring_domain_member_socket(struct ring_domain *d, uint32_t rx_descs, u
 	if (!err)
 		err = ring_xsk_bind(fd, d->sh->ifindex, d->sh->queue, d->umem_fd, 0);
 	if (err) {
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return err;
 	}
 	return fd;
@@ -360,7 +360,7 @@ int ring_domain_member_sockets(struct ring_domain *d, int *rx_fd, int *tx_fd)
 		return rx;
 	int tx = ring_domain_member_socket(d, 0, d->sh->tx_descs);
 	if (tx < 0) {
-		OS_CALL(close, rx);
+		os_close_nocancel(rx);
 		return tx;
 	}
 	*rx_fd = rx;
@@ -466,7 +466,7 @@ unsigned ring_domain_member_reclaim(struct ring_domain *d, unsigned slot, int rx
 		if (!left)
 			break;
 		if (done == 0)
-			OS_CALL(usleep, 1000);
+			os_sleep_us_nocancel(1000);   /* not a cancellation point: os.h */
 	}
 	ring_domain_lock(d);
 	d->sh->counters.frames_reclaimed += reclaimed;
@@ -489,9 +489,9 @@ void ring_domain_destroy(struct ring_domain *d)
 		munmap(d->sh, d->map_size);
 	d->sh = NULL;
 	if (d->umem_fd >= 0)
-		OS_CALL(close, d->umem_fd);
+		os_close_nocancel(d->umem_fd);
 	if (d->memfd >= 0)
-		OS_CALL(close, d->memfd);
+		os_close_nocancel(d->memfd);
 	d->umem_fd = d->memfd = -1;
 }
 

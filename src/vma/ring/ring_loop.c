@@ -216,7 +216,7 @@ static void ring_loop_close(struct ring *ring)
 		ring_buf_pool_destroy(ring->tx_pool);
 	}
 	if (ring->wait_fd >= 0)
-		OS_CALL(close, ring->wait_fd);
+		os_close_nocancel(ring->wait_fd);
 	free(r->rxq);
 	free(r->txq);
 	free(r->flows);

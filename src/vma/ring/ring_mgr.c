@@ -120,7 +120,7 @@ static unsigned ring_mgr_queue_count(const char *ifname)
 		ifr.ifr_data = (void *)&channels;
 		if (OS_CALL(ioctl, fd, SIOCETHTOOL, &ifr) == 0)
 			count = channels.rx_count + channels.combined_count;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		if (count)
 			return count;
 	}

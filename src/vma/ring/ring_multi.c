@@ -171,7 +171,7 @@ static void ring_multi_read_counters(struct ring *ring, struct ring_counters *ou
 static void ring_multi_free(struct ring_multi *r)
 {
 	if (r->epoll_fd >= 0)
-		OS_CALL(close, r->epoll_fd);
+		os_close_nocancel(r->epoll_fd);
 	free(r);
 }
 

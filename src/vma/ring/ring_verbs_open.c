@@ -67,9 +67,9 @@ static void ring_verbs_destroy(struct ring_verbs *r)
 	if (r->ctx)
 		ibv_close_device(r->ctx);
 	if (r->wait_ep >= 0)
-		OS_CALL(close, r->wait_ep);
+		os_close_nocancel(r->wait_ep);
 	if (r->stash_fd >= 0)
-		OS_CALL(close, r->stash_fd);
+		os_close_nocancel(r->stash_fd);
 	unsigned held = ring_verbs_held(r);
 	if (held) {
 		/* The holders keep pointing into the frames: they stay. */
@@ -120,9 +120,9 @@ void ring_verbs_forget(struct ring *ring)
 	ring_buf_pool_set_owner(r->base.tx_pool, NULL);
 	/* Our own fds (not verbs objects) are the child's copies: closed. */
 	if (r->wait_ep >= 0)
-		OS_CALL(close, r->wait_ep);
+		os_close_nocancel(r->wait_ep);
 	if (r->stash_fd >= 0)
-		OS_CALL(close, r->stash_fd);
+		os_close_nocancel(r->stash_fd);
 	r->wait_ep = r->stash_fd = -1;
 	r->base.wait_fd = -1;
 }

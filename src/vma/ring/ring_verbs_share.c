@@ -314,13 +314,13 @@ static int rvs_board_map(struct ring_verbs_board *bd)
 	if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(struct rvs_board) &&
 				    ftruncate(fd, sizeof(struct rvs_board)) != 0)) {
 		int err = -errno;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return err;
 	}
 	void *m = mmap(NULL, sizeof(struct rvs_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		int err = -errno;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return err;
 	}
 	bd->fd = fd;
@@ -387,7 +387,7 @@ static struct ring_verbs_board *rvs_board_open(const char *path, int *err)
 		if (!*err && !stale)
 			return bd;
 		munmap(bd->b, sizeof(struct rvs_board));
-		OS_CALL(close, bd->fd);
+		os_close_nocancel(bd->fd);
 		bd->fd = -1;
 		if (!stale)
 			break;
@@ -458,7 +458,7 @@ static void rvs_board_put(struct ring_verbs *r)
 		}
 	}
 	pthread_mutex_lock(&bd->mu);   /* the watcher looks at bd->fd under it */
-	OS_CALL(close, bd->fd);
+	os_close_nocancel(bd->fd);
 	bd->fd = -1;
 	bd->slot = -1;
 	pthread_mutex_unlock(&bd->mu);
@@ -795,7 +795,7 @@ void ring_verbs_share_atfork_child(void)
 	for (struct ring_verbs_board *bd = rvs_boards, *next; bd; bd = next) {
 		next = bd->next;
 		if (bd->fd >= 0)
-			OS_CALL(close, bd->fd);
+			os_close_nocancel(bd->fd);
 		bd->fd = -1;
 		pthread_mutex_init(&bd->mu, NULL);
 		bd->next = inherited;
@@ -808,6 +808,6 @@ void ring_verbs_share_atfork_child(void)
 	rvs_probes = NULL;
 	rvs_nprobes = 0;
 	if (rvs_raw_fd >= 0)
-		OS_CALL(close, rvs_raw_fd);
+		os_close_nocancel(rvs_raw_fd);
 	rvs_raw_fd = -1;
 }

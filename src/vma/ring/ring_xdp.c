@@ -605,9 +605,9 @@ static void ring_xdp_forget(struct ring *ring)
 	ring_xsk_unmap_ring(&r->dom.fill);
 	ring_xsk_unmap_ring(&r->dom.comp);
 	if (r->dom.umem_fd >= 0)
-		OS_CALL(close, r->dom.umem_fd);
+		os_close_nocancel(r->dom.umem_fd);
 	if (r->dom.memfd >= 0)
-		OS_CALL(close, r->dom.memfd);
+		os_close_nocancel(r->dom.memfd);
 	r->dom.umem_fd = r->dom.memfd = -1;
 	vmad_client_forget(&r->member);
 	r->xsk_fd = r->xsk_tx_fd = -1;

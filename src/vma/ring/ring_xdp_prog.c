@@ -247,7 +247,7 @@ static void ring_xdp_reap_stale(const char *ifname, unsigned ifindex)
 			memset(&info, 0, sizeof(info));
 			if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
 				ring_xdp_detach_by_map(ifindex, info.id);
-			OS_CALL(close, fd);
+			os_close_nocancel(fd);
 		}
 		unlink(path);
 		vlog_info("ring: %s: removed the steering program left by dead process %ld", ifname, pid);

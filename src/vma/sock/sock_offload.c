@@ -94,7 +94,7 @@ int sock_offload_wake_fd_get(int *slot)
 	int expected = -1;
 	if (__atomic_compare_exchange_n(slot, &expected, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return fresh;
-	OS_CALL(close, fresh);
+	os_close_nocancel(fresh);
 	return expected;
 }
 

@@ -407,7 +407,7 @@ static int sock_tcp_replace_kernel_socket(struct sock_tcp *s)
 	if (fresh < 0)
 		return -1;
 	int r = OS_CALL(dup3, fresh, s->obj.fd, fd_flags > 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-	OS_CALL(close, fresh);
+	os_close_nocancel(fresh);
 	if (r < 0)
 		return -1;
 	if (fl_flags > 0 && (fl_flags & O_NONBLOCK))
@@ -423,7 +423,7 @@ static void sock_tcp_port_close_locked(struct sock_offload *ctx, struct sock_tcp
 {
 	struct ring_flow flow = { .proto = IPPROTO_TCP, .local_ip = p->ip, .local_port = p->port };
 	sock_offload_flow_put_locked(ctx, p->if_slot, &flow);
-	OS_CALL(close, p->fd);
+	os_close_nocancel(p->fd);
 	p->fd = -1;
 }
 
@@ -445,7 +445,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		if (OS_CALL(bind, p.fd, (struct sockaddr *)&want, sizeof(want)) != 0 ||
 		    OS_CALL(getsockname, p.fd, (struct sockaddr *)&got, &gl) != 0 ||
 		    OS_CALL(listen, p.fd, 1) != 0) {
-			OS_CALL(close, p.fd);
+			os_close_nocancel(p.fd);
 			return;
 		}
 		p.port = got.sin_port;
@@ -454,7 +454,7 @@ static void sock_tcp_ports_reserve_locked(struct sock_offload *ctx, int slot, ui
 		if (sock_offload_flow_get_locked(ctx, slot, &flow) < 0 || !sock_tcp_ports_give(ctx->tcp_ports, &p)) {
 			if (flow.local_port)
 				sock_offload_flow_put_locked(ctx, slot, &flow);
-			OS_CALL(close, p.fd);
+			os_close_nocancel(p.fd);
 			return;
 		}
 	}
@@ -496,7 +496,7 @@ void sock_tcp_port_release_locked(struct sock_tcp *s, bool handed)
 	struct sock_tcp_port p = s->port;
 	s->port.fd = -1;
 	if (!sock_offload_usable(ctx) || ctx->dead) {
-		OS_CALL(close, p.fd);
+		os_close_nocancel(p.fd);
 		return;
 	}
 	/* The app's F_SETFL went to the shared file: it now has s's flag. */
@@ -509,10 +509,10 @@ void sock_tcp_ports_after_fork_child(struct sock_offload *old)
 {
 	struct sock_tcp_port p;
 	while (old->tcp_ports && sock_tcp_ports_pop(old->tcp_ports, &p))
-		OS_CALL(close, p.fd);
+		os_close_nocancel(p.fd);
 	for (struct sock_tcp *s = old->tcp_all; s; s = s->all_next)
 		if (s->port.fd >= 0) {
-			OS_CALL(close, s->port.fd);
+			os_close_nocancel(s->port.fd);
 			s->port.fd = -1;
 		}
 }
@@ -895,7 +895,7 @@ static void sock_tcp_release(struct sock_obj *obj)
 	s->released = true;
 	if (s->port.fd >= 0) {
 		/* A forked child's copy, or after the exit hook: not ours to reuse. */
-		OS_CALL(close, s->port.fd);
+		os_close_nocancel(s->port.fd);
 		s->port.fd = -1;
 	}
 	if (s->stats && !stats_slot_is_dummy(s->stats))
@@ -918,7 +918,7 @@ static void sock_tcp_destroy(struct sock_obj *obj)
 {
 	struct sock_tcp *s = sock_tcp_of(obj);
 	if (s->base.wake_fd >= 0)
-		OS_CALL(close, s->base.wake_fd);
+		os_close_nocancel(s->base.wake_fd);
 	sock_tstamp_clear(&s->base.tstamp);
 	free(s->xcb);
 	free(s);

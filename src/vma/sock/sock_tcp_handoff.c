@@ -136,7 +136,7 @@ static bool sock_tcp_handoff_alive(const struct ring_flow *f)
 			alive = e->error != -ENOENT;
 		}
 	}
-	OS_CALL(close, nl);
+	os_close_nocancel(nl);
 	return alive;
 }
 
@@ -234,7 +234,7 @@ static int sock_tcp_handoff_open(const struct sock_tcp_handoff_conn *c, const st
 		return -errno;
 	int err = sock_tcp_handoff_build(c, k, ex);
 	if (err) {
-		OS_CALL(close, k);
+		os_close_nocancel(k);
 		return err;
 	}
 	return k;
@@ -284,13 +284,13 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	}
 	if (OS_CALL(dup3, k, fd, fd_flags != -1 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		int err = -errno;
-		OS_CALL(close, k);
+		os_close_nocancel(k);
 		vlog_warn("fd %d: dup3 failed while handing the connection to the kernel (%s); it is lost", fd,
 			  strerror(-err));
 		sock_tcp_disconnect_locked(s, true);
 		return err;
 	}
-	OS_CALL(close, k);
+	os_close_nocancel(k);
 	/* The kernel connection holds the port now: a reserved one is not
 	 * handed out again. */
 	sock_tcp_port_release_locked(s, true);
@@ -326,7 +326,7 @@ int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orp
 	sock_tcp_handoff_leave_repair(k);
 	/* Closed as the application closed ours: the kernel sends what is
 	 * left, then its FIN, and finishes the connection after we exit. */
-	OS_CALL(close, k);
+	os_close_nocancel(k);
 	tcp_set_callbacks(o->pcb, NULL, NULL);
 	tcp_pcb_forget(o->pcb);
 	o->pcb = NULL;

@@ -196,7 +196,7 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->base.sleepers = 0;
 	l->wake_pending = false;
 	if (l->base.wake_fd >= 0)
-		OS_CALL(close, l->base.wake_fd);
+		os_close_nocancel(l->base.wake_fd);
 	l->base.wake_fd = -1;
 	l->fork_dormant = false;
 	l->accepted_here = false;
@@ -536,7 +536,7 @@ static int sock_tcp_child_publish(struct sock_tcp *l, struct sock_tcp *c, int fl
 		sock_tcp_rxq_clear_locked(c);
 		sock_offload_unlock(ctx);
 		stats_socket_slot_put(c->stats);
-		OS_CALL(close, nfd);
+		os_close_nocancel(nfd);
 		free(c);
 		errno = EMFILE;
 		return -1;

@@ -806,7 +806,7 @@ static void sock_udp_destroy(struct sock_obj *obj)
 		sock_udp_heaps_reap_locked(s);
 	}
 	if (s->base.wake_fd >= 0)
-		OS_CALL(close, s->base.wake_fd);
+		os_close_nocancel(s->base.wake_fd);
 	extra_udp_destroy(s);
 	free(s);
 }
@@ -916,7 +916,7 @@ void sock_udp_after_fork_child(struct sock_offload *old)
 		s->base.sleepers = 0;
 		s->wake_pending = false;
 		if (s->base.wake_fd >= 0)
-			OS_CALL(close, s->base.wake_fd);
+			os_close_nocancel(s->base.wake_fd);
 		s->base.wake_fd = -1;
 		s->route.valid = false;
 		s->fork_dormant = false;

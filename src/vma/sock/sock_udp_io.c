@@ -38,7 +38,7 @@ static ssize_t sock_udp_os_try(struct sock_udp *s, struct msghdr *msg, int flags
 		errno = EBADF;
 		return -1;
 	}
-	ssize_t r = OS_CALL(recvmsg, s->obj.fd, msg, flags | MSG_DONTWAIT);
+	ssize_t r = os_recvmsg_nocancel(s->obj.fd, msg, flags);   /* not a cancellation point: os.h */
 	if (r >= 0) {
 		s->stats->c.rx_os_packets++;
 		s->stats->c.rx_os_bytes += (uint64_t)r;

@@ -30,7 +30,7 @@ static struct stats_iomux dummy_iomux;
 static void close_fd(int fd)
 {
 	if (fd >= 0)
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 }
 
 static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }

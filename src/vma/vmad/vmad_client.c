@@ -63,7 +63,7 @@ static int vmad_client_connect(char *why, size_t why_len)
 		return -errno;
 	if (OS_CALL(connect, fd, (struct sockaddr *)&addr, len) != 0) {
 		int err = -errno;
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return err;
 	}
 	/* An abstract name has no owner: anyone could have bound it. */
@@ -73,7 +73,7 @@ static int vmad_client_connect(char *why, size_t why_len)
 	    (cred.uid != 0 && cred.uid != geteuid())) {
 		snprintf(why, why_len, "the vmad socket is served by uid %u, not root: not trusted",
 			 (unsigned)cred.uid);
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return -EACCES;
 	}
 	vmad_client_set_timeouts(fd);
@@ -272,14 +272,14 @@ static int vmad_client_receive(int conn, struct vmad_reply *rep, int *fds, unsig
 			if (fds && got < VMAD_REPLY_MAX_FDS)
 				fds[got++] = fd;
 			else
-				OS_CALL(close, fd);
+				os_close_nocancel(fd);
 		}
 	}
 	if (nfds)
 		*nfds = got;
 	else
 		for (unsigned i = 0; i < got; i++)
-			OS_CALL(close, fds[i]);
+			os_close_nocancel(fds[i]);
 	if (n != (ssize_t)sizeof(*rep) || (msg.msg_flags & MSG_CTRUNC))
 		return -EPROTO;
 	return 0;
@@ -333,7 +333,7 @@ static int vmad_client_adopt(void)
 	req.version = VMAD_PROTO_VERSION;
 	/* vmad's end has SO_PASSCRED: the kernel adds our pid itself. */
 	int err = vmad_client_send(vmad_client_spawner, &req, sv[1]);
-	OS_CALL(close, sv[1]);
+	os_close_nocancel(sv[1]);
 	if (!err) {
 		vmad_client_set_timeouts(sv[0]);
 		err = vmad_client_receive(sv[0], &rep, NULL, NULL);
@@ -342,7 +342,7 @@ static int vmad_client_adopt(void)
 			err = -ECONNREFUSED;
 	}
 	if (err) {
-		OS_CALL(close, sv[0]);
+		os_close_nocancel(sv[0]);
 		return err;
 	}
 	return sv[0];
@@ -371,7 +371,7 @@ int vmad_client_keep_spawner(void)
 		err = rep.status;
 	if (err) {
 		vlog_debug("vmad: spawner refused: %s", strerror(-err));
-		OS_CALL(close, conn);
+		os_close_nocancel(conn);
 		return err;
 	}
 	vmad_client_spawner = conn;
@@ -395,7 +395,7 @@ static int vmad_client_join_body(const char *ifname, unsigned queue, const struc
 		conn = vmad_client_adopt();
 		if (conn < 0) {
 			vlog_debug("vmad: the spawner connection failed (%s); dropped", strerror(-conn));
-			OS_CALL(close, vmad_client_spawner);
+			os_close_nocancel(vmad_client_spawner);
 			vmad_client_spawner = -1;
 		}
 	}
@@ -428,8 +428,8 @@ static int vmad_client_join_body(const char *ifname, unsigned queue, const struc
 	}
 	if (err) {
 		for (unsigned i = 0; i < nfds; i++)
-			OS_CALL(close, fds[i]);
-		OS_CALL(close, conn);
+			os_close_nocancel(fds[i]);
+		os_close_nocancel(conn);
 		return err;
 	}
 	m->conn = conn;
@@ -450,7 +450,7 @@ static int vmad_client_join_body(const char *ifname, unsigned queue, const struc
 	if ((rep.flags & VMAD_JOIN_F_MAPS) && nfds > 4)
 		m->flows5_fd = fds[4];
 	for (unsigned i = (m->flows5_fd >= 0 ? 5 : 4); i < nfds; i++)
-		OS_CALL(close, fds[i]);
+		os_close_nocancel(fds[i]);
 	return 0;
 }
 

@@ -847,8 +847,8 @@ static void vmad_join(struct vmad_server *s, int ci, const struct vmad_request *
 	if (bpf_map_update_elem(ifc->map_xsks, &key, &value, BPF_ANY) != 0) {
 		err = -errno;
 		ring_domain_member_reclaim(d, (unsigned)slot, xsk, xsk_tx);
-		OS_CALL(close, xsk);
-		OS_CALL(close, xsk_tx);
+		os_close_nocancel(xsk);
+		os_close_nocancel(xsk_tx);
 		vmad_refuse(s, rep, err, "cannot register the XSK: %s", strerror(-err));
 		return;
 	}
@@ -907,8 +907,8 @@ static void vmad_member_reclaim(struct vmad_server *s, int ci)
 	struct ring_domain *d = ifc->domains[c->queue];
 	unsigned frames = ring_domain_member_reclaim(d, c->slot, c->xsk_fd, c->xsk_tx_fd);
 
-	OS_CALL(close, c->xsk_fd);
-	OS_CALL(close, c->xsk_tx_fd);
+	os_close_nocancel(c->xsk_fd);
+	os_close_nocancel(c->xsk_tx_fd);
 	s->members_reclaimed++;
 	s->frames_reclaimed += frames;
 	vmad_log(VLOG_DEBUG, "%s queue %u: member %u (pid %d) left, %u frames taken back", ifc->name, c->queue,
@@ -933,7 +933,7 @@ static void vmad_conn_close(struct vmad_server *s, int ci)
 	struct vmad_conn *c = &s->conns[ci];
 
 	if (c->fd >= 0)
-		OS_CALL(close, c->fd);
+		os_close_nocancel(c->fd);
 	c->fd = -1;
 	if (c->state == VMAD_CONN_MEMBER) {
 		vmad_member_leave(s, ci);
@@ -984,7 +984,7 @@ static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cre
 		;
 	if (ci == VMAD_MAX_CONNS) {
 		vmad_log(VLOG_WARNING, "refusing a connection: too many members");
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return -1;
 	}
 	struct vmad_conn *c = &s->conns[ci];
@@ -1006,7 +1006,7 @@ static void vmad_accept(struct vmad_server *s)
 		socklen_t len = sizeof(cred);
 		if (OS_CALL(getsockopt, fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
 			vmad_log(VLOG_WARNING, "refusing a connection: %s", strerror(errno));
-			OS_CALL(close, fd);
+			os_close_nocancel(fd);
 			continue;
 		}
 		int ci = vmad_conn_open(s, fd, &cred);
@@ -1076,7 +1076,7 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 		s->refusals++;
 		vmad_log(VLOG_INFO, "pid %d: ADOPT refused (%s)", (int)sender->pid,
 			 !sp->spawner ? "not a spawner connection" : "not a unix seqpacket socket");
-		OS_CALL(close, fd);
+		os_close_nocancel(fd);
 		return;
 	}
 	OS_CALL(fcntl, fd, F_SETFL, OS_CALL(fcntl, fd, F_GETFL) | O_NONBLOCK);
@@ -1093,7 +1093,7 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 	c->ngids = sp->ngids;
 	struct vmad_reply rep = { .status = 0, .op = VMAD_OP_ADOPT };
 	if (vmad_send(s, nc, &rep, NULL, 0) != 0) {
-		OS_CALL(close, c->fd);
+		os_close_nocancel(c->fd);
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
 		c->xsk_fd = c->xsk_tx_fd = -1;
@@ -1137,12 +1137,12 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 			if (proof_fd < 0)
 				proof_fd = fd;
 			else
-				OS_CALL(close, fd);
+				os_close_nocancel(fd);
 		}
 	}
 	if (n == 0) {
 		if (proof_fd >= 0)
-			OS_CALL(close, proof_fd);
+			os_close_nocancel(proof_fd);
 		return false;
 	}
 	memset(&rep, 0, sizeof(rep));
@@ -1152,7 +1152,7 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 		rep.op = n >= (ssize_t)sizeof(uint32_t) ? req.op : 0;
 		vmad_refuse(s, &rep, -EPROTO, "protocol version %u expected", VMAD_PROTO_VERSION);
 		if (proof_fd >= 0)
-			OS_CALL(close, proof_fd);
+			os_close_nocancel(proof_fd);
 		return vmad_send(s, ci, &rep, NULL, 0) == 0;
 	}
 	rep.op = req.op;
@@ -1184,12 +1184,12 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	send:
 		if (vmad_send(s, ci, &rep, NULL, 0) != 0) {
 			if (proof_fd >= 0)
-				OS_CALL(close, proof_fd);
+				os_close_nocancel(proof_fd);
 			return false;
 		}
 	}
 	if (proof_fd >= 0)
-		OS_CALL(close, proof_fd);
+		os_close_nocancel(proof_fd);
 	return true;
 }
 
@@ -1214,7 +1214,7 @@ static int vmad_listen(struct vmad_server *s)
 		if (probe >= 0 && OS_CALL(connect, probe, (struct sockaddr *)&addr, len) != 0 && errno == ECONNREFUSED)
 			unlink(name);
 		if (probe >= 0)
-			OS_CALL(close, probe);
+			os_close_nocancel(probe);
 		snprintf(s->socket_path, sizeof(s->socket_path), "%s", name);
 	} else {
 		memcpy(addr.sun_path + 1, name, nlen);
@@ -1249,18 +1249,18 @@ static int vmad_daemonize(void)
 		return -1;
 	if (pid > 0) {
 		unsigned char status = 1;
-		OS_CALL(close, pipefd[1]);
+		os_close_nocancel(pipefd[1]);
 		while (OS_CALL(read, pipefd[0], &status, 1) < 0 && errno == EINTR)
 			;
 		_exit(status);
 	}
-	OS_CALL(close, pipefd[0]);
+	os_close_nocancel(pipefd[0]);
 	setsid();
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
 		OS_CALL(dup2, null, STDIN_FILENO);
 		OS_CALL(dup2, null, STDOUT_FILENO);
-		OS_CALL(close, null);
+		os_close_nocancel(null);
 	}
 	return pipefd[1];
 }
@@ -1272,7 +1272,7 @@ static void vmad_report(int *ready_fd, unsigned char status)
 	if (OS_CALL(write, *ready_fd, &status, 1) < 0) {
 		/* the parent is gone: nothing to tell */
 	}
-	OS_CALL(close, *ready_fd);
+	os_close_nocancel(*ready_fd);
 	*ready_fd = -1;
 }
 
@@ -1344,7 +1344,7 @@ static void vmad_shutdown(struct vmad_server *s)
 		if (s->ifaces[i].used)
 			vmad_iface_teardown(&s->ifaces[i]);
 	if (s->listen_fd >= 0)
-		OS_CALL(close, s->listen_fd);
+		os_close_nocancel(s->listen_fd);
 	if (s->socket_path[0])
 		unlink(s->socket_path);
 }
@@ -1403,7 +1403,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 			if (null >= 0) {
 				OS_CALL(dup2, null, STDERR_FILENO);
-				OS_CALL(close, null);
+				os_close_nocancel(null);
 			}
 		}
 	}
