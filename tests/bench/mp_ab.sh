@@ -12,7 +12,8 @@
 # process of the server, from /proc, over the last BENCH_SECONDS - 1
 # seconds), then the medians and each build's ratio to the kernel.
 # VAR=VALUE words are more environment for the libvma runs
-# (e.g. VMA_RING_ALLOCATION_LOGIC_RX=20). ENV_A and ENV_B (VAR=VALUE words)
+# (e.g. VMA_RING_ALLOCATION_LOGIC_RX=20); --option=value words are
+# mp_server options for every run (e.g. --work-us=20). ENV_A and ENV_B (VAR=VALUE words)
 # are more environment for the runs of A and of B alone: with A and B the
 # same library they compare two settings of one build.
 # A libvma run whose requests reached the server namespace's kernel TCP
@@ -24,7 +25,12 @@ set -u
 [ $# -ge 2 ] || { echo "usage: $0 LIB_A LIB_B [ROUNDS] [MODEL WORKERS [VAR=VALUE ...]]" >&2; exit 2; }
 LIB_A=$(readlink -f "$1") LIB_B=$(readlink -f "$2") ROUNDS=${3:-3} MODEL=${4:-threads} WORKERS=${5:-4}
 shift $(($# < 5 ? $# : 5))
-EXTRA_ENV=("$@")
+# Words of the form --option=value are mp_server options for every run,
+# the kernel's too (e.g. --work-us=20); the others are environment.
+EXTRA_ENV=() SRV_OPTS=()
+for w in "$@"; do
+	case $w in --*=*) SRV_OPTS+=("${w%%=*}" "${w#*=}") ;; --*) SRV_OPTS+=("$w") ;; *) EXTRA_ENV+=("$w") ;; esac
+done
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILDDIR:-$TOP/build}
 SRV=$BUILD/tests/integration/mp_server CLI=$BUILD/tests/integration/mp_client
@@ -83,7 +89,7 @@ one() {
 	local pre=()
 	[ "$1" != kernel ] && pre=(env LD_PRELOAD="$1" "${EXTRA_ENV[@]}" "${@:2}") && vmad_stop
 	$NS_SRV "${pre[@]}" "$SRV" --port $PORT --bind 198.18.0.2 --model "$MODEL" --workers "$WORKERS" \
-		--max-seconds $((SECS + 30)) >"$TMP/srv.out" 2>"$TMP/srv.err" &
+		--max-seconds $((SECS + 30)) "${SRV_OPTS[@]}" >"$TMP/srv.out" 2>"$TMP/srv.err" &
 	local job=$!
 	for _ in $(seq 100); do grep -q '^ready' "$TMP/srv.out" && break; sleep 0.1; done
 	local segs0 t0 t1 out
@@ -120,7 +126,7 @@ one() {
 
 med() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : "n/a") }'; }
 declare -a K KU A AU B BU
-echo "mp_ab: $MODEL x$WORKERS ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request)"
+echo "mp_ab: $MODEL x$WORKERS ${SRV_OPTS[*]} ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request)"
 for i in $(seq "$ROUNDS"); do
 	read -r k ku < <(one kernel)
 	read -r a au < <(one "$LIB_A" "${ENV_A_WORDS[@]}")

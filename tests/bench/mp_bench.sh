@@ -13,7 +13,13 @@
 # 1-worker row, and the server namespace's kernel Tcp InSegs / Udp
 # InDatagrams during the libvma run (flat = offloaded).
 # It reports; it does not judge (exit 0 when it ran, 2 when it could not set up).
-# Env: BENCH_SECONDS, BENCH_CONNS (8), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
+# Two runs of one build on this two-core testbed differ by up to 30% (the
+# client's 8 threads and the server's share the cores, and the scheduler
+# places them differently each run), so every cell is BENCH_ROUNDS (3)
+# alternating kernel/libvma runs: the rates shown are the medians, the
+# ratio is theirs, and "spread" is the lowest and highest ratio of the
+# rounds' pairs. BENCH_ROUNDS=1 gives one run per cell (a third of the time).
+# Env: BENCH_SECONDS, BENCH_CONNS (8), BENCH_ROUNDS (3), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
 # VAR=VALUE words for the libvma runs, e.g. VMA_THREAD_MODE=3), BENCH_ROWS
 # ("MODEL PROTO [VAR=VALUE ...] [--server-option ...]" separated by ';': the
 # VAR=VALUE words after PROTO are more environment for that row's libvma
@@ -33,6 +39,8 @@ SRV=$BUILD/tests/integration/mp_server
 CLI=$BUILD/tests/integration/mp_client
 SECONDS_RUN=${BENCH_SECONDS:-3}
 CONNS=${BENCH_CONNS:-8}
+ROUNDS=${BENCH_ROUNDS:-3}
+case $ROUNDS in '' | *[!0-9]* | 0) echo "mp_bench: BENCH_ROUNDS must be 1 or more, not '$ROUNDS'" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "mp_bench: needs root" >&2; exit 2; }
 for f in "$LIB" "$SRV" "$CLI"; do [ -e "$f" ] || { echo "mp_bench: no $f (make check builds it)" >&2; exit 2; }; done
 export TB_PREFIX=${TB_PREFIX:-mpb}
@@ -97,7 +105,16 @@ run() {
 	echo "${rate:-n/a} $((after - before))"
 }
 
-printf '%-34s %10s %10s %6s %7s %7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "k-scale" "v-scale" "kernel counter (libvma run)"
+# median N...: the middle value (the lower middle of an even count), n/a
+# when no run gave a rate.
+median() {
+	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'
+}
+ratio_of() { # ratio_of A B: A / B with two decimals, n/a without both
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }'
+}
+printf '%-34s %10s %10s %6s %-11s %7s %7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "spread" "k-scale" "v-scale" \
+	"kernel counter (libvma runs, most)"
 LANES=VMA_RING_ALLOCATION_LOGIC_RX=20
 WORK=--work-us=20
 DEFAULT_ROWS="prefork tcp;threads tcp;threads tcp $LANES;threads-reuseport tcp $LANES;udp-prefork udp"
@@ -123,13 +140,20 @@ for spec in "${ROWS[@]}"; do
 	done
 	k1="" v1=""
 	for w in 1 2 4; do
-		PORT=$((PORT + 2))
-		read -r krate _ < <(run $((PORT - 1)) kernel "$model" $w "$proto" "${kargs[@]}")
-		read -r vrate vdelta < <(run $PORT libvma "$model" $w "$proto" $extra)
+		krates=() vrates=() ratios=() vdelta=0
+		for _ in $(seq "$ROUNDS"); do
+			PORT=$((PORT + 2))
+			read -r krate _ < <(run $((PORT - 1)) kernel "$model" $w "$proto" "${kargs[@]}")
+			read -r vrate delta < <(run $PORT libvma "$model" $w "$proto" $extra)
+			krates+=("$krate") vrates+=("$vrate") ratios+=("$(ratio_of "$vrate" "$krate")")
+			[ "$delta" -gt "$vdelta" ] && vdelta=$delta
+		done
+		krate=$(median "${krates[@]}") vrate=$(median "${vrates[@]}")
+		spread=$(printf '%s\n' "${ratios[@]}" | grep -E '^[0-9.]+$' | sort -g | sed -n '1p;$p' | paste -sd- -)
+		[ -z "$spread" ] && spread=n/a
+		[ "$ROUNDS" = 1 ] && spread=-
 		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
-		ratio=$(awk -v a="$vrate" -v b="$krate" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
-		ks=$(awk -v a="$krate" -v b="$k1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
-		vs=$(awk -v a="$vrate" -v b="$v1" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }')
-		printf '%-34s %10s %10s %6s %7s %7s %s\n' "$label x$w" "$krate" "$vrate" "$ratio" "$ks" "$vs" "+$vdelta"
+		printf '%-34s %10s %10s %6s %-11s %7s %7s %s\n' "$label x$w" "$krate" "$vrate" "$(ratio_of "$vrate" "$krate")" \
+			"$spread" "$(ratio_of "$krate" "$k1")" "$(ratio_of "$vrate" "$v1")" "+$vdelta"
 	done
 done

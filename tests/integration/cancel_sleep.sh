@@ -42,11 +42,7 @@ run() {
 	$B env LD_PRELOAD="$LIB" "$@" timeout 120 "$PROG" 198.18.0.2 $PORT "$rounds" "$phase" \
 		>"$WORK/$phase.out" 2>"$WORK/$phase.err" &
 	SRV=$!
-	for _ in $(seq 600); do
-		grep -q '^ready' "$WORK/$phase.out" && break
-		kill -0 "$SRV" 2>/dev/null || break
-		sleep 0.1
-	done
+	pair_wait_ready "$WORK/$phase.out" "$SRV" 600
 	CLIENT_OUT=$($A timeout 100 python3 -c "$client" "$PORT" 2>&1)
 	wait "$SRV"
 	SRV_RC=$?

@@ -87,11 +87,7 @@ server_start() {  # server_start LABEL: sets SRV
 	: >"$WORK/srv.$1.out"
 	$B "${PIN_SRV[@]}" "${PRE[@]}" "$TGT" server $P_SINK $P_DISC $P_UDP >"$WORK/srv.$1.out" 2>"$WORK/srv.$1.err" &
 	SRV=$!
-	for _ in $(seq 100); do
-		grep -q '^ready' "$WORK/srv.$1.out" && return 0
-		kill -0 "$SRV" 2>/dev/null || break
-		sleep 0.05
-	done
+	pair_wait_ready "$WORK/srv.$1.out" "$SRV" 100 0.05 && return 0
 	echo "FAIL: $1: the server did not start"
 	sed 's/^/  | /' "$WORK/srv.$1.out" "$WORK/srv.$1.err" | head -10
 	kill -KILL "$SRV" 2>/dev/null

@@ -25,6 +25,10 @@
 #                         own: the testbed is still up then), takes the
 #                         pair down and removes WORK (kept when
 #                         PAIR_KEEP_WORK is not empty).
+#   pair_wait_ready FILE PID [TRIES] [STEP]
+#                         waits until FILE has a line starting "ready",
+#                         looking every STEP (0.1) seconds, TRIES (100)
+#                         times, and not after PID ended: 0 when it came.
 #   check RC TEXT         PASS when RC is 0, else FAIL (and fail=1).
 #   snmp TABLE FIELD      a field of the server namespace's /proc/net/snmp
 #                         (e.g. "Tcp: 11" InSegs, "Udp: 2" InDatagrams).
@@ -53,6 +57,16 @@ pair_prereq() {
 		[ -x "$BUILD/$t" ] || make -C "$BUILD" -s "$t" >/dev/null 2>&1
 	done
 	pair_need "$LIB" "${@/#/$BUILD/}"
+}
+
+pair_wait_ready() {
+	local file=$1 pid=$2 tries=${3:-100} step=${4:-0.1} _
+	for _ in $(seq "$tries"); do
+		grep -q '^ready' "$file" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep "$step"
+	done
+	grep -q '^ready' "$file" 2>/dev/null
 }
 
 pair_cleanup() {

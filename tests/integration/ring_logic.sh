@@ -30,7 +30,7 @@ PORT=16100
 udp0=$(snmp Udp: 2) tcp0=$(snmp Tcp: 11)
 $B env LD_PRELOAD="$LIB" VMA_TRACELEVEL=warn "$PROG" $PORT >"$WORK/out" 2>"$WORK/err" &
 SRV=$!
-for _ in $(seq 100); do grep -q '^ready' "$WORK/out" && break; kill -0 $SRV 2>/dev/null || break; sleep 0.1; done
+pair_wait_ready "$WORK/out" "$SRV"
 read -r _ pid fd0 fd1 fd2 fd3 fd4 lfd < <(grep '^ready' "$WORK/out")
 [ -n "${lfd:-}" ]; check $? "server ready with its sockets' options set (errors checked: EINVAL, EFAULT)$(
 	[ -n "${lfd:-}" ] || { echo; sed 's/^/  | /' "$WORK/err"; })"

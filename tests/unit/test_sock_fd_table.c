@@ -136,6 +136,68 @@ START_TEST(test_graveyard_delays_destroy)
 }
 END_TEST
 
+/* A thread cancelled inside its calls (a blocking recv, and a call of a
+ * signal handler that interrupted it) must let go of their objects: a
+ * closed socket it pinned would otherwise never be freed. */
+static int calls_nested;
+static volatile int calls_entered;
+
+static void *cancelled_caller(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < calls_nested; i++)
+		sock_obj_call_begin(test_obj(i, 10 + i));
+	__atomic_store_n(&calls_entered, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();   /* a cancellation point, as the call's sleep */
+	return NULL;
+}
+
+static void cancel_inside_calls(int nested)
+{
+	pthread_t t;
+	void *res = NULL;
+	calls_nested = nested;
+	calls_entered = 0;
+	ck_assert_int_eq(pthread_create(&t, NULL, cancelled_caller, NULL), 0);
+	while (!__atomic_load_n(&calls_entered, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ck_assert_int_eq(pthread_cancel(t), 0);
+	ck_assert_int_eq(pthread_join(t, &res), 0);
+	ck_assert_ptr_eq(res, PTHREAD_CANCELED);
+}
+
+START_TEST(test_cancelled_call_unpins)
+{
+	cancel_inside_calls(2);
+	ck_assert_uint_eq(test_objs[0].pins, 0);
+	ck_assert_uint_eq(test_objs[1].pins, 0);
+	/* Closed afterwards: destroyed once evicted. */
+	sock_obj_retire(&test_objs[0]);
+	sock_obj_retire(&test_objs[1]);
+	sock_obj_flush_retired();
+	ck_assert_int_eq(test_destroyed[0], 1);
+	ck_assert_int_eq(test_destroyed[1], 1);
+	/* The calling thread's own calls are untouched by another's exit. */
+	sock_obj_call_begin(test_obj(2, 12));
+	ck_assert_uint_eq(test_objs[2].pins, 1);
+	sock_obj_call_end(&test_objs[2]);
+	ck_assert_uint_eq(test_objs[2].pins, 0);
+	ck_assert_uint_eq(sock_obj_calls.depth, 0);
+}
+END_TEST
+
+START_TEST(test_cancelled_calls_beyond_depth)
+{
+	/* Calls nested deeper than SOCK_OBJ_CALL_DEPTH are not kept: those
+	 * objects stay pinned (never freed), the others are let go. */
+	cancel_inside_calls(SOCK_OBJ_CALL_DEPTH + 1);
+	for (int i = 0; i < SOCK_OBJ_CALL_DEPTH; i++)
+		ck_assert_uint_eq(test_objs[i].pins, 0);
+	ck_assert_uint_eq(test_objs[SOCK_OBJ_CALL_DEPTH].pins, 1);
+}
+END_TEST
+
 /* Readers must only ever see NULL or the object set for that very fd. */
 #define RACE_FDS 32
 #define RACE_ROUNDS 20000
@@ -270,6 +332,8 @@ int main(void)
 	tcase_add_test(tc, test_stale_entry_replaced);
 	tcase_add_test(tc, test_drop_range);
 	tcase_add_test(tc, test_graveyard_delays_destroy);
+	tcase_add_test(tc, test_cancelled_call_unpins);
+	tcase_add_test(tc, test_cancelled_calls_beyond_depth);
 	tcase_add_test(tc, test_concurrent_readers_with_writer);
 	tcase_add_test(tc, test_size_from_rlimit);
 	tcase_add_test(tc, test_size_capped);

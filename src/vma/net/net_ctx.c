@@ -486,16 +486,6 @@ static int ask_kernel_to_resolve(void *arg, int ifindex, in_addr_t ip)
 	return trigger_by_datagram(ifindex, ip);
 }
 
-static void live_wait_uncancelled(struct net_ctx *ctx, int timeout_ms);
-
-static void live_wait(void *arg, int timeout_ms)
-{
-	int state;
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);   /* live_trigger says why */
-	live_wait_uncancelled(arg, timeout_ms);
-	pthread_setcancelstate(state, NULL);
-}
-
 static void live_wait_uncancelled(struct net_ctx *ctx, int timeout_ms)
 {
 	if (pthread_mutex_trylock(&ctx->poll_lock) == 0) {
@@ -518,6 +508,14 @@ static void live_wait_uncancelled(struct net_ctx *ctx, int timeout_ms)
 		if (OS_CALL(pthread_cond_timedwait, &ctx->changed, &ctx->lock, &until) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&ctx->lock);
+}
+
+static void live_wait(void *arg, int timeout_ms)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);   /* live_trigger says why */
+	live_wait_uncancelled(arg, timeout_ms);
+	pthread_setcancelstate(state, NULL);
 }
 
 static uint64_t live_now(void *arg)

@@ -23,12 +23,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -140,19 +140,19 @@ static inline int os_enosys(void)
  * (and skip libc's two atomic operations around each such call). A
  * pending cancellation acts at the interposed call's entry or in its sleep
  * (docs/architecture.md, "Thread cancellation"). */
+static inline long os_write_nocancel(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+
 static inline int os_efd_write(int fd, uint64_t value)
 {
-	return syscall(SYS_write, fd, &value, sizeof(value)) == (long)sizeof(value) ? 0 : -1;
+	return os_write_nocancel(fd, &value, sizeof(value)) == (long)sizeof(value) ? 0 : -1;
 }
 
 static inline int os_efd_read(int fd, uint64_t *value)
 {
 	return syscall(SYS_read, fd, value, sizeof(*value)) == (long)sizeof(*value) ? 0 : -1;
-}
-
-static inline long os_write_nocancel(int fd, const void *buf, size_t len)
-{
-	return syscall(SYS_write, fd, buf, len);
 }
 
 static inline int os_close_nocancel(int fd)

@@ -40,7 +40,7 @@
  * fortified call's check, __chk_fail when false), a cancellation point
  * when `declinable` (the data calls, all cancellation points), then `call` with the
  * object as obj_, pinned for the call (close() in another thread cannot
- * free it under us), whose result is returned, unless `declinable` and the
+ * free it under us; sock_obj_call_begin: nor does a cancellation leak it), whose result is returned, unless `declinable` and the
  * kind declined (SOCK_OP_KERNEL); otherwise libc's `name` with the
  * application's arguments. No lock, no allocation. A missing original
  * yields -1/ENOSYS. The signal counts are read first (os_signal_call_enter:
@@ -55,9 +55,9 @@
 				__chk_fail(); \
 			if (declinable) \
 				REDIRECT_CANCEL_POINT(); \
-			sock_obj_pin(obj_); \
+			sock_obj_call_begin(obj_); \
 			__auto_type ret_ = REDIRECT_MARKED_CALL(entry_, call); \
-			sock_obj_unpin(obj_); \
+			sock_obj_call_end(obj_); \
 			if (!(declinable) || __builtin_expect(ret_ != SOCK_OP_KERNEL, 1)) \
 				return ret_; \
 		} \

@@ -108,9 +108,9 @@ REDIRECT_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *of
 	if (!obj || !obj->ops->splice)
 		obj = sock_fd_get(fd_out);
 	if (obj && obj->ops->splice) {
-		sock_obj_pin(obj);
+		sock_obj_call_begin(obj);   /* it may wait in poll(): a cancellation point */
 		ssize_t ret = obj->ops->splice(obj, fd_in, off_in, fd_out, off_out, len, flags);
-		sock_obj_unpin(obj);
+		sock_obj_call_end(obj);
 		return ret;
 	}
 	REDIRECT_PASS(splice, fd_in, off_in, fd_out, off_out, len, flags);

@@ -100,7 +100,7 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	struct sock_obj *listener = sock_fd_get(fd);
 	int newfd;
 	if (listener)
-		sock_obj_pin(listener);   /* a blocking accept may outlast close() */
+		sock_obj_call_begin(listener);   /* a blocking accept may outlast close() */
 	if (listener && listener->ops->accept4) {
 		newfd = listener->ops->accept4(listener, addr, len, flags);
 	} else if (is_accept4) {
@@ -120,7 +120,7 @@ static int redirect_accept_common(int fd, struct sockaddr *addr, socklen_t *len,
 	}
 	if (listener) {
 		int saved = errno;
-		sock_obj_unpin(listener);
+		sock_obj_call_end(listener);
 		errno = saved;
 	}
 	return newfd;

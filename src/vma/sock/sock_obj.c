@@ -8,6 +8,7 @@
  * by the last call that unpins it (a recv blocked across close() and many
  * later closes). */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include "sock/sock_obj.h"
 
@@ -49,6 +50,42 @@ void sock_obj_retire(struct sock_obj *obj)
 	struct sock_obj *oldest = __atomic_exchange_n(&sock_obj_grave[ticket % SOCK_OBJ_GRAVE_SLOTS],
 						      obj, __ATOMIC_ACQ_REL);
 	sock_obj_evict(oldest);
+}
+
+__thread struct sock_obj_calls sock_obj_calls __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t sock_obj_calls_key;
+static bool sock_obj_calls_key_made;
+
+void sock_obj_calls_thread_exit(struct sock_obj_calls *calls)
+{
+	unsigned n = calls->depth < SOCK_OBJ_CALL_DEPTH ? calls->depth : SOCK_OBJ_CALL_DEPTH;
+	calls->depth = 0;
+	while (n > 0)
+		sock_obj_unpin(calls->objs[--n]);
+}
+
+static void sock_obj_calls_exit(void *value)
+{
+	sock_obj_calls_thread_exit(value);
+}
+
+static void sock_obj_calls_make_key(void)
+{
+	sock_obj_calls_key_made = pthread_key_create(&sock_obj_calls_key, sock_obj_calls_exit) == 0;
+}
+
+void sock_obj_calls_hook_exit(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	int saved = errno;
+	pthread_once(&once, sock_obj_calls_make_key);
+	/* Without a key (the process used up PTHREAD_KEYS_MAX) a cancelled
+	 * call keeps its object, as before. */
+	if (sock_obj_calls_key_made)
+		(void)pthread_setspecific(sock_obj_calls_key, &sock_obj_calls);
+	sock_obj_calls.exit_hooked = true;
+	errno = saved;
 }
 
 void sock_obj_flush_retired(void)

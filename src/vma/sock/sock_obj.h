@@ -153,6 +153,47 @@ static inline void sock_obj_unpin(struct sock_obj *obj)
 		sock_obj_destroy_unpinned(obj);
 }
 
+/* A call that can end its thread while it pins its object: a pthread_cancel
+ * acting in its sleep or in a kernel call of the op (a blocking accept, a
+ * socket on the kernel path) unwinds the thread past the unpin, and the
+ * object, once closed, was never freed. Such calls pin through these: the
+ * thread keeps the objects its calls pin (a call in a signal handler nests
+ * in another), and a thread that ends with some still pinned lets go of
+ * them at its exit (a thread-specific key's destructor, registered at the
+ * thread's first call). Two thread-local stores beside the pin. */
+#define SOCK_OBJ_CALL_DEPTH 4
+struct sock_obj_calls {
+	unsigned depth;        /* calls in progress; the first SOCK_OBJ_CALL_DEPTH are in objs */
+	bool exit_hooked;
+	struct sock_obj *objs[SOCK_OBJ_CALL_DEPTH];
+};
+/* initial-exec: every call touches it (os.h, OS_TLS_HOT). */
+extern __thread struct sock_obj_calls sock_obj_calls __attribute__((tls_model("initial-exec")));
+void sock_obj_calls_hook_exit(void);
+/* For tests: what the thread exit does for the calling thread's calls. */
+void sock_obj_calls_thread_exit(struct sock_obj_calls *calls);
+
+static inline void sock_obj_call_begin(struct sock_obj *obj)
+{
+	struct sock_obj_calls *c = &sock_obj_calls;
+	if (__builtin_expect(!c->exit_hooked, 0))
+		sock_obj_calls_hook_exit();
+	sock_obj_pin(obj);
+	unsigned d = c->depth;
+	c->depth = d + 1;
+	/* A handler's call that comes now takes the next slot. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (d < SOCK_OBJ_CALL_DEPTH)
+		c->objs[d] = obj;
+}
+
+static inline void sock_obj_call_end(struct sock_obj *obj)
+{
+	sock_obj_calls.depth--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	sock_obj_unpin(obj);
+}
+
 /* Hands an object that left the fd table to the graveyard: release() runs
  * now; destroy() after SOCK_OBJ_GRAVE_SLOTS later retirements if no call
  * still pins it, else when the last such call returns (see
