@@ -40,7 +40,8 @@
  * fortified call's check, __chk_fail when false), a cancellation point
  * when `declinable` (the data calls, all cancellation points), then `call` with the
  * object as obj_, pinned for the call (close() in another thread cannot
- * free it under us; sock_obj_call_begin: nor does a cancellation leak it), whose result is returned, unless `declinable` and the
+ * free it under us; sock_obj_call_begin: nor does a cancellation inside
+ * the call leak it), whose result is returned, unless `declinable` and the
  * kind declined (SOCK_OP_KERNEL); otherwise libc's `name` with the
  * application's arguments. No lock, no allocation. A missing original
  * yields -1/ENOSYS. The signal counts are read first (os_signal_call_enter:
