@@ -19,6 +19,9 @@
 # alternating kernel/libvma runs: the rates shown are the medians, the
 # ratio is theirs, and "spread" is the lowest and highest ratio of the
 # rounds' pairs. BENCH_ROUNDS=1 gives one run per cell (a third of the time).
+# "top k/v": the busiest worker's share of the requests, in percent (median
+# of the rounds), under the kernel and under libvma: where the clients
+# landed, which the rates follow.
 # Env: BENCH_SECONDS, BENCH_CONNS (8), BENCH_ROUNDS (3), TB_PREFIX (mpb), BENCH_VMA_ENV (extra
 # VAR=VALUE words for the libvma runs, e.g. VMA_THREAD_MODE=3), BENCH_ROWS
 # ("MODEL PROTO [VAR=VALUE ...] [--server-option ...]" separated by ';': the
@@ -102,7 +105,13 @@ run() {
 		cp "$TMP/srv.err" "/tmp/mp_bench.$model.$workers.$PORT.err" 2>/dev/null &&
 			echo "mp_bench: $model x$workers: server log kept in /tmp/mp_bench.$model.$workers.$PORT.err" >&2
 	fi
-	echo "${rate:-n/a} $((after - before))"
+	# The busiest worker's share of the requests (mp_server's "worker ...
+	# requests N" lines at exit): SO_REUSEPORT and accept() spread the 8
+	# clients unevenly, differently in every run.
+	local top
+	top=$(awk '/^worker /{ n = $NF; t += n; if (n > m) m = n } END { if (t > 0) printf "%d", 100 * m / t; else print "-" }' \
+		"$TMP/srv.out")
+	echo "${rate:-n/a} $((after - before)) $top"
 }
 
 # median N...: the middle value (the lower middle of an even count), n/a
@@ -113,8 +122,8 @@ median() {
 ratio_of() { # ratio_of A B: A / B with two decimals, n/a without both
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }'
 }
-printf '%-34s %10s %10s %6s %-11s %7s %7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "spread" "k-scale" "v-scale" \
-	"kernel counter (libvma runs, most)"
+printf '%-34s %10s %10s %6s %-11s %7s %7s %-7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "spread" "k-scale" "v-scale" \
+	"top k/v" "kernel counter (libvma runs, most)"
 LANES=VMA_RING_ALLOCATION_LOGIC_RX=20
 WORK=--work-us=20
 DEFAULT_ROWS="prefork tcp;threads tcp;threads tcp $LANES;threads-reuseport tcp $LANES;udp-prefork udp"
@@ -140,12 +149,13 @@ for spec in "${ROWS[@]}"; do
 	done
 	k1="" v1=""
 	for w in 1 2 4; do
-		krates=() vrates=() ratios=() vdelta=0
+		krates=() vrates=() ratios=() ktops=() vtops=() vdelta=0
 		for _ in $(seq "$ROUNDS"); do
 			PORT=$((PORT + 2))
-			read -r krate _ < <(run $((PORT - 1)) kernel "$model" $w "$proto" "${kargs[@]}")
-			read -r vrate delta < <(run $PORT libvma "$model" $w "$proto" $extra)
+			read -r krate _ ktop < <(run $((PORT - 1)) kernel "$model" $w "$proto" "${kargs[@]}")
+			read -r vrate delta vtop < <(run $PORT libvma "$model" $w "$proto" $extra)
 			krates+=("$krate") vrates+=("$vrate") ratios+=("$(ratio_of "$vrate" "$krate")")
+			ktops+=("$ktop") vtops+=("$vtop")
 			[ "$delta" -gt "$vdelta" ] && vdelta=$delta
 		done
 		krate=$(median "${krates[@]}") vrate=$(median "${vrates[@]}")
@@ -153,7 +163,8 @@ for spec in "${ROWS[@]}"; do
 		[ -z "$spread" ] && spread=n/a
 		[ "$ROUNDS" = 1 ] && spread=-
 		[ $w = 1 ] && { k1=$krate; v1=$vrate; }
-		printf '%-34s %10s %10s %6s %-11s %7s %7s %s\n' "$label x$w" "$krate" "$vrate" "$(ratio_of "$vrate" "$krate")" \
-			"$spread" "$(ratio_of "$krate" "$k1")" "$(ratio_of "$vrate" "$v1")" "+$vdelta"
+		printf '%-34s %10s %10s %6s %-11s %7s %7s %-7s %s\n' "$label x$w" "$krate" "$vrate" "$(ratio_of "$vrate" "$krate")" \
+			"$spread" "$(ratio_of "$krate" "$k1")" "$(ratio_of "$vrate" "$v1")" \
+			"$(median "${ktops[@]}")/$(median "${vtops[@]}")" "+$vdelta"
 	done
 done
