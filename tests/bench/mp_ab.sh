@@ -32,6 +32,7 @@ for w in "$@"; do
 	case $w in --*=*) SRV_OPTS+=("${w%%=*}" "${w#*=}") ;; --*) SRV_OPTS+=("$w") ;; *) EXTRA_ENV+=("$w") ;; esac
 done
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
+. "$TOP/tests/bench/bench_stats.sh"
 BUILD=${BUILDDIR:-$TOP/build}
 SRV=$BUILD/tests/integration/mp_server CLI=$BUILD/tests/integration/mp_client
 SECS=${BENCH_SECONDS:-4}
@@ -124,7 +125,6 @@ one() {
 		'BEGIN { printf "%s %.2f\n", r, t * 1e6 / hz / (n * (s - 1) / s) }'
 }
 
-med() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR ? a[int((NR + 1) / 2)] : "n/a") }'; }
 declare -a K KU A AU B BU
 echo "mp_ab: $MODEL x$WORKERS ${SRV_OPTS[*]} ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request)"
 for i in $(seq "$ROUNDS"); do
@@ -136,7 +136,6 @@ for i in $(seq "$ROUNDS"); do
 	printf 'round %d: kernel %s (%s)  A %s (%s)  B %s (%s)\n' "$i" "$k" "$ku" "$a" "$au" "$b" "$bu"
 	K+=("$k") KU+=("$ku") A+=("$a") AU+=("$au") B+=("$b") BU+=("$bu")
 done
-k=$(med "${K[@]}") a=$(med "${A[@]}") b=$(med "${B[@]}")
-ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x + 0 > 0 && y + 0 > 0) printf "%.2f", x / y; else print "n/a" }'; }
-printf 'median: kernel %s (%s)  A %s (%s, %sx)  B %s (%s, %sx)\n' "$k" "$(med "${KU[@]}")" "$a" \
-	"$(med "${AU[@]}")" "$(ratio "$a" "$k")" "$b" "$(med "${BU[@]}")" "$(ratio "$b" "$k")"
+k=$(median "${K[@]}") a=$(median "${A[@]}") b=$(median "${B[@]}")
+printf 'median: kernel %s (%s)  A %s (%s, %sx)  B %s (%s, %sx)\n' "$k" "$(median "${KU[@]}")" "$a" \
+	"$(median "${AU[@]}")" "$(ratio_of "$a" "$k")" "$b" "$(median "${BU[@]}")" "$(ratio_of "$b" "$k")"

@@ -35,6 +35,7 @@
 # "2 threads >= 1.6x one thread").
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_stats.sh"
 TOP=$(cd "$HERE/../.." && pwd)
 BUILD=$(cd "${1:-$TOP/build}" && pwd)
 LIB=$BUILD/src/vma/.libs/libvma.so
@@ -114,14 +115,6 @@ run() {
 	echo "${rate:-n/a} $((after - before)) $top"
 }
 
-# median N...: the middle value (the lower middle of an even count), n/a
-# when no run gave a rate.
-median() {
-	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'
-}
-ratio_of() { # ratio_of A B: A / B with two decimals, n/a without both
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }'
-}
 printf '%-34s %10s %10s %6s %-11s %7s %7s %-7s %s\n' "server" "kernel/s" "libvma/s" "ratio" "spread" "k-scale" "v-scale" \
 	"top k/v" "kernel counter (libvma runs, most)"
 LANES=VMA_RING_ALLOCATION_LOGIC_RX=20

@@ -3,7 +3,7 @@
  * lanes working for the others (docs/architecture.md, "Thread
  * cancellation").
  *
- * Usage: cancel_sleep LOCAL_IP PORT ROUNDS idle|flood|watch
+ * Usage: cancel_sleep LOCAL_IP PORT ROUNDS idle|flood|watch|reap
  *
  * A UDP socket on LOCAL_IP:PORT, an epoll set holding it and a TCP listener
  * on the same port. Each round starts a thread in one call, cancels it
@@ -26,11 +26,20 @@
  *          cancelled reader that still counted as the lane's watcher left
  *          the other sleeping on its socket alone, its datagrams waiting
  *          for the internal thread's pass (about 10 ms each).
+ *   reap   ROUNDS times: a UDP socket on PORT+2, a thread asleep in recv
+ *          on it (50 ms to get there), cancelled, joined, the socket
+ *          closed; then 1100 sockets opened and closed push the closed
+ *          ones out of the graveyard (1024 slots). A socket is destroyed
+ *          only when no call pins it, and its destruction closes the
+ *          eventfd its sleeper made: the process must have as many open
+ *          fds as after the first round. A pin that the cancelled recv
+ *          left behind keeps one eventfd per round open.
  * Exit 0 when every check held, 1 otherwise, 2 on a set-up error. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -181,6 +190,62 @@ static void *second_reader(void *arg)
 	return (void *)bad;
 }
 
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Retirements enough to evict every socket closed before (the graveyard
+ * holds SOCK_OBJ_GRAVE_SLOTS = 1024). */
+static void flush_graveyard(void)
+{
+	for (int i = 0; i < 1100; i++) {
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+static int bound_udp(const char *ip, int port);
+
+static int reap_round(const char *ip, int port)
+{
+	udp_fd = bound_udp(ip, port);
+	blocked_in = C_RECV;
+	pthread_t t;
+	if (pthread_create(&t, NULL, blocker, NULL) != 0)
+		return 2;
+	usleep(50000);
+	pthread_cancel(t);
+	if (!joined_within(t, 3)) {
+		printf("FAIL reap: the cancelled thread still runs 3 s later\n");
+		return 1;
+	}
+	close(udp_fd);
+	return 0;
+}
+
+static int reap_rounds(const char *ip, int port, int rounds)
+{
+	int bad = reap_round(ip, port);
+	flush_graveyard();
+	int base = open_fds();
+	for (int r = 1; r < rounds && !bad; r++)
+		bad = reap_round(ip, port);
+	flush_graveyard();
+	int after = open_fds();
+	printf("%s reap: %d rounds, open fds %d after the first, %d after the last\n",
+	       !bad && after == base ? "ok" : "FAIL", rounds, base, after);
+	return bad ? bad : after != base;
+}
+
 static int bound_udp(const char *ip, int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
@@ -196,7 +261,7 @@ static int bound_udp(const char *ip, int port)
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
-		fprintf(stderr, "usage: cancel_sleep LOCAL_IP PORT ROUNDS idle|flood|watch\n");
+		fprintf(stderr, "usage: cancel_sleep LOCAL_IP PORT ROUNDS idle|flood|watch|reap\n");
 		return 2;
 	}
 	const char *ip = argv[1], *phase = argv[4];
@@ -253,6 +318,12 @@ int main(int argc, char **argv)
 		void *r = NULL;
 		pthread_join(second, &r);
 		bad = r != NULL;
+	} else if (strcmp(phase, "reap") == 0) {
+		bad = reap_rounds(ip, port + 2, rounds);
+		if (bad == 2)
+			return 2;
+		printf("ready\n");
+		fflush(stdout);
 	} else {
 		fprintf(stderr, "cancel_sleep: unknown phase %s\n", phase);
 		return 2;

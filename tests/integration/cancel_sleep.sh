@@ -20,6 +20,11 @@
 #          datagrams with a median round trip under 3 ms (a cancelled
 #          watcher still counted left it waiting for the internal thread's
 #          pass, about 10 ms each).
+#   reap   (VMA_RX_POLL=0): 20 rounds of a UDP socket whose reader,
+#          asleep in recv, is cancelled, then the socket closed; once the
+#          graveyard let them go, the process has as many open fds as after
+#          the first round (a pin the cancelled call kept would keep the
+#          socket, and its eventfd, forever).
 # Each phase: the server exits 0 (every cancelled thread ended within 3 s,
 # the socket usable after), and the server namespace's kernel Udp
 # InDatagrams grew by less than 5 in each phase but flood (offloaded).
@@ -126,6 +131,10 @@ median=$(sed -n 's/^median_ms \([0-9.]*\) .*/\1/p' <<<"$CLIENT_OUT")
 check $(python3 -c "import sys; print(0 if sys.argv[1] and float(sys.argv[1]) < 3 else 1)" "${median:-}") \
 	"watch: the remaining reader answers at once (median ${median:-none} ms, bound 3)"
 udp_flat watch
+
+echo "== reap (VMA_RX_POLL=0)"
+run reap 20 'print("no client")' VMA_RX_POLL=0
+check $SRV_RC "reap: the sockets of cancelled readers are destroyed once closed (exit $SRV_RC)"
 
 [ $fail = 0 ] && echo "cancel_sleep: all checks passed"
 exit $fail

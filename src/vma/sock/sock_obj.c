@@ -57,17 +57,15 @@ __thread struct sock_obj_calls sock_obj_calls __attribute__((tls_model("initial-
 static pthread_key_t sock_obj_calls_key;
 static bool sock_obj_calls_key_made;
 
-void sock_obj_calls_thread_exit(struct sock_obj_calls *calls)
+/* The key's destructor: unpins what a thread that ends inside calls (a
+ * pthread_cancel acted on in a call) still holds. */
+static void sock_obj_calls_exit(void *value)
 {
+	struct sock_obj_calls *calls = value;
 	unsigned n = calls->depth < SOCK_OBJ_CALL_DEPTH ? calls->depth : SOCK_OBJ_CALL_DEPTH;
 	calls->depth = 0;
 	while (n > 0)
 		sock_obj_unpin(calls->objs[--n]);
-}
-
-static void sock_obj_calls_exit(void *value)
-{
-	sock_obj_calls_thread_exit(value);
 }
 
 static void sock_obj_calls_make_key(void)

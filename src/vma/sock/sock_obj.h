@@ -170,8 +170,6 @@ struct sock_obj_calls {
 /* initial-exec: every call touches it (os.h, OS_TLS_HOT). */
 extern __thread struct sock_obj_calls sock_obj_calls __attribute__((tls_model("initial-exec")));
 void sock_obj_calls_hook_exit(void);
-/* For tests: what the thread exit does for the calling thread's calls. */
-void sock_obj_calls_thread_exit(struct sock_obj_calls *calls);
 
 static inline void sock_obj_call_begin(struct sock_obj *obj)
 {

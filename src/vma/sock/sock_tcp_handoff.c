@@ -16,6 +16,7 @@
  * parent's (a child's calls on it get ENOTCONN). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 #include <linux/inet_diag.h>
@@ -240,7 +241,7 @@ static int sock_tcp_handoff_open(const struct sock_tcp_handoff_conn *c, const st
 	return k;
 }
 
-int sock_tcp_handoff_locked(struct sock_tcp *s)
+static int sock_tcp_handoff_run(struct sock_tcp *s)
 {
 	struct tcp_pcb_export ex;
 	int fd = s->obj.fd;
@@ -308,7 +309,21 @@ int sock_tcp_handoff_locked(struct sock_tcp *s)
 	return 0;
 }
 
-int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orphan *o)
+/* Both handoffs run under the lane lock and make calls that are
+ * cancellation points (the netlink send/recv of sock_tcp_handoff_alive,
+ * the repair socket's connect and send): a pthread_cancel() acted on there
+ * would unwind past the lock and leave the kernel socket half built, so
+ * cancellation waits until the handoff is over. */
+int sock_tcp_handoff_locked(struct sock_tcp *s)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
+	int rc = sock_tcp_handoff_run(s);
+	pthread_setcancelstate(state, NULL);
+	return rc;
+}
+
+static int sock_tcp_handoff_orphan_run(struct sock_offload *ctx, struct sock_tcp_orphan *o)
 {
 	struct tcp_pcb_export ex;
 	if (!o->pcb || tcp_pcb_export_closed(o->pcb, &ex) != 0)
@@ -331,4 +346,13 @@ int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orp
 	tcp_pcb_forget(o->pcb);
 	o->pcb = NULL;
 	return 0;
+}
+
+int sock_tcp_handoff_orphan_locked(struct sock_offload *ctx, struct sock_tcp_orphan *o)
+{
+	int state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);   /* sock_tcp_handoff_locked says why */
+	int rc = sock_tcp_handoff_orphan_run(ctx, o);
+	pthread_setcancelstate(state, NULL);
+	return rc;
 }
