@@ -455,7 +455,7 @@ END_TEST
 START_TEST(test_table_is_consistent)
 {
 	int n = cfg_params_count();
-	ck_assert_int_eq(n, 99);
+	ck_assert_int_eq(n, 100);
 	ck_assert_ptr_null(cfg_param_at(n));
 	ck_assert_ptr_null(cfg_param_at(-1));
 	for (int i = 0; i < n; i++) {

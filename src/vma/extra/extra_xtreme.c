@@ -364,14 +364,14 @@ static int extra_xt_poll_once(struct sock_offload *ctx, struct extra_xt_table *t
  * listed already. */
 static void extra_xt_wait(struct sock_offload *ctx)
 {
-	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
+	int fds[SOCK_OFFLOAD_WAIT_FDS];
 	ring_spin_release();
 	sock_offload_lock(ctx);
-	int n = ctx->xtreme.head || ctx->dead ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+	int n = ctx->xtreme.head || ctx->dead ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_WAIT_FDS);
 	sock_offload_unlock(ctx);
 	if (n <= 0)
 		return;
-	struct pollfd pfd[SOCK_OFFLOAD_MAX_IFS + 1];
+	struct pollfd pfd[SOCK_OFFLOAD_WAIT_FDS];
 	for (int i = 0; i < n; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	int saved = errno;

@@ -18,7 +18,7 @@
 
 #define IOMUX_POLL_STACK_FDS 64
 #define IOMUX_POLL_WAIT_FDS 32
-#define IOMUX_POLL_WAIT_PER_SOCK 8
+#define IOMUX_POLL_WAIT_PER_SOCK (2 * SOCK_OFFLOAD_WAIT_FDS)
 /* Lanes one sleep registers with (poll_watch); a set over more sleeps at
  * most IOMUX_POLL_CAPPED_NS at a time. */
 #define IOMUX_POLL_WATCH_MAX 16

@@ -12,7 +12,7 @@
 #include "ring/ring_spin.h"
 #include "sock/sock_offload.h"
 
-#define IOMUX_WAIT_FDS_PER_SOCK 8
+#define IOMUX_WAIT_FDS_PER_SOCK (2 * SOCK_OFFLOAD_WAIT_FDS)
 #define IOMUX_WAIT_FDS_MAX 64
 #define IOMUX_LANES_SEEN_MAX 16
 
@@ -336,6 +336,10 @@ static void rest_fds(struct iomux_epoll *ep, struct sock_offload *lane, const st
 		int fd = fired->fd[k];
 		if (resting_locked(ep, gen, now, fd) || ep->nresting == IOMUX_ARMED_MAX)
 			continue;
+		/* This thread's wait channel: what comes there is for this
+		 * set, and nobody else polls it. */
+		if (sock_offload_chan_fd_mine(lane, fd))
+			continue;
 		if (OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_DEL, fd, NULL) != 0)
 			continue;
 		ep->resting[ep->nresting++] = fd;
@@ -367,8 +371,18 @@ static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 	int seen[IOMUX_WAIT_FDS_MAX];
 	int nseen = 0;
 	struct lanes_seen lanes = { .n = 0 };
-	uint32_t gen = ring_mgr_generation();
 	struct sock_obj *batch[IOMUX_OFFL_BATCH];
+	/* Every socket first: those of a lane with wait channels move to this
+	 * thread's, whose wait fd the lane's wait_prepare then gives. */
+	for (int first = 0;; first += IOMUX_OFFL_BATCH) {
+		int got = offl_batch(ep, first, batch);
+		for (int b = 0; b < got; b++)
+			if (batch[b]->ops->wait_claim)
+				batch[b]->ops->wait_claim(batch[b]);
+		if (got < IOMUX_OFFL_BATCH)
+			break;
+	}
+	uint32_t gen = ring_mgr_generation();
 	for (int first = 0;; first += IOMUX_OFFL_BATCH) {
 		int got = offl_batch(ep, first, batch);
 		for (int b = 0; b < got; b++) {

@@ -274,9 +274,9 @@ static void sock_base_poll(struct pollfd *pfd, int count, struct sock_base_cance
 
 int sock_base_sleep_end(struct sock_base *b, struct sock_base_sleep *z, const int *fds, int n, short kernel_events)
 {
-	struct pollfd pfd[2 * (SOCK_OFFLOAD_MAX_IFS + 1) + 2];
+	struct pollfd pfd[2 * SOCK_OFFLOAD_WAIT_FDS + 2];
 	int count = 0;
-	for (int i = 0; i < n && count < 2 * (SOCK_OFFLOAD_MAX_IFS + 1); i++)
+	for (int i = 0; i < n && count < 2 * SOCK_OFFLOAD_WAIT_FDS; i++)
 		pfd[count++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	int kernel_at = -1, wake_at = -1;
 	if (kernel_events) {

@@ -92,6 +92,11 @@ struct sock_ops {
 	 * many sockets calls those once per lane, not once per socket (each
 	 * call takes the lane's lock). NULL (or no op): call for this one. */
 	const void *(*lane_key)(struct sock_obj *obj);
+	/* The calling thread is about to wait for obj (a set's sleep calls it
+	 * for every socket, wait_prepare only once a lane): its packets are
+	 * steered to the thread's wait channel if it has one to be had
+	 * (docs/process_model.md, "Wait channels"). NULL: nothing to steer. */
+	void (*wait_claim)(struct sock_obj *obj);
 	/* poll()/select() sleeping on this socket with the calling thread's
 	 * eventfd wake_fd (on), or awake again (off): the socket's lane writes
 	 * wake_fd when one of its sockets becomes ready. 0, or -1 when it

@@ -82,6 +82,8 @@ void sock_offload_lock_init(struct sock_offload *ctx)
 }
 
 static void sock_offload_unlock_raw(struct sock_offload *ctx);
+static int sock_offload_chans_poll_locked(struct sock_offload *ctx, bool all);
+static int sock_offload_chans_tick_locked(struct sock_offload *ctx);
 
 int sock_offload_wake_fd_get(int *slot)
 {
@@ -298,10 +300,26 @@ void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **wa
 	errno = saved;
 }
 
+/* The calling thread's wait channels (sock_offload_chan_mine_locked):
+ * the address of chan_token names the thread. */
+static __thread char chan_token OS_TLS_HOT;   /* its address names the thread */
+static __thread const struct sock_offload *chan_lane OS_TLS_HOT;   /* the lane chan_mine is for */
+static __thread struct sock_offload_chan *chan_mine[SOCK_OFFLOAD_MAX_IFS] OS_TLS_HOT;
+
+static bool sock_offload_chan_any_mine(const struct sock_offload *ctx)
+{
+	if (chan_lane != ctx)
+		return false;
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (chan_mine[i])
+			return true;
+	return false;
+}
+
 /* ---- one busy-poller per lane (sock_offload.h) ---- */
-static __thread char spin_token;                 /* its address names the thread */
-static __thread struct sock_offload *spin_claimed;
-static __thread unsigned spin_passes;
+static __thread char spin_token OS_TLS_HOT;                 /* its address names the thread */
+static __thread struct sock_offload *spin_claimed OS_TLS_HOT;
+static __thread unsigned spin_passes OS_TLS_HOT;
 
 /* A pass renews the lease once in SOCK_OFFLOAD_SPIN_RENEW_EVERY: a pass
  * takes well under a microsecond, the lease a millisecond. */
@@ -337,6 +355,10 @@ bool sock_offload_spun_by_other(struct sock_offload *ctx)
 
 bool sock_offload_spin_turn(struct sock_offload *ctx)
 {
+	/* A thread with a wait channel spins on it: what it waits for comes
+	 * there, which the lane's spinner does not poll. */
+	if (ctx->chans_on && sock_offload_chan_any_mine(ctx))
+		return true;
 	if (spin_claimed == ctx && (++spin_passes % SOCK_OFFLOAD_SPIN_RENEW_EVERY) != 0)
 		return true;
 	if (spin_claimed != ctx)
@@ -379,6 +401,9 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	if (!sock_offload_trylock(ctx))
 		return 0;
 	int done = ctx->dead ? 0 : sock_offload_drain_if_locked(ctx, ifc, budget);
+	/* Nobody polled the lane: its channels either. */
+	if (!ctx->dead && ctx->chans_on && ifc == &ctx->ifs[0])
+		done += sock_offload_chans_poll_locked(ctx, true);
 	sock_offload_unlock_raw(ctx);
 	sock_offload_drain_wake(ctx, done);
 	return done;
@@ -538,6 +563,18 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 		struct ring *ring = ctx->ifs[i].ring;
 		struct ring_counters rc;
 		ring_read_counters(ring, &rc);
+		/* The interface's wait channels are part of its ring for
+		 * vma_stats: what they received counts there. */
+		for (unsigned j = 0; j < ctx->ifs[i].nchans; j++) {
+			struct ring_counters cc;
+			ring_read_counters(ctx->ifs[i].chans[j].ring, &cc);
+			rc.rx_packets += cc.rx_packets;
+			rc.rx_bytes += cc.rx_bytes;
+			rc.rx_dropped += cc.rx_dropped;
+			rc.rx_fill_empty += cc.rx_fill_empty;
+			rc.rx_wakeups += cc.rx_wakeups;
+			rc.rx_refills += cc.rx_refills;
+		}
 		bool rebase = st->zero_epoch != epoch;
 		if (rebase) {
 			st->base = rc;
@@ -593,6 +630,10 @@ static void sock_offload_tick(void *arg)
 		uint64_t now = engine_now_ms();
 		if (ctx->ctl_on_tick || ctx->ctl_on_arrival)
 			drained = sock_offload_ctl_tick_locked(ctx, rearm);
+		/* The channels of threads busy elsewhere (in the application,
+		 * in a kernel call): their packets wait a tick or two. */
+		if (ctx->chans_on)
+			drained += sock_offload_chans_tick_locked(ctx);
 		sock_offload_timers_locked(ctx, now);
 		if (now >= ctx->tick_routine_ms) {
 			uint32_t period = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms :
@@ -910,6 +951,18 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 	ctx->rx_drain_rate_ns = (uint64_t)g_cfg.rx_cq_drain_rate_nsec;
 	ctx->ctl_on_arrival = g_cfg.tcp_ctl_thread == 1 || engine_arm_cq();
 	ctx->ctl_on_tick = g_cfg.tcp_ctl_thread == 2;
+	/* Wait channels: for the one lane of the default logic; the internal
+	 * thread's watch of the ring (VMA_TCP_CTL_THREAD) would not see them. */
+	ctx->chans_on = lane == 0 && g_cfg.ring_wait_channels &&
+			sock_offload_logic_of(g_cfg.ring_allocation_logic_rx) <= RING_MGR_PER_IP && !ctx->ctl_on_arrival &&
+			!ctx->ctl_on_tick;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		/* An XSK of one queue whose flows can be handed over; a
+		 * multi-queue ring (a group of XSKs) and verbs have none. */
+		const struct ring *ring = ctx->ifs[i].ring;
+		if (strcmp(ring->ops->name, "xdp") != 0 || !ring_can_hand_over_flows(ring))
+			ctx->ifs[i].chans_failed = true;
+	}
 	sock_offload_tcp_create(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		engine_poller_register(&ctx->ifs[i].poller, sock_offload_engine_drain, &ctx->ifs[i]);
@@ -1122,6 +1175,165 @@ static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if
 	return n > 0 ? n : 0;
 }
 
+/* One burst of a wait channel of ifc into the stack; what it provokes
+ * leaves on the interface's ring (a channel never sends). Lock held. */
+static int sock_offload_poll_chan(struct sock_offload *ctx, struct sock_offload_if *ifc, struct ring *chan)
+{
+	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
+	int n = ring_rx_burst(chan, bufs, ctx->rx_batch);
+	if (n <= 0)
+		return 0;
+	sock_offload_input_batch(ctx, ifc, bufs, n);
+	ring_tx_flush(ifc->ring);
+	return n;
+}
+
+/* ---- wait channels (sock_offload.h; docs/process_model.md) ---- */
+/* chan_token, chan_lane, chan_mine: with the busy-poller's, above. */
+/* A channel that could not be had: not asked again until a thread that
+ * owned one ends (chan_freed moves). */
+static __thread unsigned chan_refused_at[SOCK_OFFLOAD_MAX_IFS];
+static __thread bool chan_exit_hooked;
+static unsigned chan_freed = 1;
+static pthread_key_t chan_key;
+static bool chan_key_made;
+
+/* A thread's end frees its channels for the next thread (their flows stay
+ * until a thread that waits for them takes them over; until then every
+ * pass polls a channel without an owner). */
+static void sock_offload_chan_thread_exit(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < SOCK_OFFLOAD_MAX_IFS; i++) {
+		if (chan_mine[i]) {
+			__atomic_store_n(&chan_mine[i]->owner, NULL, __ATOMIC_RELEASE);
+			chan_mine[i] = NULL;
+			__atomic_add_fetch(&chan_freed, 1, __ATOMIC_ACQ_REL);
+		}
+	}
+	chan_lane = NULL;
+}
+
+static void sock_offload_chan_make_key(void)
+{
+	chan_key_made = pthread_key_create(&chan_key, sock_offload_chan_thread_exit) == 0;
+}
+
+/* Channel rings' keys in the ring manager: apart from every logic's. */
+#define SOCK_OFFLOAD_CHAN_KEY(n) ((uint64_t)0xCAu << 32 | (uint64_t)(n))
+
+struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload *ctx, int if_slot)
+{
+	if (chan_lane != ctx || if_slot < 0 || if_slot >= SOCK_OFFLOAD_MAX_IFS)
+		return NULL;
+	return chan_mine[if_slot];
+}
+
+bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd)
+{
+	if (chan_lane != ctx || fd < 0)
+		return false;
+	for (unsigned i = 0; i < ctx->nifs; i++)
+		if (chan_mine[i] && ring_wait_fd(chan_mine[i]->ring) == fd)
+			return true;
+	return false;
+}
+
+struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot, bool create)
+{
+	if (!ctx->chans_on || ctx->dead || if_slot < 0 || (unsigned)if_slot >= ctx->nifs)
+		return NULL;
+	if (chan_lane != ctx) {
+		memset(chan_mine, 0, sizeof(chan_mine));
+		memset(chan_refused_at, 0, sizeof(chan_refused_at));
+		chan_lane = ctx;
+	}
+	if (chan_mine[if_slot] || !create)
+		return chan_mine[if_slot];
+	unsigned freed = __atomic_load_n(&chan_freed, __ATOMIC_ACQUIRE);
+	if (chan_refused_at[if_slot] == freed)
+		return NULL;
+	struct sock_offload_if *ifc = &ctx->ifs[if_slot];
+	struct sock_offload_chan *c = NULL;
+	for (unsigned j = 0; j < ifc->nchans && !c; j++)
+		if (!__atomic_load_n(&ifc->chans[j].owner, __ATOMIC_ACQUIRE))
+			c = &ifc->chans[j];
+	if (!c && ifc->nchans < SOCK_OFFLOAD_CHANS && !ifc->chans_failed) {
+		struct ring *ring = ring_mgr_get_by_index((unsigned)ifc->nif.ifindex,
+							  SOCK_OFFLOAD_CHAN_KEY(ifc->nchans));
+		if (ring && ring_mgr_refs(ring) > 1) {
+			/* The queue holds no more rings of ours: the manager
+			 * shared one, which a channel cannot be. */
+			ring_mgr_put(ring);
+			ring = NULL;
+		}
+		if (!ring) {
+			ifc->chans_failed = true;
+			vlog_debug("%s: no more wait channels (%u open); other threads wait on the lane's ring",
+				   ifc->name, ifc->nchans);
+		} else {
+			c = &ifc->chans[ifc->nchans];
+			c->ring = ring;
+			c->tick_rx_packets = 0;
+			__atomic_store_n(&ifc->nchans, ifc->nchans + 1, __ATOMIC_RELEASE);   /* read without the lock */
+		}
+	}
+	if (!c) {
+		chan_refused_at[if_slot] = freed;
+		return NULL;
+	}
+	if (!chan_exit_hooked) {
+		static pthread_once_t once = PTHREAD_ONCE_INIT;
+		pthread_once(&once, sock_offload_chan_make_key);
+		if (chan_key_made)
+			(void)pthread_setspecific(chan_key, &chan_token);
+		chan_exit_hooked = true;
+	}
+	__atomic_store_n(&c->owner, (const void *)&chan_token, __ATOMIC_RELEASE);
+	chan_mine[if_slot] = c;
+	return c;
+}
+
+/* The internal thread's tick: a channel that holds frames and that
+ * nobody polled since the last tick (its thread is busy elsewhere) is
+ * drained. One whose thread keeps polling it is left alone: taking its
+ * frames would wake that thread, asleep on its wait fd, for nothing. */
+static int sock_offload_chans_tick_locked(struct sock_offload *ctx)
+{
+	int total = 0;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		struct sock_offload_if *ifc = &ctx->ifs[i];
+		for (unsigned j = 0; j < ifc->nchans; j++) {
+			struct sock_offload_chan *c = &ifc->chans[j];
+			struct ring_counters rc;
+			ring_read_counters(c->ring, &rc);
+			if (rc.rx_packets == c->tick_rx_packets && ring_rx_maybe(c->ring))
+				total += sock_offload_poll_chan(ctx, ifc, c->ring);
+			ring_read_counters(c->ring, &rc);
+			c->tick_rx_packets = rc.rx_packets;
+		}
+	}
+	return total;
+}
+
+/* Polls the channels of the calling thread and those whose thread ended
+ * (all: every channel, the internal thread's tick). Another thread's
+ * channel is left to it: it sleeps on its wait fd, and taking its packets
+ * would wake it for an empty ring. Lock held. */
+static int sock_offload_chans_poll_locked(struct sock_offload *ctx, bool all)
+{
+	int total = 0;
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		struct sock_offload_if *ifc = &ctx->ifs[i];
+		for (unsigned j = 0; j < ifc->nchans; j++) {
+			const void *owner = __atomic_load_n(&ifc->chans[j].owner, __ATOMIC_RELAXED);
+			if (all || !owner || owner == &chan_token)
+				total += sock_offload_poll_chan(ctx, ifc, ifc->chans[j].ring);
+		}
+	}
+	return total;
+}
+
 static uint64_t sock_offload_now_ns(void)
 {
 	struct timespec ts;
@@ -1165,6 +1377,8 @@ int sock_offload_progress_locked(struct sock_offload *ctx)
 		sock_tcp_strays_input_locked(ctx);
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		total += sock_offload_poll_if(ctx, &ctx->ifs[i]);
+	if (ctx->chans_on)
+		total += sock_offload_chans_poll_locked(ctx, false);
 	return total;
 }
 
@@ -1287,6 +1501,22 @@ void sock_offload_timers_publish_locked(struct sock_offload *ctx)
 	__atomic_store_n(&ctx->timers_due_ms, due, __ATOMIC_RELAXED);
 }
 
+/* Whether a channel the calling thread polls (its own, one without an
+ * owner) may hold frames. Without the lock: a look, like ring_rx_maybe. */
+static bool sock_offload_chans_maybe(const struct sock_offload *ctx)
+{
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		const struct sock_offload_if *ifc = &ctx->ifs[i];
+		unsigned n = __atomic_load_n(&ifc->nchans, __ATOMIC_ACQUIRE);
+		for (unsigned j = 0; j < n; j++) {
+			const void *owner = __atomic_load_n(&ifc->chans[j].owner, __ATOMIC_RELAXED);
+			if ((!owner || owner == &chan_token) && ring_rx_maybe(ifc->chans[j].ring))
+				return true;
+		}
+	}
+	return false;
+}
+
 bool sock_offload_idle_peek(const struct sock_offload *ctx)
 {
 	if (ctx->rx_drain_rate_ns || __atomic_load_n(&ctx->drain_signalled, __ATOMIC_ACQUIRE) ||
@@ -1295,6 +1525,8 @@ bool sock_offload_idle_peek(const struct sock_offload *ctx)
 	for (unsigned i = 0; i < ctx->nifs; i++)
 		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring))
 			return false;
+	if (ctx->chans_on && sock_offload_chans_maybe(ctx))
+		return false;
 	/* Timers that application passes run (the default,
 	 * VMA_INTERNAL_THREAD_TCP_TIMER_HANDLING=0) keep a lane busy only
 	 * once due: a delayed ACK or an RTO fires at the first pass after its
@@ -1310,8 +1542,15 @@ int sock_offload_progress_try(struct sock_offload *ctx)
 	 * a lane with nothing to do is not locked at all: threads whose epoll
 	 * sets hold a socket of another thread's lane (a shared listener)
 	 * would otherwise take turns at its lock on every pass. */
-	if (sock_offload_idle_peek(ctx) || !sock_offload_trylock(ctx))
+	if (sock_offload_idle_peek(ctx))
 		return 0;
+	if (!sock_offload_trylock(ctx)) {
+		/* The holder polls the lane's rings for everybody, but not
+		 * this thread's channel: what waits there, we wait for. */
+		if (!ctx->chans_on || !sock_offload_chans_maybe(ctx))
+			return 0;
+		sock_offload_lock(ctx);
+	}
 	int n = sock_offload_progress_locked(ctx);
 	sock_offload_unlock(ctx);
 	return n;
@@ -1347,6 +1586,12 @@ static bool sock_offload_flow_equal(const struct ring_flow *a, const struct ring
 	       a->remote_ip == b->remote_ip && a->remote_port == b->remote_port && a->group == b->group;
 }
 
+/* The ring a flow reference is attached to. */
+static struct ring *sock_offload_flow_ring(struct sock_offload *ctx, const struct sock_offload_flow_ref *ref)
+{
+	return ref->ring ? ref->ring : ctx->ifs[ref->if_slot].ring;
+}
+
 static struct sock_offload_flow_ref *sock_offload_flow_find(struct sock_offload *ctx, int if_slot,
 							     const struct ring_flow *flow)
 {
@@ -1356,13 +1601,8 @@ static struct sock_offload_flow_ref *sock_offload_flow_find(struct sock_offload 
 	return NULL;
 }
 
-int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+static int sock_offload_flow_room_locked(struct sock_offload *ctx)
 {
-	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
-	if (ref) {
-		ref->refs++;
-		return 0;
-	}
 	if (ctx->nflows == ctx->cap_flows) {
 		unsigned cap = ctx->cap_flows ? ctx->cap_flows * 2 : 16;
 		struct sock_offload_flow_ref *grown = realloc(ctx->flows, cap * sizeof(*grown));
@@ -1371,7 +1611,61 @@ int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const st
 		ctx->flows = grown;
 		ctx->cap_flows = cap;
 	}
-	int err = ring_attach_flow(ctx->ifs[if_slot].ring, flow);
+	return 0;
+}
+
+int sock_offload_flow_get_on_locked(struct sock_offload *ctx, int if_slot, struct ring *ring,
+				    const struct ring_flow *flow)
+{
+	if (sock_offload_flow_find(ctx, if_slot, flow))
+		return -EEXIST;
+	int err = sock_offload_flow_room_locked(ctx);
+	if (err < 0)
+		return err;
+	err = ring_attach_flow(ring, flow);
+	if (err < 0)
+		return err;
+	ctx->flows[ctx->nflows] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .ring = ring, .flow = *flow,
+								   .refs = 1 };
+	ctx->flows[ctx->nflows++].flow.takeover = 0;
+	return 0;
+}
+
+int sock_offload_flow_rehome_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow,
+				    struct ring *ring)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (!ref || ref->refs != 1 || ref->flow.to_kernel || !ref->flow.remote_port || ref->flow.share)
+		return -EINVAL;
+	struct ring *old = sock_offload_flow_ring(ctx, ref);
+	struct ring *to = ring ? ring : ctx->ifs[if_slot].ring;
+	if (old == to)
+		return 0;
+	struct ring_flow moved = ref->flow;
+	moved.takeover = 1;
+	int err = ring_attach_flow(to, &moved);
+	if (err < 0)
+		return err;
+	ring_forget_flow(old, &ref->flow);
+	ref->ring = ring;
+	/* What the old ring received before the entry changed reaches the
+	 * connection now rather than at that ring's next poll. */
+	if (old != ctx->ifs[if_slot].ring)
+		sock_offload_poll_chan(ctx, &ctx->ifs[if_slot], old);
+	return 0;
+}
+
+int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow)
+{
+	struct sock_offload_flow_ref *ref = sock_offload_flow_find(ctx, if_slot, flow);
+	if (ref) {
+		ref->refs++;
+		return 0;
+	}
+	int err = sock_offload_flow_room_locked(ctx);
+	if (err < 0)
+		return err;
+	err = ring_attach_flow(ctx->ifs[if_slot].ring, flow);
 	if (err < 0 && err != -EEXIST)
 		return err;
 	ctx->flows[ctx->nflows] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .flow = *flow, .refs = 1 };
@@ -1386,7 +1680,7 @@ int sock_offload_flow_to_kernel_locked(struct sock_offload *ctx, int if_slot, co
 		return -ENOENT;
 	struct ring_flow k = ref->flow;
 	k.to_kernel = 1;
-	int err = ring_attach_flow(ctx->ifs[if_slot].ring, &k);
+	int err = ring_attach_flow(sock_offload_flow_ring(ctx, ref), &k);
 	if (err < 0)
 		return err;
 	ref->flow.to_kernel = 1;
@@ -1421,7 +1715,7 @@ void sock_offload_flow_put_locked(struct sock_offload *ctx, int if_slot, const s
 	if (!ref || --ref->refs > 0)
 		return;
 	if (!ctx->dead)
-		ring_detach_flow(ctx->ifs[if_slot].ring, flow);
+		ring_detach_flow(sock_offload_flow_ring(ctx, ref), flow);
 	*ref = ctx->flows[--ctx->nflows];
 }
 
@@ -1431,7 +1725,7 @@ void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, cons
 	if (!ref || --ref->refs > 0)
 		return;
 	if (!ctx->dead)
-		ring_forget_flow(ctx->ifs[if_slot].ring, flow);
+		ring_forget_flow(sock_offload_flow_ring(ctx, ref), flow);
 	*ref = ctx->flows[--ctx->nflows];
 }
 
@@ -1459,6 +1753,17 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 			return -1;
 		if (armed == 0 && count < max)
 			fds[count++] = ring_wait_fd(ctx->ifs[i].ring);
+	}
+	/* The calling thread's channels: what is steered there wakes it. */
+	for (unsigned i = 0; ctx->chans_on && i < ctx->nifs; i++) {
+		struct sock_offload_chan *c = sock_offload_chan_mine_peek(ctx, (int)i);
+		if (!c)
+			continue;
+		int armed = ring_wait_arm(c->ring);
+		if (armed == 1)
+			return -1;
+		if (armed == 0 && count < max)
+			fds[count++] = ring_wait_fd(c->ring);
 	}
 	if (ctx->drain_wake_fd >= 0 && count < max)
 		fds[count++] = ctx->drain_wake_fd;
@@ -1594,6 +1899,8 @@ void sock_offload_after_fork_child(void)
 {
 	unsigned n = sock_offload_nlanes;
 	sock_offload_held_mine = 0;   /* the parent's lanes' */
+	chan_lane = NULL;   /* and their channels */
+	memset(chan_mine, 0, sizeof(chan_mine));
 	sock_offload_nfork_locked = 0;
 	pthread_mutex_init(&sock_offload_init_lock, NULL);
 	/* Only the forking thread lives on: no move is under way here. */
@@ -1663,7 +1970,17 @@ int sock_offload_wait_prepare(struct sock_offload *ctx, int *fds, int max)
 			for (unsigned i = 0; i < ctx->nifs && count < max; i++)
 				if (ring_wait_fd(ctx->ifs[i].ring) >= 0)
 					fds[count++] = ring_wait_fd(ctx->ifs[i].ring);
-			if (count == (int)ctx->nifs && (ctx->drain_wake_fd < 0 || count < max)) {
+			bool whole = count == (int)ctx->nifs;
+			for (unsigned i = 0; whole && ctx->chans_on && i < ctx->nifs; i++) {
+				struct sock_offload_chan *c = sock_offload_chan_mine_peek(ctx, (int)i);
+				if (!c)
+					continue;
+				if (count < max && ring_wait_fd(c->ring) >= 0)
+					fds[count++] = ring_wait_fd(c->ring);
+				else
+					whole = false;
+			}
+			if (whole && (ctx->drain_wake_fd < 0 || count < max)) {
 				if (ctx->drain_wake_fd >= 0)
 					fds[count++] = ctx->drain_wake_fd;
 				return count;

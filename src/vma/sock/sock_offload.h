@@ -59,9 +59,31 @@ struct sock_offload_if_stats {
 	uint64_t ctl_wakeups_base;
 };
 
+/* A wait channel (docs/process_model.md, "Wait channels"): an XSK of its
+ * own on the lane's queue for one thread, which the lane's stack drains
+ * under the lane's lock like its main ring. The TCP connections the thread
+ * waits for are steered to it, so their packets wake that thread only.
+ * owner: the thread's token (sock_offload_chan_mine), NULL once the thread
+ * ended (free for the next thread to take). Written under the lane lock,
+ * read without it. */
+#define SOCK_OFFLOAD_CHANS 6
+struct sock_offload_chan {
+	struct ring *ring;
+	const void *owner;
+	uint64_t tick_rx_packets;    /* its receive count at the internal thread's last tick */
+};
+
+/* Wait fds one lane gives a sleeper at most: its rings', its channels',
+ * its drain eventfd. */
+#define SOCK_OFFLOAD_WAIT_FDS (2 * SOCK_OFFLOAD_MAX_IFS + 1)
+
 struct sock_offload_if {
 	struct sock_offload *ctx;
 	struct ring *ring;
+	/* Wait channels on this interface (chans_on in the lane). */
+	struct sock_offload_chan chans[SOCK_OFFLOAD_CHANS];
+	unsigned nchans;
+	bool chans_failed;   /* no more channel rings to be had here */
 	struct stack_netif nif;        /* ctx = ring */
 	struct engine_poller poller;
 	struct sock_offload_if_stats stats;
@@ -78,6 +100,7 @@ struct sock_offload_if {
 
 struct sock_offload_flow_ref {
 	int if_slot;
+	struct ring *ring;   /* where it is attached: a wait channel, or NULL for the interface's ring */
 	struct ring_flow flow;
 	unsigned refs;
 };
@@ -103,6 +126,9 @@ struct sock_offload {
 	struct stack *stack;
 	unsigned nifs;
 	struct sock_offload_if ifs[SOCK_OFFLOAD_MAX_IFS];
+	/* VMA_RING_WAIT_CHANNELS and the lane can have them (lane 0 of the
+	 * default logic, xdp rings of one queue, no TCP control thread). */
+	bool chans_on;
 	/* The context lock, of the kind VMA_THREAD_MODE asks (sock_offload_lock
 	 * below): a spin lock (0, 1), a mutex (2), or a spin lock that yields
 	 * the CPU after a short spin (3: more threads than cores, where a
@@ -492,6 +518,28 @@ void sock_offload_flow_forget_locked(struct sock_offload *ctx, int if_slot, cons
 int sock_offload_flow_to_kernel_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow);
 /* Drops the to_kernel entries whose connection alive() says is gone. */
 void sock_offload_kernel_flows_gc_locked(struct sock_offload *ctx, bool (*alive)(const struct ring_flow *flow));
+
+/* ---- wait channels (docs/process_model.md, "Wait channels") ----
+ * The calling thread's channel on interface if_slot of ctx, opened (or a
+ * channel whose thread ended taken over) when create says so; NULL when
+ * the lane has none for it. Lock held. */
+struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot, bool create);
+/* The same without the lock and never creating: what the calling thread
+ * last got from the call above, if it was for ctx. */
+struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload *ctx, int if_slot);
+/* Whether fd is the wait fd of one of the calling thread's channels on ctx
+ * (an epoll set never rests it: nobody else polls it). */
+bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd);
+/* Steers the 5-tuple flow (held once, by one socket) to ring, or to the
+ * interface's own ring when ring is NULL: the entry is rewritten, the
+ * old ring forgets it, then gets one pass so what it already holds comes
+ * in now. Lock held. 0 or -errno (nothing changed). */
+int sock_offload_flow_rehome_locked(struct sock_offload *ctx, int if_slot, const struct ring_flow *flow,
+				    struct ring *ring);
+/* Attaches flow (a new 5-tuple) to ring, one of ctx's wait channels on
+ * if_slot, with one reference: sock_offload_flow_get_locked for a channel. */
+int sock_offload_flow_get_on_locked(struct sock_offload *ctx, int if_slot, struct ring *ring,
+				    const struct ring_flow *flow);
 
 /* Arms every ring's wait fd and stores up to max of them. Lock held.
  * Returns the count, or -1 when a ring already has packets (do not sleep). */

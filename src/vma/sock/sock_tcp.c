@@ -825,8 +825,54 @@ static int sock_tcp_poll_watch(struct sock_obj *obj, int wake_fd, bool on)
 	return ok ? 0 : -1;
 }
 
+/* ---- wait channels (docs/process_model.md, "Wait channels") ---- */
+
+bool sock_tcp_chan_claim_due(struct sock_offload *ctx, const struct sock_tcp *s)
+{
+	if (!ctx || !ctx->chans_on || s->mode != SOCK_TCP_ACTIVE || !s->flow_held || s->released)
+		return false;
+	struct sock_offload_chan *mine = sock_offload_chan_mine_peek(ctx, s->if_slot);
+	return !mine || s->chan != mine;
+}
+
+void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s)
+{
+	if (!sock_tcp_chan_claim_due(ctx, s) || s->ctx != ctx || !s->pcb || s->inherited || s->fork_dormant)
+		return;
+	struct sock_offload_chan *mine = sock_offload_chan_mine_locked(ctx, s->if_slot, true);
+	if (!mine || s->chan == mine)
+		return;
+	if (s->flow_by_listener) {
+		/* Until now the listener's 3-tuple steered it: an entry of its
+		 * own, naming the channel. */
+		struct ring_flow own = { .proto = IPPROTO_TCP, .local_ip = s->local_ip, .local_port = s->local_port,
+					 .remote_ip = s->remote_ip, .remote_port = s->remote_port,
+					 .owner_fd = s->flow.owner_fd };
+		if (sock_offload_flow_get_on_locked(ctx, s->if_slot, mine->ring, &own) < 0)
+			return;
+		sock_offload_flow_put_locked(ctx, s->if_slot, &s->flow);
+		s->flow = own;
+		s->flow_by_listener = false;
+	} else if (sock_offload_flow_rehome_locked(ctx, s->if_slot, &s->flow, mine->ring) < 0) {
+		return;
+	}
+	s->chan = mine;
+}
+
+static void sock_tcp_wait_claim(struct sock_obj *obj)
+{
+	struct sock_tcp *s = sock_tcp_of(obj);
+	struct sock_offload *ctx = sock_tcp_ctx(s);
+	if (!sock_tcp_chan_claim_due(ctx, s))
+		return;
+	ctx = sock_tcp_lock(s, ctx);
+	sock_tcp_chan_claim_locked(ctx, s);
+	sock_offload_unlock(ctx);
+}
+
 static int sock_tcp_wait_prepare(struct sock_obj *obj, int *fds, int max)
 {
+	sock_tcp_wait_claim(obj);
 	return sock_offload_wait_prepare(sock_tcp_ctx(sock_tcp_of(obj)), fds, max);
 }
 
@@ -971,6 +1017,7 @@ const struct sock_ops sock_tcp_offload_ops = {
 	.progress = sock_tcp_progress,
 	.wait_prepare = sock_tcp_wait_prepare,
 	.lane_key = sock_tcp_lane_key,
+	.wait_claim = sock_tcp_wait_claim,
 	.poll_watch = sock_tcp_poll_watch,
 	.close = sock_tcp_close,
 	.release = sock_tcp_release,

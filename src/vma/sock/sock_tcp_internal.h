@@ -80,6 +80,9 @@ struct sock_tcp {
 	 * 3-tuple (no entry of its own): pinned to a 5-tuple before anything
 	 * could send its segments elsewhere (sock_tcp_pin_listener_flows_locked). */
 	bool flow_by_listener;
+	/* The wait channel flow is steered to (sock_tcp_chan_claim_locked);
+	 * NULL: the lane's ring. */
+	struct sock_offload_chan *chan;
 
 	uint32_t local_ip, remote_ip;
 	uint16_t local_port, remote_port;
@@ -338,6 +341,12 @@ struct sock_tcp_orphan {
  * kernel (TCP_REPAIR) so a child can use it (sock_tcp_handoff.c). Lock
  * held. 0, or -errno with the connection left offloaded. */
 int sock_tcp_handoff_locked(struct sock_tcp *s);
+/* The calling thread waits for s: its connection's packets go to the
+ * thread's wait channel from now on (sock_offload.h). Lock held. */
+void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s);
+/* Whether s would move to the calling thread's channel: the look before
+ * taking the lock. */
+bool sock_tcp_chan_claim_due(struct sock_offload *ctx, const struct sock_tcp *s);
 /* At exit: a connection the application closed whose FIN is not
  * acknowledged yet goes to a kernel socket the same way, which is then
  * closed, so the kernel finishes it after the process is gone, as it

@@ -37,9 +37,10 @@ static int sock_tcp_sleep_as(struct sock_tcp *s, struct sock_offload *ctx, uint6
 	struct sock_base_sleep z;
 	if (sock_base_sleep_begin(&s->base, &z, deadline_ms, SOCK_TCP_SLEEP_CAP_MS, since) < 0)
 		return -1;
-	int fds[SOCK_OFFLOAD_MAX_IFS + 1];
+	int fds[SOCK_OFFLOAD_WAIT_FDS];
 	ctx = sock_tcp_lock(s, ctx);
-	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+	sock_tcp_chan_claim_locked(ctx, s);
+	int n = ready(s) ? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_WAIT_FDS);
 	/* The engine's next timer (tail loss probe, RACK, RTO, delayed ACK):
 	 * wake for it, and the caller's progress pass runs it. A writer blocked
 	 * on its own flight then probes a lost tail at its PTO, not at the
@@ -49,7 +50,8 @@ static int sock_tcp_sleep_as(struct sock_tcp *s, struct sock_offload *ctx, uint6
 		if (due != UINT64_MAX && due < now + (uint64_t)z.timeout_ms)
 			z.timeout_ms = due > now ? (int)(due - now) : 1;
 	}
-	bool passive = n >= 0 && watching &&
+	/* A thread with a wait channel sleeps on it: nobody else polls it. */
+	bool passive = n >= 0 && watching && !sock_offload_chan_mine_peek(ctx, s->if_slot) &&
 		       sock_offload_passive_begin_locked(ctx, watching, s->base.wake_fd, false);
 	sock_offload_unlock(ctx);
 	if (n < 0)

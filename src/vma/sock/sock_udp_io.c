@@ -116,14 +116,14 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 		return -1;
 	/* The lane's rings and drain eventfd, and the same of the lane the
 	 * socket just left (strays). */
-	int fds[2 * (SOCK_OFFLOAD_MAX_IFS + 1)];
+	int fds[2 * SOCK_OFFLOAD_WAIT_FDS];
 	struct sock_offload *ctx = sock_udp_lock(s);
 	if (!ctx)
 		return sock_base_sleep_cancel(&s->base);   /* gone to the kernel path: the caller looks again */
 	/* Prepared even when passive: it sends what is held and gives the
 	 * rings their frames back before anyone sleeps. */
 	int n = s->queue.count || sock_udp_has_strays(s)
-			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_MAX_IFS + 1);
+			? -1 : sock_offload_wait_prepare_locked(ctx, fds, SOCK_OFFLOAD_WAIT_FDS);
 	bool passive = n >= 0 && sock_offload_passive_begin_locked(ctx, watching, s->base.wake_fd,
 								       sock_udp_stray_lane(s) != NULL);
 	sock_offload_unlock(ctx);
@@ -134,7 +134,7 @@ static int sock_udp_sleep(struct sock_udp *s, uint64_t deadline_ms, const struct
 	}
 	struct sock_offload *old = n >= 0 ? sock_udp_stray_lane(s) : NULL;
 	if (old) {
-		int m = sock_offload_wait_prepare(old, fds + n, SOCK_OFFLOAD_MAX_IFS + 1);
+		int m = sock_offload_wait_prepare(old, fds + n, SOCK_OFFLOAD_WAIT_FDS);
 		n = m < 0 ? -1 : n + m;
 	}
 	if (n < 0)
