@@ -12,7 +12,7 @@
 #   Extra API's extra_api, extra_xtreme and extra_examples (C programs under
 #   libvma),
 #   ring_flows, ring_steering (ring_echo from the sanitizer build),
-#   mp_procs scenarios d g i l m (threaded servers: lanes, TCP connections
+#   mp_procs scenarios d g i l m n o (threaded servers: lanes, TCP connections
 #   moving between them at accept and after their reader, a UDP socket
 #   moving),
 #   sockperf server + client under libvma: ping-pong and throughput, 3 s each.
@@ -61,7 +61,7 @@ check() { if [ "$1" = 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fail=1; f
 for t in udp_semantics iomux_udp life_udp udp_tx_flush udp_migrate udp_readers ring_flows ring_steering mp_procs \
 	extra_api extra_xtreme extra_examples; do
 	start=$(date +%s)
-	[ $t = mp_procs ] && export MP_SCENARIOS="d g i l m"
+	[ $t = mp_procs ] && export MP_SCENARIOS="d g i l m n o"
 	timeout -k 5 300 bash "$HERE/$t.sh" "$SAN" >"$LOGS/$t.out" 2>&1
 	unset MP_SCENARIOS
 	rc=$?

@@ -41,6 +41,14 @@
 #      worker threads, VMA_RING_ALLOCATION_LOGIC_RX=20: each connection
 #      follows its reader to the worker's lane; 4 rings or more with
 #      traffic; every worker echoed some; Tcp InSegs flat.
+#   n. threads-reuseport under the default ring logic (one lane): the 4
+#      listeners share the lane's TCP engine, which spreads the SYNs over
+#      them; 8 x 2000 requests and 200 connections; every thread accepted
+#      some; Tcp InSegs flat.
+#   o. udp-threads under the default ring logic: the 4 SO_REUSEPORT UDP
+#      sockets of the lane's stack share the datagrams by flow (64 client
+#      sockets x 100 requests); every thread answered some; Udp
+#      InDatagrams flat.
 #   i. udp-shared: the main thread's UDP socket read by 2 threads, ring per
 #      thread: both readers use it (each answered some) wherever it is (it
 #      stays in the main thread's lane while the two alternate, and moves to
@@ -421,10 +429,12 @@ threads_done() {
 }
 
 # udp_threads_scenario NAME MODEL THREADS PORT CONNS REQUESTS RINGS: a UDP
-# server of MODEL with a ring per thread; RINGS 0 skips the vma_stats check.
+# server of MODEL with a ring per thread (LOGIC, default 20: the
+# VMA_RING_ALLOCATION_LOGIC_RX); RINGS 0 skips the vma_stats check.
 udp_threads_scenario() {
 	local name=$1 model=$2 threads=$3 port=$4 conns=$5 requests=$6 rings=$7
-	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server "$name" --port "$port" --model "$model" --workers "$threads" || return
+	VMA_RING_ALLOCATION_LOGIC_RX=${LOGIC:-20} start_server "$name" --port "$port" --model "$model" --workers "$threads" ||
+		return
 	local in0 out0
 	in0=$(udp_in $SERVER_NS) out0=$(udp_out $CLIENT_NS)
 	client "${name}1" --port "$port" --udp --conns "$conns" --requests "$requests"
@@ -435,18 +445,39 @@ udp_threads_scenario() {
 }
 
 # ---------------------------------------------------------------- g. threads, SO_REUSEPORT each, ring per thread
-scenario_g() {
-	echo "== g. threads-reuseport, 4 threads, VMA_RING_ALLOCATION_LOGIC_RX=20"
-	VMA_RING_ALLOCATION_LOGIC_RX=20 start_server g --port 18008 --model threads-reuseport --workers 4 || return
+# reuseport_scenario NAME PORT RINGS: threads-reuseport, 4 threads, under
+# VMA_RING_ALLOCATION_LOGIC_RX=$LOGIC (default 20); RINGS 0 skips the
+# vma_stats check.
+reuseport_scenario() {
+	local name=$1 port=$2 rings=$3
+	VMA_RING_ALLOCATION_LOGIC_RX=${LOGIC:-20} start_server "$name" --port "$port" --model threads-reuseport \
+		--workers 4 || return
 	local in0 out0
 	in0=$(tcp_in $SERVER_NS) out0=$(tcp_out $CLIENT_NS)
-	client g1 --port 18008 --conns 8 --requests 2000
-	check $? "g: 8 conns x 2000 requests all echoed intact"
-	client g2 --port 18008 --conns 8 --requests 25 --reconnect
-	check $? "g: 200 connections (--reconnect) all echoed intact"
-	offload_check g "Tcp InSegs" $(( $(tcp_in $SERVER_NS) - in0 )) $(( $(tcp_out $CLIENT_NS) - out0 ))
-	ring_check g 4
-	threads_done g 4 4 16200 accepted
+	client "${name}1" --port "$port" --conns 8 --requests 2000
+	check $? "$name: 8 conns x 2000 requests all echoed intact"
+	client "${name}2" --port "$port" --conns 8 --requests 25 --reconnect
+	check $? "$name: 200 connections (--reconnect) all echoed intact"
+	offload_check "$name" "Tcp InSegs" $(( $(tcp_in $SERVER_NS) - in0 )) $(( $(tcp_out $CLIENT_NS) - out0 ))
+	[ "$rings" -gt 0 ] && ring_check "$name" "$rings"
+	threads_done "$name" 4 4 16200 accepted
+}
+
+scenario_g() {
+	echo "== g. threads-reuseport, 4 threads, VMA_RING_ALLOCATION_LOGIC_RX=20"
+	reuseport_scenario g 18008 4
+}
+
+# ---------------------------------------------------------------- n. threads, SO_REUSEPORT each, one ring
+scenario_n() {
+	echo "== n. threads-reuseport, 4 threads, default ring logic"
+	LOGIC=0 reuseport_scenario n 18014 0
+}
+
+# ---------------------------------------------------------------- o. UDP threads, SO_REUSEPORT each, one ring
+scenario_o() {
+	echo "== o. udp-threads, 4 threads, default ring logic"
+	LOGIC=0 udp_threads_scenario o udp-threads 4 18015 64 100 0
 }
 
 # ---------------------------------------------------------------- h. UDP threads, ring per thread
@@ -584,7 +615,7 @@ scenario_m() {
 }
 
 # MP_SCENARIOS="g h" runs only those (development).
-for sc in ${MP_SCENARIOS:-a b c d e f g h i j k l m}; do
+for sc in ${MP_SCENARIOS:-a b c d e f g h i j k l m n o}; do
 	"scenario_$sc"
 done
 

@@ -728,6 +728,60 @@ START_TEST(test_demux_many_pcbs)
 }
 END_TEST
 
+/* SO_REUSEPORT: the flows to one address spread over its group, each
+ * flow (source port) always to the same pcb; without it one pcb gets all. */
+START_TEST(test_demux_reuseport)
+{
+	struct stack_udp_pcb *group[4];
+	for (int i = 0; i < 4; i++) {
+		group[i] = stack_udp_pcb_new(rx_st);
+		ck_assert_ptr_nonnull(group[i]);
+		stack_udp_pcb_set_recv(group[i], on_recv, NULL);
+		stack_udp_pcb_set_reuseport(group[i], true);
+		ck_assert_int_eq(stack_udp_pcb_bind(group[i], nif_b.ip, htons(2222)), 0);
+	}
+	int flows_of[4] = { 0 };
+	for (uint16_t sport = 3000; sport < 3064; sport++) {
+		struct stack_udp_pcb *first = NULL;
+		for (int round = 0; round < 2; round++) {
+			send_simple(2, sport, 2222);
+			deliver_all();
+			ck_assert_int_eq(ngot, 1);
+			if (!first)
+				first = got[0].pcb;
+			ck_assert_ptr_eq(got[0].pcb, first);   /* the flow keeps its socket */
+			clear_got();
+		}
+		for (int i = 0; i < 4; i++)
+			flows_of[i] += first == group[i];
+	}
+	/* 64 flows over 4 sockets: each gets some (all on one: no spread). */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_gt(flows_of[i], 4);
+	/* A member that leaves: its flows go to the others. */
+	stack_udp_pcb_free(group[1]);
+	for (uint16_t sport = 3000; sport < 3064; sport++) {
+		send_simple(2, sport, 2222);
+		deliver_all();
+		ck_assert_ptr_ne(got[0].pcb, group[1]);
+		clear_got();
+	}
+	for (int i = 0; i < 4; i++)
+		if (i != 1)
+			stack_udp_pcb_set_reuseport(group[i], false);
+	/* Without it (SO_REUSEADDR): one pcb of the address gets them all. */
+	struct stack_udp_pcb *only = NULL;
+	for (uint16_t sport = 3000; sport < 3032; sport++) {
+		send_simple(2, sport, 2222);
+		deliver_all();
+		if (!only)
+			only = got[0].pcb;
+		ck_assert_ptr_eq(got[0].pcb, only);
+		clear_got();
+	}
+}
+END_TEST
+
 static void send_to_group(size_t size, uint32_t group, uint32_t src, uint16_t dport)
 {
 	static uint8_t payload[9000];
@@ -893,6 +947,7 @@ int main(void)
 	tcase_add_test(tc, test_reass_limits_and_timeout);
 	tcase_add_test(tc, test_demux_precedence);
 	tcase_add_test(tc, test_demux_many_pcbs);
+	tcase_add_test(tc, test_demux_reuseport);
 	tcase_add_test(tc, test_multicast_two_pcbs);
 	tcase_add_test(tc, test_multicast_source_filter);
 	tcase_add_test(tc, test_fuzz_mutations);

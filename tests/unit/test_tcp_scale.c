@@ -170,6 +170,76 @@ END_TEST
 
 /* ---- 32 MiB each way at once, 2% loss + 2% duplication + reordering ---- */
 
+/* ---- SO_REUSEPORT listeners of one engine ---- */
+
+#define RP_LISTENERS 4
+#define RP_CONNS 64
+static unsigned rp_accepted[RP_LISTENERS], rp_total;
+static struct tcp_pcb *rp_children[RP_CONNS];
+
+static int rp_accept(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child)
+{
+	(void)listener;
+	(*(unsigned *)arg)++;
+	tcp_set_callbacks(child, NULL, NULL);
+	if (rp_total < RP_CONNS)
+		rp_children[rp_total] = child;
+	rp_total++;
+	return 0;
+}
+
+static const struct tcp_callbacks rp_listen_cb = { .accept = rp_accept };
+static const struct tcp_callbacks rp_client_cb = { 0 };
+
+static bool rp_all_accepted(struct th_wire *x)
+{
+	(void)x;
+	return rp_total == RP_CONNS;
+}
+
+/* Threads each with an SO_REUSEPORT listener on one port, in one lane:
+ * the listeners share the address, and the connections spread over them
+ * (each SYN to one, chosen by its source: the same for a retransmitted
+ * one). Without SO_REUSEPORT a second listener cannot bind. */
+START_TEST(reuseport_listeners)
+{
+	th_init(w, &sa, &sb, 12);
+	struct th_side *a = &w->side[0], *b = &w->side[1];
+	memset(rp_accepted, 0, sizeof(rp_accepted));
+	rp_total = 0;
+	struct tcp_pcb *l[RP_LISTENERS];
+	for (int i = 0; i < RP_LISTENERS; i++) {
+		l[i] = tcp_pcb_new(b->tcp);
+		tcp_set_callbacks(l[i], &rp_listen_cb, &rp_accepted[i]);
+		tcp_pcb_set_reuseport(l[i], true);
+		ck_assert_int_eq(tcp_bind(l[i], 0, htons(SRV_PORT + 1)), 0);
+		ck_assert_int_eq(tcp_listen(l[i], RP_CONNS), 0);
+	}
+	struct tcp_pcb *plain = tcp_pcb_new(b->tcp);
+	ck_assert_int_eq(tcp_bind(plain, 0, htons(SRV_PORT + 1)), -EADDRINUSE);
+	tcp_abort(plain);
+	struct tcp_pcb *c[RP_CONNS];
+	for (unsigned i = 0; i < RP_CONNS; i++) {
+		c[i] = tcp_pcb_new(a->tcp);
+		tcp_set_callbacks(c[i], &rp_client_cb, NULL);
+		ck_assert_int_eq(tcp_bind(c[i], a->nif.ip, htons((uint16_t)(CLIENT_PORT0 + i))), 0);
+		ck_assert_int_eq(tcp_connect(c[i], b->nif.ip, htons(SRV_PORT + 1), 0, b->nif.mac), 0);
+	}
+	ck_assert(th_run_until(w, rp_all_accepted, 2000));
+	/* 64 connections over 4 listeners: each took some (one took all
+	 * before: the first listener found). */
+	for (int i = 0; i < RP_LISTENERS; i++)
+		ck_assert_uint_gt(rp_accepted[i], 4);
+	for (unsigned i = 0; i < RP_CONNS; i++) {
+		tcp_abort(c[i]);
+		tcp_abort(rp_children[i]);
+	}
+	for (int i = 0; i < RP_LISTENERS; i++)
+		tcp_close(l[i]);
+	th_step(w);
+}
+END_TEST
+
 static bool duplex_done(struct th_wire *x)
 {
 	return x->side[0].rx_bytes == x->side[1].tx_goal && x->side[1].rx_bytes == x->side[0].tx_goal &&
@@ -229,6 +299,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 900);
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, thousand_connections);
+	tcase_add_test(t, reuseport_listeners);
 	tcase_add_test(t, duplex_32mib_lossy_newreno);
 	tcase_add_test(t, duplex_32mib_lossy_cubic_ts);
 	suite_add_tcase(s, t);

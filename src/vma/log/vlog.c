@@ -302,8 +302,20 @@ int vlog_sink(void)
 	return __atomic_load_n(&vlog_sink_fd, __ATOMIC_RELAXED);
 }
 
+static __thread unsigned vlog_demoted;
+
+void vlog_demote(bool on)
+{
+	if (on)
+		vlog_demoted++;
+	else if (vlog_demoted)
+		vlog_demoted--;
+}
+
 void vlog_vprint(int level, const char *fmt, va_list ap)
 {
+	if (vlog_demoted && (level == VLOG_WARNING || level == VLOG_INFO))
+		level = VLOG_DEBUG;
 	if (level >= VLOG_PANIC && level <= vlog_get_level()) {
 		int saved_errno = errno;
 		char line[VLOG_LINE_MAX];

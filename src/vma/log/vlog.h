@@ -5,6 +5,7 @@
 #define VMA_LOG_VLOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -84,6 +85,13 @@ size_t vlog_format(char *buf, size_t size, int level, int details, int colors,
 
 /* Prints the seeds' "high log level" warning box when level >= DEBUG. */
 void vlog_warn_if_high_level(void);
+
+/* While the calling thread is between vlog_demote(true) and
+ * vlog_demote(false), its warnings and infos print at DEBUG: for a
+ * lower layer's messages about something the caller does not need (an
+ * optional ring that could not be had), which would otherwise tell the
+ * user that traffic stays on the kernel path when it does not. Nests. */
+void vlog_demote(bool on);
 
 /* The fd log lines go to right now (stderr or the VMA_LOG_FILE). */
 int vlog_sink(void);

@@ -1204,6 +1204,25 @@ static bool chan_key_made;
 static void sock_offload_chan_thread_exit(void *arg)
 {
 	(void)arg;
+	/* Its connections go back to the lane's ring, where whoever waits
+	 * for them is woken (nobody sleeps on a channel without a thread);
+	 * their next waiter takes them to its own channel (gen). */
+	struct sock_offload *ctx = (struct sock_offload *)chan_lane;
+	if (ctx && sock_offload_chan_any_mine(ctx)) {
+		sock_offload_lock(ctx);
+		for (unsigned k = 0; !ctx->dead && k < ctx->nflows; k++) {
+			struct sock_offload_flow_ref *ref = &ctx->flows[k];
+			struct sock_offload_chan *c = chan_mine[ref->if_slot];
+			if (c && ref->ring == c->ring) {
+				struct ring_flow flow = ref->flow;
+				(void)sock_offload_flow_rehome_locked(ctx, ref->if_slot, &flow, NULL);
+			}
+		}
+		for (unsigned i = 0; i < ctx->nifs; i++)
+			if (chan_mine[i])
+				chan_mine[i]->gen++;
+		sock_offload_unlock(ctx);
+	}
 	for (unsigned i = 0; i < SOCK_OFFLOAD_MAX_IFS; i++) {
 		if (chan_mine[i]) {
 			__atomic_store_n(&chan_mine[i]->owner, NULL, __ATOMIC_RELEASE);
@@ -1227,6 +1246,16 @@ struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload 
 	if (chan_lane != ctx || if_slot < 0 || if_slot >= SOCK_OFFLOAD_MAX_IFS)
 		return NULL;
 	return chan_mine[if_slot];
+}
+
+bool sock_offload_chan_may_get(const struct sock_offload *ctx, int if_slot)
+{
+	if (!ctx->chans_on || if_slot < 0 || if_slot >= SOCK_OFFLOAD_MAX_IFS)
+		return false;
+	if (chan_lane == ctx && chan_refused_at[if_slot] == __atomic_load_n(&chan_freed, __ATOMIC_ACQUIRE))
+		return false;
+	return __atomic_load_n(&ctx->chans_active, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&ctx->chan_first, __ATOMIC_RELAXED) != &chan_token;
 }
 
 bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd)
@@ -1253,14 +1282,29 @@ struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx
 	unsigned freed = __atomic_load_n(&chan_freed, __ATOMIC_ACQUIRE);
 	if (chan_refused_at[if_slot] == freed)
 		return NULL;
+	/* A process whose one thread waits on the lane (a pre-fork worker,
+	 * most servers) needs none: channels start with a second thread,
+	 * so such a process keeps one member slot of the queue. */
+	if (!ctx->chans_active) {
+		const void *first = __atomic_load_n(&ctx->chan_first, __ATOMIC_RELAXED);
+		if (!first || first == &chan_token) {
+			__atomic_store_n(&ctx->chan_first, (const void *)&chan_token, __ATOMIC_RELAXED);
+			return NULL;
+		}
+		__atomic_store_n(&ctx->chans_active, true, __ATOMIC_RELEASE);
+	}
 	struct sock_offload_if *ifc = &ctx->ifs[if_slot];
 	struct sock_offload_chan *c = NULL;
 	for (unsigned j = 0; j < ifc->nchans && !c; j++)
 		if (!__atomic_load_n(&ifc->chans[j].owner, __ATOMIC_ACQUIRE))
 			c = &ifc->chans[j];
 	if (!c && ifc->nchans < SOCK_OFFLOAD_CHANS && !ifc->chans_failed) {
+		/* Optional: the ring layer's warnings ("stays on the kernel
+		 * path") would be wrong here, nothing leaves the lane. */
+		vlog_demote(true);
 		struct ring *ring = ring_mgr_get_by_index((unsigned)ifc->nif.ifindex,
 							  SOCK_OFFLOAD_CHAN_KEY(ifc->nchans));
+		vlog_demote(false);
 		if (ring && ring_mgr_refs(ring) > 1) {
 			/* The queue holds no more rings of ours: the manager
 			 * shared one, which a channel cannot be. */

@@ -71,6 +71,7 @@ struct sock_offload_chan {
 	struct ring *ring;
 	const void *owner;
 	uint64_t tick_rx_packets;    /* its receive count at the internal thread's last tick */
+	unsigned gen;                /* moves when its thread ends (its connections left it) */
 };
 
 /* Wait fds one lane gives a sleeper at most: its rings', its channels',
@@ -129,6 +130,10 @@ struct sock_offload {
 	/* VMA_RING_WAIT_CHANNELS and the lane can have them (lane 0 of the
 	 * default logic, xdp rings of one queue, no TCP control thread). */
 	bool chans_on;
+	/* The first thread that would have taken a channel; a second one
+	 * makes them active (sock_offload_chan_mine_locked). Atomic. */
+	const void *chan_first;
+	bool chans_active;
 	/* The context lock, of the kind VMA_THREAD_MODE asks (sock_offload_lock
 	 * below): a spin lock (0, 1), a mutex (2), or a spin lock that yields
 	 * the CPU after a short spin (3: more threads than cores, where a
@@ -527,6 +532,9 @@ struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx
 /* The same without the lock and never creating: what the calling thread
  * last got from the call above, if it was for ctx. */
 struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload *ctx, int if_slot);
+/* Whether the calling thread, which has no channel on if_slot, may get
+ * one there: the look before taking the lock to ask. */
+bool sock_offload_chan_may_get(const struct sock_offload *ctx, int if_slot);
 /* Whether fd is the wait fd of one of the calling thread's channels on ctx
  * (an epoll set never rests it: nobody else polls it). */
 bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd);

@@ -832,7 +832,9 @@ bool sock_tcp_chan_claim_due(struct sock_offload *ctx, const struct sock_tcp *s)
 	if (!ctx || !ctx->chans_on || s->mode != SOCK_TCP_ACTIVE || !s->flow_held || s->released)
 		return false;
 	struct sock_offload_chan *mine = sock_offload_chan_mine_peek(ctx, s->if_slot);
-	return !mine || s->chan != mine;
+	if (!mine)
+		return sock_offload_chan_may_get(ctx, s->if_slot);
+	return s->chan != mine || s->chan_gen != mine->gen;
 }
 
 void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s)
@@ -840,7 +842,7 @@ void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s)
 	if (!sock_tcp_chan_claim_due(ctx, s) || s->ctx != ctx || !s->pcb || s->inherited || s->fork_dormant)
 		return;
 	struct sock_offload_chan *mine = sock_offload_chan_mine_locked(ctx, s->if_slot, true);
-	if (!mine || s->chan == mine)
+	if (!mine || (s->chan == mine && s->chan_gen == mine->gen))
 		return;
 	if (s->flow_by_listener) {
 		/* Until now the listener's 3-tuple steered it: an entry of its
@@ -857,6 +859,7 @@ void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s)
 		return;
 	}
 	s->chan = mine;
+	s->chan_gen = mine->gen;
 }
 
 static void sock_tcp_wait_claim(struct sock_obj *obj)

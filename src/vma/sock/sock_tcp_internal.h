@@ -83,6 +83,7 @@ struct sock_tcp {
 	/* The wait channel flow is steered to (sock_tcp_chan_claim_locked);
 	 * NULL: the lane's ring. */
 	struct sock_offload_chan *chan;
+	unsigned chan_gen;           /* chan's gen when it moved there */
 
 	uint32_t local_ip, remote_ip;
 	uint16_t local_port, remote_port;
@@ -105,6 +106,7 @@ struct sock_tcp {
 	bool fork_dormant;
 	bool inherited;
 	bool share;
+	bool reuseport;              /* SO_REUSEPORT when it listened: its pcb joins the address's group */
 	/* listener: this process accepted an offloaded connection from it (a
 	 * fork-per-connection master): a fork keeps steering it here. */
 	bool accepted_here;

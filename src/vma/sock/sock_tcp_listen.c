@@ -95,6 +95,9 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 	int err = pcb ? 0 : -ENOBUFS;
 	if (pcb) {
 		sock_tcp_pcb_setup_locked(s, pcb);
+		/* Listeners of this lane on one port (threads each with an
+		 * SO_REUSEPORT listener): the engine spreads the SYNs. */
+		tcp_pcb_set_reuseport(pcb, s->reuseport);
 		err = tcp_bind(pcb, local.sin_addr.s_addr, local.sin_port);
 		if (err == 0)
 			err = tcp_listen(pcb, s->backlog);
@@ -156,7 +159,8 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	/* SO_REUSEPORT listeners of other processes may share the port. */
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
-	if (OS_CALL(getsockopt, obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+	s->reuseport = OS_CALL(getsockopt, obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport;
+	if (s->reuseport)
 		s->share = true;
 	sock_tcp_listen_offload(s, ctx);
 	errno = 0;

@@ -183,6 +183,7 @@ struct stack_udp_pcb *sock_udp_pcb_make_locked(struct sock_udp *s, struct sock_o
 	if (!pcb)
 		return NULL;
 	stack_udp_pcb_set_recv(pcb, sock_udp_deliver, s);
+	stack_udp_pcb_set_reuseport(pcb, s->reuseport);
 	if (stack_udp_pcb_bind(pcb, s->local_ip, s->local_port) < 0) {
 		stack_udp_pcb_free(pcb);
 		return NULL;
@@ -208,15 +209,18 @@ static void sock_udp_rx_setup_locked(struct sock_udp *s)
 			return;   /* loopback or a kernel-only interface */
 		slots = 1u << slot;
 	}
+	/* SO_REUSEPORT: sockets of other processes may share the port (its
+	 * steering is a share group), and those of this lane share its
+	 * datagrams (the pcb's reuseport group). */
+	int reuseport = 0;
+	socklen_t rl = sizeof(reuseport);
+	s->reuseport = OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport;
 	s->pcb = sock_udp_pcb_make_locked(s, ctx);
 	if (!s->pcb)
 		return;
 	s->flow = (struct ring_flow){ .proto = IPPROTO_UDP, .local_ip = s->local_ip, .local_port = s->local_port };
 	s->flow_want = slots;
-	/* SO_REUSEPORT sockets of other processes may share the port. */
-	int reuseport = 0;
-	socklen_t rl = sizeof(reuseport);
-	if (OS_CALL(getsockopt, s->obj.fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport)
+	if (s->reuseport)
 		s->share = true;
 	sock_udp_flow_choose_tuple(s);
 	sock_udp_flows_attach_locked(s);

@@ -70,6 +70,10 @@ struct sock_udp {
 	bool fork_dormant;
 	bool inherited;
 	bool share;
+	/* SO_REUSEPORT when it was bound: its pcb joins the port's reuseport
+	 * group in its lane's stack (datagrams spread over the group's
+	 * sockets by flow, as Linux spreads them). */
+	bool reuseport;
 
 	/* RX offload: pcb and 3-tuple flows on the interfaces in flow_slots. */
 	struct stack_udp_pcb *pcb;

@@ -115,6 +115,11 @@ void stack_udp_pcb_set_recv(struct stack_udp_pcb *pcb, stack_udp_recv_fn fn, voi
  * fd chooses ephemeral ports. -EINVAL when already bound or port 0. Several pcbs
  * may share an address (SO_REUSEADDR); unicast goes to one of them. */
 int stack_udp_pcb_bind(struct stack_udp_pcb *pcb, uint32_t ip, uint16_t port);
+/* SO_REUSEPORT: the unconnected pcbs bound to one address that have it
+ * form a group, and a unicast datagram goes to one of them chosen by a
+ * hash of its source address and port, so each flow keeps its socket and
+ * the flows spread over the group (Linux's reuseport selection). */
+void stack_udp_pcb_set_reuseport(struct stack_udp_pcb *pcb, bool on);
 /* Only datagrams from ip:port reach the pcb afterwards. Needs a bound pcb
  * (-EINVAL otherwise); local_ip replaces a bound INADDR_ANY when non-zero
  * (the source address the route chose). Connecting again re-targets. */

@@ -27,6 +27,7 @@ struct stack_udp_pcb {
 	uint32_t local_ip, remote_ip;
 	uint16_t local_port, remote_port;
 	bool bound, connected;
+	bool reuseport;   /* in the reuseport group of its address (stack_udp_pcb_set_reuseport) */
 	stack_udp_recv_fn recv;
 	void *recv_arg;
 	struct stack_udp_pcb *addr_next;   /* chain in bind_table or conn_table */

@@ -271,6 +271,35 @@ static bool deliverable(const struct stack_udp_pcb *pcb, const struct stack_ip4_
 	return true;
 }
 
+void stack_udp_pcb_set_reuseport(struct stack_udp_pcb *pcb, bool on)
+{
+	pcb->reuseport = on;
+}
+
+static bool reuseport_peer(const struct stack_udp_pcb *p, const struct stack_udp_pcb *first)
+{
+	return p->reuseport && p->local_port == first->local_port && p->local_ip == first->local_ip;
+}
+
+/* The member of first's reuseport group (first and the pcbs after it in
+ * its bind chain) that the flow from src:sport goes to. */
+static struct stack_udp_pcb *reuseport_pick(const struct stack *st, struct stack_udp_pcb *first, uint32_t src,
+					    uint16_t sport)
+{
+	if (!first->reuseport)
+		return first;
+	unsigned n = 0;
+	for (struct stack_udp_pcb *p = first; p; p = p->addr_next)
+		n += reuseport_peer(p, first);
+	if (n < 2)
+		return first;
+	unsigned k = mix(src ^ mix((uint32_t)sport << 16 | first->local_port) ^ st->ip_id_key[0]) % n;
+	for (struct stack_udp_pcb *p = first; p; p = p->addr_next)
+		if (reuseport_peer(p, first) && k-- == 0)
+			return p;
+	return first;
+}
+
 static struct stack_udp_pcb *find_unicast(struct stack *st, const struct stack_ip4_info *ip,
 					  uint16_t sport, uint16_t dport)
 {
@@ -284,11 +313,11 @@ static struct stack_udp_pcb *find_unicast(struct stack *st, const struct stack_i
 	p = st->bind_table[bind_hash(st, ip->dst, dport)];
 	for (; p; p = p->addr_next)
 		if (p->local_port == dport && p->local_ip == ip->dst)
-			return p;
+			return reuseport_pick(st, p, ip->src, sport);
 	p = st->bind_table[bind_hash(st, 0, dport)];
 	for (; p; p = p->addr_next)
 		if (p->local_port == dport && p->local_ip == 0)
-			return p;
+			return reuseport_pick(st, p, ip->src, sport);
 	return NULL;
 }
 

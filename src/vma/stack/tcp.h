@@ -270,8 +270,14 @@ unsigned tcp_ctx_pcb_count(const struct tcp_ctx *ctx);
 
 struct tcp_pcb *tcp_pcb_new(struct tcp_ctx *ctx);
 void tcp_set_callbacks(struct tcp_pcb *pcb, const struct tcp_callbacks *cb, void *arg);
-/* port must be non-zero; -EADDRINUSE if another pcb has ip:port bound. */
+/* port must be non-zero; -EADDRINUSE if another pcb has ip:port bound,
+ * unless both have SO_REUSEPORT. */
 int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port);
+/* Before tcp_bind: SO_REUSEPORT. Listeners of one address that have it
+ * form a group; a SYN goes to one of them chosen by a hash of its source
+ * address and port (Linux's reuseport selection), so the connections
+ * spread over the group. */
+void tcp_pcb_set_reuseport(struct tcp_pcb *pcb, bool on);
 /* Bound pcb only. As Linux: at most backlog children wait half-open (SYN
  * queue; beyond it SYNs are answered with SYN cookies), at most backlog + 1
  * established children wait to be accepted (accept queue; beyond it SYNs

@@ -478,18 +478,43 @@ struct tcp_pcb *tcp_pcb_lookup(struct tcp_ctx *ctx, uint32_t lip, uint16_t lport
 			}
 		}
 	}
+	unsigned group = 0;   /* listeners of listener's address with SO_REUSEPORT */
 	if (ctx->ports.bucket) {
 		struct tcp_pcb *p = ctx->ports.bucket[port_hash(ctx, lport) & ctx->ports.mask];
 		for (; p; p = p->hnext) {
 			steps++;
 			if (p->dead || p->local_port != lport || p->state != TCP_LISTEN)
 				continue;
-			if (p->local_ip == lip || (!p->local_ip && !listener))
+			if (listener && p->reuseport && p->local_ip == listener->local_ip) {
+				group++;
+				continue;
+			}
+			if (p->local_ip == lip || (!p->local_ip && !listener)) {
 				listener = p;
+				group = p->reuseport;
+			}
+		}
+	}
+	if (group > 1) {
+		/* The group's member for this peer: the same for all its
+		 * segments (a SYN cookie's ACK finds the listener of its SYN). */
+		unsigned k = conn_hash(ctx, lip, lport, rip, rport) % group;
+		struct tcp_pcb *p = ctx->ports.bucket[port_hash(ctx, lport) & ctx->ports.mask];
+		for (; p; p = p->hnext) {
+			if (!p->dead && p->local_port == lport && p->state == TCP_LISTEN && p->reuseport &&
+			    p->local_ip == listener->local_ip && k-- == 0) {
+				listener = p;
+				break;
+			}
 		}
 	}
 	ctx->cnt.lookup_steps += steps;
 	return listener;
+}
+
+void tcp_pcb_set_reuseport(struct tcp_pcb *pcb, bool on)
+{
+	pcb->reuseport = on;
 }
 
 int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port)
@@ -502,7 +527,7 @@ int tcp_bind(struct tcp_pcb *pcb, uint32_t ip, uint16_t port)
 		struct tcp_pcb *p = ctx->ports.bucket[port_hash(ctx, port) & ctx->ports.mask];
 		for (; p; p = p->hnext) {
 			if (p != pcb && !p->dead && p->local_port == port &&
-			    (p->local_ip == ip || !p->local_ip || !ip))
+			    (p->local_ip == ip || !p->local_ip || !ip) && !(p->reuseport && pcb->reuseport))
 				return -EADDRINUSE;
 		}
 	}

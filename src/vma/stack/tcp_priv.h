@@ -224,6 +224,7 @@ struct tcp_pcb {
 	uint16_t local_port, remote_port;
 	uint8_t dst_mac[6];
 	bool bound, detached, dead, rd_shut, wr_shut, fin_rcvd, nodelay, quickack, keepalive;
+	bool reuseport;                  /* SO_REUSEPORT: shares its address (tcp_pcb_set_reuseport) */
 	struct tcp_tmpl tmpl;            /* headers of its segments (tcp_out.c) */
 	struct tcp_callbacks cb;
 	void *cb_arg;

@@ -125,6 +125,8 @@ struct vmad_proof {
 	bool reuseport;
 };
 
+#define VMAD_PENDING_ORPHANS 256
+
 struct vmad_server {
 	const struct vmad_server_config *cfg;
 	struct vmad_policy policy;
@@ -137,6 +139,15 @@ struct vmad_server {
 	uint64_t idle_since_ms;     /* --auto: no connection and no interface since */
 	uint64_t requests, refusals, members_reclaimed, frames_reclaimed, orphans_probed;
 	int raw_fd;         /* IPPROTO_RAW: the probes of vmad_probe_orphans; -1 until first use */
+	/* Connections of dead members whose process still has members (a
+	 * lane's ring and its wait channels are members of their own): probed
+	 * once the process's last member is gone, when no entry of its steers
+	 * the peer's answer to an XSK nobody reads. */
+	struct vmad_orphan_pending {
+		pid_t pid;
+		struct ring_xdp_key5 key;
+	} pending[VMAD_PENDING_ORPHANS];
+	unsigned npending;
 };
 
 static volatile sig_atomic_t vmad_stop;
@@ -675,12 +686,32 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	}
 	if (removed)
 		vmad_log(VLOG_DEBUG, "%s: removed %u connections of member %u", c->ifc->name, removed, c->slot);
-	/* After the steering is gone: the peers' answers must reach the kernel. */
-	for (unsigned i = 0; i < norphans; i++)
-		vmad_probe_orphan(s, &orphans[i]);
-	if (norphans)
-		vmad_log(VLOG_INFO, "%s: member %u (pid %d) died with %u TCP connections: their peers are reset",
-			 c->ifc->name, c->slot, (int)c->cred.pid, norphans);
+	/* After the steering is gone, the process's other members' too: the
+	 * peers' answers must reach the kernel, not a dead member's XSK (a
+	 * share group's entry may still name one). */
+	pid_t pid = c->cred.pid;
+	for (unsigned i = 0; i < norphans; i++) {
+		if (s->npending < VMAD_PENDING_ORPHANS)
+			s->pending[s->npending++] = (struct vmad_orphan_pending){ .pid = pid, .key = orphans[i] };
+		else
+			vmad_probe_orphan(s, &orphans[i]);
+	}
+	for (int i = 0; i < VMAD_MAX_CONNS; i++)
+		if (i != ci && s->conns[i].state == VMAD_CONN_MEMBER && s->conns[i].cred.pid == pid)
+			return;
+	unsigned probed = 0;
+	for (unsigned i = 0; i < s->npending;) {
+		if (s->pending[i].pid != pid) {
+			i++;
+			continue;
+		}
+		vmad_probe_orphan(s, &s->pending[i].key);
+		probed++;
+		s->pending[i] = s->pending[--s->npending];
+	}
+	if (probed)
+		vmad_log(VLOG_INFO, "%s: pid %d died with %u TCP connections: their peers are reset", c->ifc->name,
+			 (int)pid, probed);
 }
 
 /* ---- members --------------------------------------------------------------- */
