@@ -1268,7 +1268,7 @@ bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd)
 	return false;
 }
 
-struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot, bool create)
+struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot)
 {
 	if (!ctx->chans_on || ctx->dead || if_slot < 0 || (unsigned)if_slot >= ctx->nifs)
 		return NULL;
@@ -1277,7 +1277,7 @@ struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx
 		memset(chan_refused_at, 0, sizeof(chan_refused_at));
 		chan_lane = ctx;
 	}
-	if (chan_mine[if_slot] || !create)
+	if (chan_mine[if_slot])
 		return chan_mine[if_slot];
 	unsigned freed = __atomic_load_n(&chan_freed, __ATOMIC_ACQUIRE);
 	if (chan_refused_at[if_slot] == freed)

@@ -526,9 +526,9 @@ void sock_offload_kernel_flows_gc_locked(struct sock_offload *ctx, bool (*alive)
 
 /* ---- wait channels (docs/process_model.md, "Wait channels") ----
  * The calling thread's channel on interface if_slot of ctx, opened (or a
- * channel whose thread ended taken over) when create says so; NULL when
+ * channel whose thread ended taken over) if it has none yet; NULL when
  * the lane has none for it. Lock held. */
-struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot, bool create);
+struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx, int if_slot);
 /* The same without the lock and never creating: what the calling thread
  * last got from the call above, if it was for ctx. */
 struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload *ctx, int if_slot);

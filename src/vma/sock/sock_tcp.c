@@ -841,7 +841,7 @@ void sock_tcp_chan_claim_locked(struct sock_offload *ctx, struct sock_tcp *s)
 {
 	if (!sock_tcp_chan_claim_due(ctx, s) || s->ctx != ctx || !s->pcb || s->inherited || s->fork_dormant)
 		return;
-	struct sock_offload_chan *mine = sock_offload_chan_mine_locked(ctx, s->if_slot, true);
+	struct sock_offload_chan *mine = sock_offload_chan_mine_locked(ctx, s->if_slot);
 	if (!mine || (s->chan == mine && s->chan_gen == mine->gen))
 		return;
 	if (s->flow_by_listener) {
