@@ -372,66 +372,73 @@ static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 	int nseen = 0;
 	struct lanes_seen lanes = { .n = 0 };
 	struct sock_obj *batch[IOMUX_OFFL_BATCH];
-	/* Every socket first: those of a lane with wait channels move to this
-	 * thread's, whose wait fd the lane's wait_prepare then gives. */
-	for (int first = 0;; first += IOMUX_OFFL_BATCH) {
-		int got = offl_batch(ep, first, batch);
-		for (int b = 0; b < got; b++)
-			if (batch[b]->ops->wait_claim)
-				batch[b]->ops->wait_claim(batch[b]);
-		if (got < IOMUX_OFFL_BATCH)
-			break;
-	}
 	uint32_t gen = ring_mgr_generation();
-	for (int first = 0;; first += IOMUX_OFFL_BATCH) {
-		int got = offl_batch(ep, first, batch);
-		for (int b = 0; b < got; b++) {
-			struct sock_obj *obj = batch[b];
-			if (!obj->ops->wait_prepare || lane_seen(&lanes, lane_key_of(obj)))
-				continue;
-			int fds[IOMUX_WAIT_FDS_PER_SOCK];
-			int n = obj->ops->wait_prepare(obj, fds, IOMUX_WAIT_FDS_PER_SOCK);
-			if (n < 0)
-				return false;
-			for (int k = 0; k < n; k++) {
-				bool dup = false;
-				for (int j = 0; j < nseen && !dup; j++)
-					dup = seen[j] == fds[k];
-				if (dup)
-					continue;
-				if (nseen < IOMUX_WAIT_FDS_MAX)
-					seen[nseen++] = fds[k];
-				if (armed_known(ep, gen, fds[k]))
-					continue;
-				iomux_lock(&ep->lock);
-				bool rests = resting_locked(ep, gen, iomux_now_ns(), fds[k]);
-				iomux_unlock(&ep->lock);
-				if (rests) {
-					rested = true;
-					continue;
-				}
-				/* Edge-triggered: a ring that stays signalled must not
-				 * fill the caller's slots on every glance. Exclusive:
-				 * when the threads of one lane all sleep, a packet
-				 * wakes one of them, which polls the ring and wakes
-				 * only the sets it made ready (their wake eventfds),
-				 * not every set that holds the ring. EEXIST is the
-				 * common case and harmless. */
-				struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
-							  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
-				int rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
-				if (rc != 0 && errno == EINVAL) {
-					/* A multi-queue ring's wait fd is an epoll set,
-					 * which cannot be exclusive. */
-					ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
-					rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
-				}
-				if (rc == 0 || errno == EEXIST)
-					armed_note(ep, gen, fds[k]);
-			}
-		}
-		if (got < IOMUX_OFFL_BATCH)
+	/* One pass: a lane's first socket gives its wait fds (wait_prepare
+	 * claims that socket for this thread's wait channel first), its
+	 * other sockets only move to the channel (wait_claim). When one of
+	 * those gave the thread its first channel, the lane's fds taken
+	 * before lack it: a second pass takes them again (rare: once per
+	 * thread and interface). */
+	unsigned chan_epoch = sock_offload_chan_epoch();
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && sock_offload_chan_epoch() == chan_epoch)
 			break;
+		lanes.n = 0;
+		for (int first = 0;; first += IOMUX_OFFL_BATCH) {
+			int got = offl_batch(ep, first, batch);
+			for (int b = 0; b < got; b++) {
+				struct sock_obj *obj = batch[b];
+				if (!obj->ops->wait_prepare)
+					continue;
+				if (lane_seen(&lanes, lane_key_of(obj))) {
+					if (pass == 0 && obj->ops->wait_claim)
+						obj->ops->wait_claim(obj);
+					continue;
+				}
+				int fds[IOMUX_WAIT_FDS_PER_SOCK];
+				int n = obj->ops->wait_prepare(obj, fds, IOMUX_WAIT_FDS_PER_SOCK);
+				if (n < 0)
+					return false;
+				for (int k = 0; k < n; k++) {
+					bool dup = false;
+					for (int j = 0; j < nseen && !dup; j++)
+						dup = seen[j] == fds[k];
+					if (dup)
+						continue;
+					if (nseen < IOMUX_WAIT_FDS_MAX)
+						seen[nseen++] = fds[k];
+					if (armed_known(ep, gen, fds[k]))
+						continue;
+					iomux_lock(&ep->lock);
+					bool rests = resting_locked(ep, gen, iomux_now_ns(), fds[k]);
+					iomux_unlock(&ep->lock);
+					if (rests) {
+						rested = true;
+						continue;
+					}
+					/* Edge-triggered: a ring that stays signalled must not
+					 * fill the caller's slots on every glance. Exclusive:
+					 * when the threads of one lane all sleep, a packet
+					 * wakes one of them, which polls the ring and wakes
+					 * only the sets it made ready (their wake eventfds),
+					 * not every set that holds the ring. EEXIST is the
+					 * common case and harmless. */
+					struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE,
+								  .data.u64 = IOMUX_DATA(IOMUX_TAG_INTERNAL, fds[k]) };
+					int rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+					if (rc != 0 && errno == EINVAL) {
+						/* A multi-queue ring's wait fd is an epoll set,
+						 * which cannot be exclusive. */
+						ev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+						rc = OS_CALL(epoll_ctl, ep->base.fd, EPOLL_CTL_ADD, fds[k], &ev);
+					}
+					if (rc == 0 || errno == EEXIST)
+						armed_note(ep, gen, fds[k]);
+				}
+			}
+			if (got < IOMUX_OFFL_BATCH)
+				break;
+		}
 	}
 	/* Holding the wait fds of its one lane (none resting): counted there. */
 	iomux_lock(&ep->lock);

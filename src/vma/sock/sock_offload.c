@@ -305,6 +305,13 @@ void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **wa
 static __thread char chan_token OS_TLS_HOT;   /* its address names the thread */
 static __thread const struct sock_offload *chan_lane OS_TLS_HOT;   /* the lane chan_mine is for */
 static __thread struct sock_offload_chan *chan_mine[SOCK_OFFLOAD_MAX_IFS] OS_TLS_HOT;
+/* Moves each time the calling thread gains a channel (sock_offload_chan_epoch). */
+static __thread unsigned chan_epoch OS_TLS_HOT;
+
+unsigned sock_offload_chan_epoch(void)
+{
+	return chan_epoch;
+}
 
 static bool sock_offload_chan_any_mine(const struct sock_offload *ctx)
 {
@@ -400,13 +407,14 @@ static int sock_offload_engine_drain(void *arg, int budget)
 	struct sock_offload *ctx = ifc->ctx;
 	if (!sock_offload_trylock(ctx))
 		return 0;
-	int done = ctx->dead ? 0 : sock_offload_drain_if_locked(ctx, ifc, budget);
-	/* Nobody polled the lane: its channels either. */
+	int done = ctx->dead ? 0 : sock_offload_drain_if_locked(ctx, ifc, budget), chans_done = 0;
+	/* Nobody polled the lane: its channels either. Their packets wake
+	 * their sockets' waiters only (as in sock_offload_tick). */
 	if (!ctx->dead && ctx->chans_on && ifc == &ctx->ifs[0])
-		done += sock_offload_chans_poll_locked(ctx, true);
+		chans_done = sock_offload_chans_poll_locked(ctx, true);
 	sock_offload_unlock_raw(ctx);
 	sock_offload_drain_wake(ctx, done);
-	return done;
+	return done + chans_done;
 }
 
 /* ---- VMA_TCP_CTL_THREAD=1: the internal thread wakes on packet arrival ----
@@ -623,7 +631,7 @@ static void sock_offload_tick(void *arg)
 {
 	struct sock_offload *ctx = arg;
 	bool rearm[SOCK_OFFLOAD_MAX_IFS] = { false };
-	int drained = 0;
+	int drained = 0, chans_drained = 0;
 	if (!sock_offload_trylock(ctx))
 		return;   /* the next tick will do; reassembly timeouts are coarse */
 	if (!ctx->dead) {
@@ -631,9 +639,13 @@ static void sock_offload_tick(void *arg)
 		if (ctx->ctl_on_tick || ctx->ctl_on_arrival)
 			drained = sock_offload_ctl_tick_locked(ctx, rearm);
 		/* The channels of threads busy elsewhere (in the application,
-		 * in a kernel call): their packets wait a tick or two. */
+		 * in a kernel call): their packets wait a tick or two. What
+		 * that delivers wakes only its sockets' waiters (the deferred
+		 * notifications at the unlock), not every sleeper of the lane
+		 * through the drain fd: their owner is busy, and the lane's
+		 * other threads have nothing to look at. */
 		if (ctx->chans_on)
-			drained += sock_offload_chans_tick_locked(ctx);
+			chans_drained = sock_offload_chans_tick_locked(ctx);
 		sock_offload_timers_locked(ctx, now);
 		if (now >= ctx->tick_routine_ms) {
 			uint32_t period = ctx->tcp_period_ms < SOCK_OFFLOAD_TICK_MS ? ctx->tcp_period_ms :
@@ -648,7 +660,7 @@ static void sock_offload_tick(void *arg)
 		}
 	}
 	/* Packets delivered: deferred notifications to run, sleepers to wake. */
-	if (drained)
+	if (drained || chans_drained)
 		sock_offload_unlock_raw(ctx);
 	else
 		sock_offload_unlock_plain(ctx);
@@ -1192,7 +1204,7 @@ static int sock_offload_poll_chan(struct sock_offload *ctx, struct sock_offload_
 /* chan_token, chan_lane, chan_mine: with the busy-poller's, above. */
 /* A channel that could not be had: not asked again until a thread that
  * owned one ends (chan_freed moves). */
-static __thread unsigned chan_refused_at[SOCK_OFFLOAD_MAX_IFS];
+static __thread unsigned chan_refused_at[SOCK_OFFLOAD_MAX_IFS] OS_TLS_HOT;
 static __thread bool chan_exit_hooked;
 static unsigned chan_freed = 1;
 static pthread_key_t chan_key;
@@ -1335,6 +1347,7 @@ struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx
 	}
 	__atomic_store_n(&c->owner, (const void *)&chan_token, __ATOMIC_RELEASE);
 	chan_mine[if_slot] = c;
+	chan_epoch++;
 	return c;
 }
 

@@ -535,6 +535,10 @@ struct sock_offload_chan *sock_offload_chan_mine_peek(const struct sock_offload 
 /* Whether the calling thread, which has no channel on if_slot, may get
  * one there: the look before taking the lock to ask. */
 bool sock_offload_chan_may_get(const struct sock_offload *ctx, int if_slot);
+/* A number that moves each time the calling thread gains a channel: a
+ * sleeper that armed a lane's wait fds before one of its sockets took the
+ * thread a channel arms again (iomux rings_arm). */
+unsigned sock_offload_chan_epoch(void);
 /* Whether fd is the wait fd of one of the calling thread's channels on ctx
  * (an epoll set never rests it: nobody else polls it). */
 bool sock_offload_chan_fd_mine(const struct sock_offload *ctx, int fd);

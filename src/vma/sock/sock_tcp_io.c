@@ -255,6 +255,13 @@ static ssize_t sock_tcp_recvmsg_data(struct sock_tcp *s, struct msghdr *msg, int
 		copied += n;
 		if (n && !peek)
 			sock_tcp_tx_kick_locked(s);   /* a window update tcp_recved sent */
+		/* A connection on no wait channel yet goes to the reader's: a
+		 * thread that busy-polls before its first sleep would leave it
+		 * on the lane's ring, whose packets wake every thread asleep
+		 * there. Once on a channel it moves only with a sleep
+		 * (sock_tcp_wait_claim): two readers never bounce it. */
+		if (n && !s->chan && ctx->chans_on)
+			sock_tcp_chan_claim_locked(ctx, s);
 		int err = 0;
 		bool eof = false;
 		if (copied < want && !s->rxq_bytes && !connecting) {
