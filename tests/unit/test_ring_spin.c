@@ -141,7 +141,12 @@ START_TEST(a_forked_child_shares_the_limit)
 	ck_assert_int_eq(board->slots[0].pid, getpid());
 	/* Our lease lasts RING_SPIN_LEASE_NS (20 ms) unrenewed: a fork, a
 	 * child and a waitpid under ASan on a loaded host can take longer.
-	 * Made endless here; the child's view of it is what is tested. */
+	 * Made endless here; the child's view of it is what is tested (a
+	 * child that kept our slot instead of claiming its own sees one
+	 * holder, not two, and answers 'n'). The endless value also means a
+	 * child's release could not zero our slot by mistake: the checks
+	 * after waitpid say the child gave its own slot back and ours is
+	 * still ours, not that such a release is impossible. */
 	board->slots[0].lease_end_ns = UINT64_MAX;
 	int pipefd[2];
 	ck_assert_int_eq(pipe(pipefd), 0);

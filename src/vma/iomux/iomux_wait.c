@@ -375,10 +375,11 @@ static bool rings_arm(struct iomux_epoll *ep, struct sock_offload *lane)
 	uint32_t gen = ring_mgr_generation();
 	/* One pass: a lane's first socket gives its wait fds (wait_prepare
 	 * claims that socket for this thread's wait channel first), its
-	 * other sockets only move to the channel (wait_claim). When one of
-	 * those gave the thread its first channel, the lane's fds taken
-	 * before lack it: a second pass takes them again (rare: once per
-	 * thread and interface). */
+	 * other sockets only move to the channel (wait_claim). When a claim
+	 * of the pass gave the thread a channel, the lane's fds taken before
+	 * may lack it: a second pass takes them again (rare: once per thread
+	 * and interface; needless when it was the first socket's own claim,
+	 * whose wait_prepare already gave the channel's fd). */
 	unsigned chan_epoch = sock_offload_chan_epoch();
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1 && sock_offload_chan_epoch() == chan_epoch)
