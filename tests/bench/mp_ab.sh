@@ -84,7 +84,10 @@ vmad_stop() {
 PORT=19400
 read -r -a ENV_A_WORDS <<<"${ENV_A:-}"
 read -r -a ENV_B_WORDS <<<"${ENV_B:-}"
-# one LIB|kernel [VAR=VALUE...]: prints "RATE US_PER_REQUEST" ("n/a n/a" on failure)
+# one LIB|kernel [VAR=VALUE...]: prints "RATE US_PER_REQUEST ACCEPTED"
+# ("n/a n/a -" on failure); ACCEPTED: the connections each worker accepted,
+# slash-separated (where accept() put the 8 clients), then the busiest
+# worker's share of the requests.
 one() {
 	PORT=$((PORT == 19409 ? 19400 : PORT + 1))
 	local pre=()
@@ -106,6 +109,9 @@ one() {
 	kill -TERM $job 2>/dev/null
 	wait $job 2>/dev/null
 	out=$(cat "$TMP/cli.out")
+	local acc
+	acc=$(awk '/^worker [0-9]+ accepted/ { a = a (a == "" ? "" : "/") $4; r += $6; if ($6 > top) top = $6 }
+		END { if (a != "") printf "%s,top%d%%", a, r ? 100 * top / r : 0 }' "$TMP/srv.out")
 	local rate req
 	rate=$(echo "$out" | sed -n 's/^ok .*rate \([0-9]*\).*/\1/p')
 	req=$(echo "$out" | sed -n 's/^ok requests \([0-9]*\) .*/\1/p')
@@ -116,24 +122,25 @@ one() {
 		return
 	fi
 	if [ -z "$rate" ] || [ -z "$req" ] || [ "$req" -eq 0 ]; then
-		echo "n/a n/a"
+		echo "n/a n/a -"
 		return
 	fi
 	# The ticks cover the last SECS - 1 seconds of the run: as many of
 	# its requests.
 	awk -v r="$rate" -v t=$((t1 - t0)) -v n="$req" -v s="$SECS" -v hz="$HZ" \
-		'BEGIN { printf "%s %.2f\n", r, t * 1e6 / hz / (n * (s - 1) / s) }'
+		-v acc="${acc:--}" 'BEGIN { printf "%s %.2f %s\n", r, t * 1e6 / hz / (n * (s - 1) / s), acc }'
 }
 
 declare -a K KU A AU B BU
-echo "mp_ab: $MODEL x$WORKERS ${SRV_OPTS[*]} ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request)"
+echo "mp_ab: $MODEL x$WORKERS ${SRV_OPTS[*]} ${EXTRA_ENV[*]}${ENV_A:+; A: $ENV_A}${ENV_B:+; B: $ENV_B}; rate/s (server CPU us per request) [connections each worker accepted,busiest worker's share of requests]"
 for i in $(seq "$ROUNDS"); do
-	read -r k ku < <(one kernel)
-	read -r a au < <(one "$LIB_A" "${ENV_A_WORDS[@]}")
+	read -r k ku kc < <(one kernel)
+	read -r a au ac < <(one "$LIB_A" "${ENV_A_WORDS[@]}")
 	[ "$a" = abort ] && exit 2
-	read -r b bu < <(one "$LIB_B" "${ENV_B_WORDS[@]}")
+	read -r b bu bc < <(one "$LIB_B" "${ENV_B_WORDS[@]}")
 	[ "$b" = abort ] && exit 2
-	printf 'round %d: kernel %s (%s)  A %s (%s)  B %s (%s)\n' "$i" "$k" "$ku" "$a" "$au" "$b" "$bu"
+	printf 'round %d: kernel %s (%s) [%s]  A %s (%s) [%s]  B %s (%s) [%s]\n' "$i" "$k" "$ku" "$kc" "$a" "$au" "$ac" \
+		"$b" "$bu" "$bc"
 	K+=("$k") KU+=("$ku") A+=("$a") AU+=("$au") B+=("$b") BU+=("$bu")
 done
 k=$(median "${K[@]}") a=$(median "${A[@]}") b=$(median "${B[@]}")

@@ -7,6 +7,7 @@
  * sends count datagrams "p<port>n<i>" to each port, then "ACK" back. The
  * ACK travels the same link after the data, so once we have read it every
  * datagram before it has been delivered: timeout-0 checks are exact.
+ * Last, EPOLLEXCLUSIVE across four threads' sets (test_exclusive).
  * Prints PASS/FAIL per check; exit 0 when all pass, 1 otherwise. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -542,6 +543,79 @@ static void test_threads(void)
 	close(ep);
 }
 
+/* EPOLLEXCLUSIVE: NSETS threads, each asleep in its own epoll set that
+ * holds udp[0]; one datagram wakes one of them when every set asked for
+ * exclusivity (Linux: the first set with a sleeper), all of them when none
+ * did. A thread that saw the datagram takes udp[0] out of its set (level
+ * triggered, it would return at once again) and waits for the release
+ * pipe, which every set holds. */
+#define EXCL_SETS 4
+static int excl_release[2];
+static int excl_woken;
+static bool excl_flag;
+
+static void *excl_thread(void *arg)
+{
+	(void)arg;
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | (excl_flag ? EPOLLEXCLUSIVE : 0), .data.u32 = 1 };
+	struct epoll_event rel = { .events = EPOLLIN, .data.u32 = 2 };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, udp[0], &ev) != 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, excl_release[0], &rel) != 0) {
+		check(false, "exclusive: epoll_ctl ADD errno %d", errno);
+		close(ep);
+		return NULL;
+	}
+	int64_t end = now_ms() + 5000;
+	for (bool done = false; !done && now_ms() < end;) {
+		struct epoll_event out[4];
+		int n = epoll_wait(ep, out, 4, 5000);
+		for (int i = 0; i < n; i++) {
+			if (out[i].data.u32 == 2) {
+				done = true;
+			} else {
+				__atomic_add_fetch(&excl_woken, 1, __ATOMIC_SEQ_CST);
+				epoll_ctl(ep, EPOLL_CTL_DEL, udp[0], NULL);
+			}
+		}
+	}
+	close(ep);
+	return NULL;
+}
+
+static void test_exclusive(bool exclusive)
+{
+	drain_all();
+	if (pipe(excl_release) != 0) {
+		check(false, "exclusive: pipe errno %d", errno);
+		return;
+	}
+	excl_woken = 0;
+	excl_flag = exclusive;
+	pthread_t th[EXCL_SETS];
+	for (int i = 0; i < EXCL_SETS; i++)
+		pthread_create(&th[i], NULL, excl_thread, NULL);
+	/* Every set's spin phase (VMA_SELECT_POLL, 100 ms) is over when the
+	 * datagram comes. */
+	int counts[NUDP] = { 1, 0, 0 };
+	peer_order(600, counts);
+	bool acked = peer_ack();
+	usleep(300 * 1000);
+	int woken = __atomic_load_n(&excl_woken, __ATOMIC_SEQ_CST);
+	if (write(excl_release[1], "x", 1) != 1)
+		check(false, "exclusive: release write errno %d", errno);
+	for (int i = 0; i < EXCL_SETS; i++)
+		pthread_join(th[i], NULL);
+	close(excl_release[0]);
+	close(excl_release[1]);
+	check(acked, "exclusive(%d): peer ACK", exclusive);
+	if (exclusive)
+		check(woken == 1, "EPOLLEXCLUSIVE: one datagram woke one of %d sets asleep on it (%d)", EXCL_SETS, woken);
+	else
+		check(woken == EXCL_SETS, "without EPOLLEXCLUSIVE: one datagram woke all %d sets (%d)", EXCL_SETS, woken);
+	check(drain_udp(0) == 1, "exclusive(%d): udp0 datagram intact, read once", exclusive);
+}
+
 int main(int argc, char **argv)
 {
 	bool sleeps = argc > 1 && strcmp(argv[1], "sleep") == 0;
@@ -567,6 +641,8 @@ int main(int argc, char **argv)
 	test_close_reuse();
 	test_eintr(sleeps);
 	test_threads();
+	test_exclusive(false);
+	test_exclusive(true);
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -116,26 +116,91 @@ void iomux_wake_fired(struct iomux_epoll *ep)
 }
 
 /* ---- notify: called by sockets from any thread ---- */
+
+/* Whether this event of this item is one EPOLLEXCLUSIVE limits: a plain
+ * readable or writable edge the item asked for. Errors and hang-ups reach
+ * every set (Linux wakes exclusive sets for those only by chance of order;
+ * we take no chance with a socket that is going away). */
+static bool notify_exclusive(const struct iomux_item *it, uint32_t events)
+{
+	return (it->events & EPOLLEXCLUSIVE) && !(events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP));
+}
+
+/* Pushes it on its set's ready list; returns the wake fd to write (or -1).
+ * Only when want_sleeper is false or the set has a thread asleep in it (or
+ * is watched from outside); *taken says whether it was pushed. */
+static int notify_push(struct iomux_item *it, bool want_sleeper, bool *taken)
+{
+	struct iomux_epoll *ep = it->ep;
+	int wake_fd = -1;
+	*taken = false;
+	iomux_lock(&ep->lock);
+	if (!it->disarmed && (!want_sleeper || ep->sleepers || ep->exposed)) {
+		wake_fd = iomux_ready_push_deferred(ep, it);
+		*taken = true;
+	}
+	iomux_unlock(&ep->lock);
+	return wake_fd;
+}
+
 void iomux_notify(struct sock_obj *obj, uint32_t events)
 {
 	if (!__atomic_load_n(&obj->watchers, __ATOMIC_ACQUIRE))
 		return;
 	struct iomux_lock *wl = iomux_watch_lock(obj);
 	iomux_lock(wl);
+	unsigned nexcl = 0;
+	bool taken;
 	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
 		struct iomux_item *it = w->item;
-		struct iomux_epoll *ep = it->ep;
 		if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)))
 			continue;   /* still a kernel fd there: the kernel reports it */
-		iomux_lock(&ep->lock);
-		int wake_fd = it->disarmed ? -1 : iomux_ready_push_deferred(ep, it);
-		iomux_unlock(&ep->lock);
+		if (notify_exclusive(it, events)) {
+			nexcl++;
+			continue;
+		}
 		/* Out of the set's lock: the write wakes the set's sleeper,
 		 * whose first step is to take that lock (kernel_harvest), and
 		 * on a crowded host this thread may lose its CPU inside the
 		 * syscall. Under the watch lock still: the set's release
 		 * unlinks this watch, under it, before it closes the fd. */
-		iomux_wake_write(wake_fd);
+		iomux_wake_write(notify_push(it, false, &taken));
+	}
+	if (nexcl) {
+		/* EPOLLEXCLUSIVE: of the sets that asked for it, one with a
+		 * sleeper gets the event (Linux: the first in its wait queue
+		 * that has one). We start the search one set further each
+		 * time (obj->watch_turn), so a listener shared by a thread per
+		 * CPU spreads its connections over the sleeping threads, and a
+		 * thread busy polling its own set does not take them all. No
+		 * set sleeps: all get it, as under Linux. */
+		unsigned start = obj->watch_turn++ % nexcl, k = 0;
+		bool delivered = false;
+		for (int round = 0; round < 2 && !delivered; round++) {
+			k = 0;
+			for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
+				struct iomux_item *it = w->item;
+				if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)) ||
+				    !notify_exclusive(it, events))
+					continue;
+				unsigned idx = k++;
+				/* round 0: from start on; round 1: before start. */
+				if ((round == 0) != (idx >= start))
+					continue;
+				iomux_wake_write(notify_push(it, true, &taken));
+				if (taken) {
+					delivered = true;
+					break;
+				}
+			}
+		}
+		if (!delivered)
+			for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
+				struct iomux_item *it = w->item;
+				if (it->obj && (events & (it->events | EPOLLERR | EPOLLHUP)) &&
+				    notify_exclusive(it, events))
+					iomux_wake_write(notify_push(it, false, &taken));
+			}
 	}
 	iomux_unlock(wl);
 }

@@ -126,6 +126,9 @@ struct sock_obj {
 	/* epoll sets holding this fd, owned by iomux/ (iomux_notify walks it
 	 * when the socket's readiness rises). NULL when none. */
 	struct iomux_watch *watchers;
+	/* Where iomux_notify starts looking for an EPOLLEXCLUSIVE set with a
+	 * sleeper (rotates); under the watch lock. */
+	unsigned watch_turn;
 	/* Calls in progress on this object (sock_obj_pin), and
 	 * SOCK_OBJ_EVICTED once its graveyard slot was needed: whichever of
 	 * the eviction and the last unpin comes second destroys it. Zero when
