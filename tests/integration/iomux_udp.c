@@ -543,10 +543,11 @@ static void test_threads(void)
 	close(ep);
 }
 
-/* EPOLLEXCLUSIVE: NSETS threads, each asleep in its own epoll set that
- * holds udp[0]; one datagram wakes one of them when every set asked for
- * exclusivity (Linux: the first set with a sleeper), all of them when none
- * did. A thread that saw the datagram takes udp[0] out of its set (level
+/* EPOLLEXCLUSIVE: EXCL_SETS threads, each asleep in its own epoll set
+ * that holds udp[0]; one datagram wakes one of them when every set asked
+ * for exclusivity (Linux: the first set with a sleeper), all of them when
+ * none did; a burst of three wakes three sets (Linux wakes a waiter per
+ * datagram, each taken off its queue as it is woken). A thread that saw the datagram takes udp[0] out of its set (level
  * triggered, it would return at once again) and waits for the release
  * pipe, which every set holds. */
 #define EXCL_SETS 4
@@ -583,7 +584,7 @@ static void *excl_thread(void *arg)
 	return NULL;
 }
 
-static void test_exclusive(bool exclusive)
+static void test_exclusive(bool exclusive, int burst)
 {
 	drain_all();
 	if (pipe(excl_release) != 0) {
@@ -597,7 +598,7 @@ static void test_exclusive(bool exclusive)
 		pthread_create(&th[i], NULL, excl_thread, NULL);
 	/* Every set's spin phase (VMA_SELECT_POLL, 100 ms) is over when the
 	 * datagram comes. */
-	int counts[NUDP] = { 1, 0, 0 };
+	int counts[NUDP] = { burst, 0, 0 };
 	peer_order(600, counts);
 	bool acked = peer_ack();
 	usleep(300 * 1000);
@@ -610,10 +611,13 @@ static void test_exclusive(bool exclusive)
 	close(excl_release[1]);
 	check(acked, "exclusive(%d): peer ACK", exclusive);
 	if (exclusive)
-		check(woken == 1, "EPOLLEXCLUSIVE: one datagram woke one of %d sets asleep on it (%d)", EXCL_SETS, woken);
+		check(woken == burst, "EPOLLEXCLUSIVE: %d datagram(s) at once woke %d of %d sets asleep on it (%d)",
+		      burst, burst, EXCL_SETS, woken);
 	else
-		check(woken == EXCL_SETS, "without EPOLLEXCLUSIVE: one datagram woke all %d sets (%d)", EXCL_SETS, woken);
-	check(drain_udp(0) == 1, "exclusive(%d): udp0 datagram intact, read once", exclusive);
+		check(woken == EXCL_SETS, "without EPOLLEXCLUSIVE: %d datagram(s) woke all %d sets (%d)", burst,
+		      EXCL_SETS, woken);
+	int got = drain_udp(0);
+	check(got == burst, "exclusive(%d): udp0 datagrams intact, each read once (%d of %d)", exclusive, got, burst);
 }
 
 int main(int argc, char **argv)
@@ -641,8 +645,9 @@ int main(int argc, char **argv)
 	test_close_reuse();
 	test_eintr(sleeps);
 	test_threads();
-	test_exclusive(false);
-	test_exclusive(true);
+	test_exclusive(false, 1);
+	test_exclusive(true, 1);
+	test_exclusive(true, 3);
 	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -126,16 +126,24 @@ static bool notify_exclusive(const struct iomux_item *it, uint32_t events)
 	return (it->events & EPOLLEXCLUSIVE) && !(events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP));
 }
 
-/* Pushes it on its set's ready list; returns the wake fd to write (or -1).
- * Only when want_sleeper is false or the set has a thread asleep in it (or
- * is watched from outside); *taken says whether it was pushed. */
-static int notify_push(struct iomux_item *it, bool want_sleeper, bool *taken)
+/* How much a set wants an exclusive edge (watch lock held, set lock not):
+ * NOTIFY_ASLEEP a thread sleeps in it and no wake-up is on its way yet,
+ * NOTIFY_WOKEN one sleeps but was already woken (Linux takes a woken
+ * waiter off the set's queue, so the next edge goes to another set),
+ * NOTIFY_ANY nobody sleeps there. */
+enum notify_want { NOTIFY_ASLEEP, NOTIFY_WOKEN, NOTIFY_ANY };
+
+/* Pushes it on its set's ready list when the set is of kind want (or
+ * better); returns the wake fd to write (or -1). *taken: pushed. */
+static int notify_push(struct iomux_item *it, enum notify_want want, bool *taken)
 {
 	struct iomux_epoll *ep = it->ep;
 	int wake_fd = -1;
 	*taken = false;
 	iomux_lock(&ep->lock);
-	if (!it->disarmed && (!want_sleeper || ep->sleepers || ep->exposed)) {
+	bool sleeping = ep->sleepers || ep->exposed;
+	bool ok = want == NOTIFY_ANY || (sleeping && (want == NOTIFY_WOKEN || !ep->wake_signalled));
+	if (!it->disarmed && ok) {
 		wake_fd = iomux_ready_push_deferred(ep, it);
 		*taken = true;
 	}
@@ -143,7 +151,13 @@ static int notify_push(struct iomux_item *it, bool want_sleeper, bool *taken)
 	return wake_fd;
 }
 
-void iomux_notify(struct sock_obj *obj, uint32_t events)
+static bool notify_wants(const struct iomux_item *it, uint32_t events)
+{
+	/* No obj: still a kernel fd there, the kernel reports it. */
+	return it->obj && (events & (it->events | EPOLLERR | EPOLLHUP));
+}
+
+void iomux_notify_n(struct sock_obj *obj, uint32_t events, unsigned edges)
 {
 	if (!__atomic_load_n(&obj->watchers, __ATOMIC_ACQUIRE))
 		return;
@@ -153,8 +167,8 @@ void iomux_notify(struct sock_obj *obj, uint32_t events)
 	bool taken;
 	for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
 		struct iomux_item *it = w->item;
-		if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)))
-			continue;   /* still a kernel fd there: the kernel reports it */
+		if (!notify_wants(it, events))
+			continue;
 		if (notify_exclusive(it, events)) {
 			nexcl++;
 			continue;
@@ -164,45 +178,58 @@ void iomux_notify(struct sock_obj *obj, uint32_t events)
 		 * on a crowded host this thread may lose its CPU inside the
 		 * syscall. Under the watch lock still: the set's release
 		 * unlinks this watch, under it, before it closes the fd. */
-		iomux_wake_write(notify_push(it, false, &taken));
+		iomux_wake_write(notify_push(it, NOTIFY_ANY, &taken));
 	}
 	if (nexcl) {
-		/* EPOLLEXCLUSIVE: of the sets that asked for it, one with a
-		 * sleeper gets the event (Linux: the first in its wait queue
-		 * that has one). We start the search one set further each
-		 * time (obj->watch_turn), so a listener shared by a thread per
-		 * CPU spreads its connections over the sleeping threads, and a
-		 * thread busy polling its own set does not take them all. No
-		 * set sleeps: all get it, as under Linux. */
-		unsigned start = obj->watch_turn++ % nexcl, k = 0;
-		bool delivered = false;
-		for (int round = 0; round < 2 && !delivered; round++) {
-			k = 0;
-			for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
-				struct iomux_item *it = w->item;
-				if (!it->obj || !(events & (it->events | EPOLLERR | EPOLLHUP)) ||
-				    !notify_exclusive(it, events))
-					continue;
-				unsigned idx = k++;
-				/* round 0: from start on; round 1: before start. */
-				if ((round == 0) != (idx >= start))
-					continue;
-				iomux_wake_write(notify_push(it, true, &taken));
-				if (taken) {
-					delivered = true;
-					break;
+		/* EPOLLEXCLUSIVE: of the sets that asked for it, each edge
+		 * goes to one with a sleeper (Linux: the first in its wait
+		 * queue whose waiter was not woken yet). edges: the edges
+		 * this call stands for (connections queued on a listener,
+		 * datagrams on a socket since the last call), each to its
+		 * own set while there are sleepers. We start the search one
+		 * set further each call (obj->watch_turn), so a listener
+		 * shared by a thread per CPU spreads its connections over the
+		 * sleeping threads and a thread busy polling its own set does
+		 * not take them all. No set sleeps: all get it, as under
+		 * Linux. */
+		unsigned start = obj->watch_turn++ % nexcl, delivered = 0;
+		if (edges == 0)
+			edges = 1;
+		for (enum notify_want want = NOTIFY_ASLEEP; want <= NOTIFY_WOKEN; want++) {
+			/* One set already woken harvests every edge. */
+			unsigned limit = want == NOTIFY_ASLEEP ? edges : 1;
+			for (unsigned pass = 0; pass < 2 && delivered < limit; pass++) {
+				unsigned k = 0;
+				for (struct iomux_watch *w = obj->watchers; w && delivered < limit; w = w->next) {
+					struct iomux_item *it = w->item;
+					if (!notify_wants(it, events) || !notify_exclusive(it, events))
+						continue;
+					unsigned idx = k++;
+					/* pass 0: from start on; pass 1: before start. */
+					if ((pass == 0) != (idx >= start))
+						continue;
+					iomux_wake_write(notify_push(it, want, &taken));
+					delivered += taken;
 				}
 			}
+			/* Edges left over go to the sets just woken, which
+			 * harvest them all. */
+			if (delivered)
+				break;
 		}
 		if (!delivered)
 			for (struct iomux_watch *w = obj->watchers; w; w = w->next) {
 				struct iomux_item *it = w->item;
-				if (it->obj && (events & (it->events | EPOLLERR | EPOLLHUP)) &&
-				    notify_exclusive(it, events))
-					iomux_wake_write(notify_push(it, false, &taken));
+				if (notify_wants(it, events) && notify_exclusive(it, events))
+					iomux_wake_write(notify_push(it, NOTIFY_ANY, &taken));
 			}
 	}
 	iomux_unlock(wl);
+}
+
+void iomux_notify(struct sock_obj *obj, uint32_t events)
+{
+	iomux_notify_n(obj, events, 1);
 }
 
 static void watch_link(struct iomux_item *it)

@@ -217,5 +217,9 @@ void sock_obj_flush_retired(void);
  * watching it put it on their ready lists and wake a sleeping epoll_wait.
  * Cheap when obj->watchers is NULL. */
 void iomux_notify(struct sock_obj *obj, uint32_t events);
+/* The same for `edges` edges at once (connections a listener queued,
+ * datagrams a socket queued since its last notify): an EPOLLEXCLUSIVE fd
+ * wakes up to that many sets with a sleeper. */
+void iomux_notify_n(struct sock_obj *obj, uint32_t events, unsigned edges);
 
 #endif

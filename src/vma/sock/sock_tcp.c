@@ -124,8 +124,9 @@ static void sock_tcp_wake(void *arg)
 	struct sock_tcp *s = arg;
 	uint32_t bits = __atomic_exchange_n(&s->notify_bits, 0, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->wake_pending, false, __ATOMIC_RELEASE);
+	unsigned edges = __atomic_exchange_n(&s->notify_edges, 0, __ATOMIC_ACQ_REL);
 	if (bits)
-		iomux_notify(&s->obj, bits);
+		iomux_notify_n(&s->obj, bits, edges);
 	sock_base_wake_sleepers(&s->base);
 	/* A child waiting for accept() wakes its listener's watchers instead
 	 * (handled by the accept callback). */

@@ -186,6 +186,9 @@ struct sock_tcp {
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
 	uint32_t notify_bits;
+	/* A listener: connections queued since the last wake (how many
+	 * EPOLLEXCLUSIVE sets to wake). */
+	unsigned notify_edges;
 	/* The Extra API (src/vma/extra/), guarded by the lane lock: the
 	 * receive callback's state (NULL until one is registered); the base's
 	 * xt is SocketXtreme's node (and the frames lent to the application:

@@ -428,6 +428,7 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 	l->acceptq_tail = c;
 	__atomic_add_fetch(&l->acceptq_len, 1, __ATOMIC_RELEASE);
 	sock_tcp_all_add_locked(c);
+	__atomic_add_fetch(&l->notify_edges, 1, __ATOMIC_RELAXED);
 	sock_tcp_notify_locked(l, EPOLLIN);
 	return 0;
 }

@@ -267,7 +267,7 @@ void sock_udp_wake(void *arg)
 {
 	struct sock_udp *s = arg;
 	s->wake_pending = false;
-	iomux_notify(&s->obj, EPOLLIN);
+	iomux_notify_n(&s->obj, EPOLLIN, __atomic_exchange_n(&s->wake_edges, 0, __ATOMIC_ACQ_REL));
 	sock_base_wake_sleepers(&s->base);
 }
 
@@ -321,6 +321,8 @@ void sock_udp_deliver(void *arg, struct stack_udp_pcb *pcb, struct ring_buf *buf
 		extra_xt_udp_ready_locked(s);
 	sock_offload_poll_wake_if_locked(s->ctx);
 	bool notify = sock_base_watched(&s->base);
+	if (notify)
+		__atomic_add_fetch(&s->wake_edges, 1, __ATOMIC_RELAXED);
 	if (notify && !s->wake_pending) {
 		s->wake_pending = true;
 		sock_offload_defer_locked(s->ctx, &s->wake_node);

@@ -97,6 +97,8 @@ struct sock_udp {
 	unsigned os_poll_count;
 	bool wake_pending;
 	struct sock_offload_wake wake_node;   /* queued while wake_pending */
+	/* Datagrams queued since the last wake (EPOLLEXCLUSIVE sets to wake). */
+	unsigned wake_edges;
 	struct sock_udp_route route;
 
 	/* ---- moving between lanes (VMA_RING_MIGRATION_RATIO_RX, sock_udp_migrate.c) ---- */
