@@ -119,8 +119,9 @@ void iomux_wake_fired(struct iomux_epoll *ep)
 
 /* Whether this event of this item is one EPOLLEXCLUSIVE limits: a plain
  * readable or writable edge the item asked for. Errors and hang-ups reach
- * every set (Linux wakes exclusive sets for those only by chance of order;
- * we take no chance with a socket that is going away). */
+ * every set: Linux wakes one exclusive set for those too, but a set not
+ * woken learns that the socket is going away only at its next wake-up,
+ * and waking them all costs little for an event that comes once. */
 static bool notify_exclusive(const struct iomux_item *it, uint32_t events)
 {
 	return (it->events & EPOLLEXCLUSIVE) && !(events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP));
