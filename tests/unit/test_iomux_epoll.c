@@ -735,6 +735,97 @@ static void *notify_run(void *arg)
 	return NULL;
 }
 
+/* EPOLLEXCLUSIVE (iomux_notify_n), with the sets' sleepers set by hand so
+ * the choice is deterministic: an edge goes to every set without the flag
+ * and to one exclusive set with a sleeper not yet woken; `edges` edges to
+ * as many such sets; a set already woken only when no other sleeps; all
+ * exclusive sets when none sleeps; errors and hang-ups to every set. */
+static int excl_on_ready(int n, const int *sets)
+{
+	int count = 0;
+	for (int i = 0; i < n; i++) {
+		struct iomux_epoll *ep = (struct iomux_epoll *)iomux_epoll_lookup(sets[i]);
+		iomux_lock(&ep->lock);
+		count += ep->ready_head != NULL;
+		iomux_unlock(&ep->lock);
+	}
+	return count;
+}
+
+static void excl_reset(int n, const int *sets, int sleepers)
+{
+	struct epoll_event evs[4];
+	for (int i = 0; i < n; i++) {
+		struct iomux_epoll *ep = (struct iomux_epoll *)iomux_epoll_lookup(sets[i]);
+		iomux_lock(&ep->lock);
+		ep->sleepers = 0;
+		iomux_unlock(&ep->lock);
+		/* Harvests (and so drains the wake fd and the ready list:
+		 * the fake is not ready at this point). */
+		wait_ev(sets[i], evs, 4, 0);
+		iomux_lock(&ep->lock);
+		ck_assert_ptr_null(ep->ready_head);
+		ck_assert(!ep->wake_signalled);
+		ep->sleepers = sleepers;
+		iomux_unlock(&ep->lock);
+	}
+}
+
+START_TEST(exclusive_edges_wake_one_sleeping_set_each)
+{
+	enum { N = 4 };
+	int sets[N + 1];
+	struct fake_sock *f = fake_new();
+	for (int i = 0; i <= N; i++) {
+		sets[i] = ep_new();
+		/* sets[N] holds the fd without the flag. */
+		ck_assert_int_eq(ctl(sets[i], EPOLL_CTL_ADD, f->base.fd, EPOLLIN | (i < N ? EPOLLEXCLUSIVE : 0), i), 0);
+	}
+	struct iomux_epoll *plain = (struct iomux_epoll *)iomux_epoll_lookup(sets[N]);
+
+	/* One edge, every exclusive set asleep: one of them, and the plain set. */
+	excl_reset(N + 1, sets, 1);
+	iomux_notify_n(&f->base, EPOLLIN, 1);
+	ck_assert_int_eq(excl_on_ready(N, sets), 1);
+	ck_assert_ptr_nonnull(plain->ready_head);
+	/* The next edge skips the set just woken (its wake is pending). */
+	iomux_notify_n(&f->base, EPOLLIN, 1);
+	ck_assert_int_eq(excl_on_ready(N, sets), 2);
+
+	/* Three edges at once: three sets. */
+	excl_reset(N + 1, sets, 1);
+	iomux_notify_n(&f->base, EPOLLIN, 3);
+	ck_assert_int_eq(excl_on_ready(N, sets), 3);
+	/* Six more than there are sleepers: the fourth, then nobody new. */
+	iomux_notify_n(&f->base, EPOLLIN, 6);
+	ck_assert_int_eq(excl_on_ready(N, sets), 4);
+
+	/* Only sets[2] sleeps: it gets every edge, whatever the rotation. */
+	for (int round = 0; round < N; round++) {
+		excl_reset(N + 1, sets, 0);
+		((struct iomux_epoll *)iomux_epoll_lookup(sets[2]))->sleepers = 1;
+		iomux_notify_n(&f->base, EPOLLIN, 1);
+		ck_assert_int_eq(excl_on_ready(N, sets), 1);
+		ck_assert_ptr_nonnull(((struct iomux_epoll *)iomux_epoll_lookup(sets[2]))->ready_head);
+	}
+
+	/* Nobody sleeps: every exclusive set, as under Linux. */
+	excl_reset(N + 1, sets, 0);
+	iomux_notify_n(&f->base, EPOLLIN, 1);
+	ck_assert_int_eq(excl_on_ready(N, sets), N);
+
+	/* A hang-up reaches every set even with sleepers. */
+	excl_reset(N + 1, sets, 1);
+	iomux_notify_n(&f->base, EPOLLIN | EPOLLHUP, 1);
+	ck_assert_int_eq(excl_on_ready(N, sets), N);
+
+	excl_reset(N + 1, sets, 0);
+	for (int i = 0; i <= N; i++)
+		ep_close(sets[i]);
+	fake_close(f);
+}
+END_TEST
+
 START_TEST(del_racing_notify_leaves_nothing_on_ready_list)
 {
 	int ep = ep_new();
@@ -787,6 +878,7 @@ int main(void)
 	tcase_add_test(tc, ctl_errno_as_linux);
 	tcase_add_test(tc, close_removes_from_sets);
 	tcase_add_test(tc, fd_in_two_sets);
+	tcase_add_test(tc, exclusive_edges_wake_one_sleeping_set_each);
 	tcase_add_test(tc, nested_epoll_sees_offloaded_readiness);
 	tcase_add_test(tc, ring_wait_fd_that_is_an_epoll_set_wakes_a_sleeper);
 	tcase_add_test(tc, timeouts_zero_short_and_woken);
