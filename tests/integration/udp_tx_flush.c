@@ -19,6 +19,15 @@
  *     BURSTS times: SIZE back-to-back send() calls (the last ones are held
  *     as a burst), then SPIN_MS of busy computing that calls nothing at all
  *     (a thread spinning on a queue of its own between messages).
+ *   udp_tx_flush echo PORT COUNT WORK_US REPLY_PORT HOLD_MS
+ *     a server: bound to PORT, it takes the first datagram, sleeps 200 ms
+ *     (the client's burst queues up meanwhile), then answers it and COUNT-1
+ *     more, each after WORK_US of computing, by a datagram with the same
+ *     4 bytes to the sender's address at REPLY_PORT; then sleeps HOLD_MS
+ *     (nanosleep) so the script can read its statistics. Its replies to
+ *     queued requests may share doorbells (the sender has more input
+ *     waiting, ring_hold.h) where the burst rule alone, with sends WORK_US
+ *     apart, would ring each.
  *   udp_tx_flush recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US [LATE_US MAX_LATE GROUP]]
  *     waits FIRST_MS for the first datagram, then at most IDLE_MS after each
  *     one for the next; exit 0 when sequence numbers 0..COUNT-1 all arrived
@@ -212,6 +221,49 @@ static void spin_ms(long ms)
 	while ((b.tv_sec - a.tv_sec) * 1000L + (b.tv_nsec - a.tv_nsec) / 1000000L < ms);
 }
 
+static void spin_us(long us)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static int do_echo(int port, unsigned count, long work_us, int reply_port, long hold_ms)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0) {
+		perror("echo: socket/bind");
+		return 2;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	for (unsigned i = 0; i < count; i++) {
+		uint32_t seq;
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		if (recvfrom(fd, &seq, sizeof(seq), 0, (struct sockaddr *)&from, &fl) != (ssize_t)sizeof(seq)) {
+			perror("echo: recvfrom");
+			return 1;
+		}
+		if (i == 0)
+			usleep(200000);   /* the rest of the burst queues up */
+		spin_us(work_us);
+		from.sin_port = htons((uint16_t)reply_port);
+		if (sendto(fd, &seq, sizeof(seq), 0, (struct sockaddr *)&from, sizeof(from)) != (ssize_t)sizeof(seq)) {
+			perror("echo: sendto");
+			return 1;
+		}
+	}
+	printf("answered %u datagrams; sleeping %ld ms\n", count, hold_ms);
+	fflush(stdout);
+	usleep((useconds_t)hold_ms * 1000);
+	close(fd);
+	return 0;
+}
+
 static int do_bursts(const char *dst, int port, unsigned bursts, unsigned size, long spin)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -338,6 +390,9 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "bursts"))
 		return do_bursts(argv[2], atoi(argv[3]), (unsigned)strtoul(argv[4], NULL, 10),
 				 (unsigned)strtoul(argv[5], NULL, 10), atol(argv[6]));
+	if (argc == 7 && !strcmp(argv[1], "echo"))
+		return do_echo(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atoi(argv[5]),
+			       atol(argv[6]));
 	if ((argc == 6 || argc == 7 || argc == 10) && !strcmp(argv[1], "recv"))
 		return do_recv(atoi(argv[2]), (unsigned)strtoul(argv[3], NULL, 10), atol(argv[4]), atol(argv[5]),
 			       argc >= 7 ? atol(argv[6]) : 0, argc == 10 ? atol(argv[7]) : 0,
@@ -345,7 +400,7 @@ int main(int argc, char **argv)
 			       argc == 10 ? (unsigned)strtoul(argv[9], NULL, 10) : 0);
 	fprintf(stderr,
 		"usage: %s send DST PORT COUNT CHUNK SLEEP_MS | tail DST PORT COUNT SLEEP_MS HOW | "
-		"bursts DST PORT BURSTS SIZE SPIN_MS | recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US [LATE_US MAX_LATE GROUP]]\n",
+		"bursts DST PORT BURSTS SIZE SPIN_MS | echo PORT COUNT WORK_US REPLY_PORT HOLD_MS | recv PORT COUNT FIRST_MS IDLE_MS [MAX_SPAN_US [LATE_US MAX_LATE GROUP]]\n",
 		argv[0]);
 	return 2;
 }

@@ -26,7 +26,17 @@ static enum verdict send_at(struct ring_hold *h, uint64_t t)
 {
 	fake_now = t;
 	uint64_t before = held_count;
-	bool ring = ring_hold_send_done(h, t, true, &held_count);
+	bool ring = ring_hold_send_done(h, t, true, false, &held_count);
+	ck_assert_uint_eq(held_count, before + (ring ? 0 : 1));
+	return ring ? RING : KEEP;
+}
+
+/* The same for a send whose sender has more input waiting (more). */
+static enum verdict send_more_at(struct ring_hold *h, uint64_t t)
+{
+	fake_now = t;
+	uint64_t before = held_count;
+	bool ring = ring_hold_send_done(h, t, true, true, &held_count);
 	ck_assert_uint_eq(held_count, before + (ring ? 0 : 1));
 	return ring ? RING : KEEP;
 }
@@ -61,9 +71,73 @@ START_TEST(lone_sends_ring_and_bursts_wait_within_the_bound)
 	flush_at(&h, u);
 	/* Nothing queued (a full batch rang in the send): nothing to do. */
 	uint64_t before = held_count;
-	ck_assert(!ring_hold_send_done(&h, u + 1 * US, false, &held_count));
+	ck_assert(!ring_hold_send_done(&h, u + 1 * US, false, false, &held_count));
 	ck_assert_uint_eq(held_count, before);
 	ck_assert_uint_eq(ring_hold_strandings(&h), 0);
+}
+END_TEST
+
+/* A lone send (long after the previous one) waits when its sender has
+ * more input waiting and its previous sends came less than HOLD_MORE_MAX
+ * apart; the replies to it join, 12 us apart (slower than a burst), within
+ * HOLD_MORE_MAX; the last one (no more input) joins by the burst rule and
+ * the sender's next poll flushes all: one doorbell. A sender whose replies
+ * come 25 us apart holds none for its input. A hint does not bypass the
+ * hold-off that stranded tails started. */
+START_TEST(a_send_with_more_input_waits_for_the_replies_to_it)
+{
+	struct ring_hold h = { 0 };
+	uint64_t t = 10 * S;
+	ck_assert_int_eq(send_at(&h, t), RING);
+	ck_assert_int_eq(send_at(&h, t + 100 * US), RING);
+	ck_assert_int_eq(send_more_at(&h, t + 125 * US), RING);   /* 100, then 25 us apart */
+	ck_assert_int_eq(send_more_at(&h, t + 150 * US), RING);
+	ck_assert_int_eq(send_more_at(&h, t + 175 * US), RING);
+	ck_assert_int_eq(send_at(&h, t + 177 * US), KEEP);        /* a burst */
+	flush_at(&h, t + 178 * US);
+	t += 1 * MS;
+	ck_assert_int_eq(send_more_at(&h, t), KEEP);            /* lone, but more */
+	ck_assert_int_eq(send_more_at(&h, t + 12 * US), KEEP);  /* a 12 us gap */
+	ck_assert_int_eq(send_at(&h, t + 17 * US), KEEP);       /* the last: burst */
+	flush_at(&h, t + 18 * US);
+	ck_assert_uint_eq(ring_hold_strandings(&h), 0);
+	/* The previous two sends came 1 us apart: the next lone send may hold. */
+	/* Hinted sends 12 us apart: the oldest held may not wait
+	 * HOLD_MORE_MAX (20 us)... */
+	t += 1 * MS;
+	ck_assert_int_eq(send_at(&h, t - 2 * US), RING);
+	ck_assert_int_eq(send_at(&h, t - 1 * US), KEEP);
+	flush_at(&h, t - 1 * US);
+	ck_assert_int_eq(send_more_at(&h, t), KEEP);
+	ck_assert_int_eq(send_more_at(&h, t + 12 * US), KEEP);
+	ck_assert_int_eq(send_more_at(&h, t + 24 * US), RING);
+	flush_at(&h, t + 24 * US);
+	/* ...but a burst's sends after a hinted one keep HOLD_MAX (50 us). */
+	t += 1 * MS;
+	ck_assert_int_eq(send_at(&h, t - 2 * US), RING);
+	ck_assert_int_eq(send_at(&h, t - 1 * US), KEEP);
+	flush_at(&h, t - 1 * US);
+	ck_assert_int_eq(send_more_at(&h, t), KEEP);
+	for (uint64_t u = 8; u <= 48; u += 8)
+		ck_assert_int_eq(send_at(&h, t + u * US), KEEP);
+	ck_assert_int_eq(send_at(&h, t + 56 * US), RING);
+	flush_at(&h, t + 56 * US);
+	/* Without the hint the same lone send rings. */
+	t += 1 * MS;
+	ck_assert_int_eq(send_at(&h, t), RING);
+	/* Two tails stranded stop the holding, hinted sends included (a
+	 * send whose full batch rang already, 1 us before, makes the gap). */
+	for (int i = 0; i < 2; i++) {
+		t += 1 * MS;
+		ck_assert(!ring_hold_send_done(&h, t - 30 * US, false, false, &held_count));
+		ck_assert(!ring_hold_send_done(&h, t - 29 * US, false, false, &held_count));
+		ck_assert_int_eq(send_more_at(&h, t), KEEP);
+		flush_at(&h, t + 10 * MS);   /* the internal thread's pass */
+	}
+	ck_assert_uint_eq(ring_hold_strandings(&h), 2);
+	t += 20 * MS;
+	ck_assert_int_eq(send_more_at(&h, t), RING);
+	ck_assert_int_eq(send_more_at(&h, t + 1 * US), RING);
 }
 END_TEST
 
@@ -203,6 +277,7 @@ int main(void)
 	TCase *tc = tcase_create("hold");
 	tcase_add_test(tc, lone_sends_ring_and_bursts_wait_within_the_bound);
 	tcase_add_test(tc, a_tail_flushed_by_its_sender_is_no_stranding);
+	tcase_add_test(tc, a_send_with_more_input_waits_for_the_replies_to_it);
 	tcase_add_test(tc, two_tails_the_internal_thread_finds_stop_the_holding);
 	tcase_add_test(tc, a_sender_back_after_the_bound_finds_its_tail_stranded);
 	tcase_add_test(tc, a_fast_senders_odd_stranded_burst_changes_nothing);

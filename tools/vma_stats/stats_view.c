@@ -196,6 +196,8 @@ static void print_rings_pools(FILE *out, const struct stats_snapshot *s)
 			(ull)c->tx_dummy);
 		fprintf(out, "Interrupts: %llu / %llu [requests/received]\n",
 			(ull)c->interrupts_requested, (ull)c->interrupts_received);
+		fprintf(out, "Tx doorbells: %llu / %llu / %llu [rung/sends held/tails stranded]\n",
+			(ull)c->tx_doorbells, (ull)c->tx_held, (ull)c->tx_stranded);
 		fprintf(out, "Moderation: %u / %u [frame count/usec period]\n", r->moderation_count,
 			r->moderation_period_usec);
 		fprintf(out, "CQ=[%u] Packets dropped: %llu / Packets queue len: %u / Drained max: %llu / "

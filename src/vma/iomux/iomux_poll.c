@@ -414,6 +414,8 @@ static int poll_core(struct pollfd *fds, nfds_t nfds, const struct timespec *tim
 		/* Only a ring woke us: poll it. */
 	}
 out:
+	/* The sends that answer these may share a doorbell (sock_offload.h). */
+	sock_offload_events_returned(n);
 	iomux_stats_finish(st, n, start, slept);
 	return n;
 }

@@ -530,6 +530,8 @@ static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept
 	 * traffic, not one that would wake it for every request. */
 	if (n <= 0)
 		sock_offload_spin_leave();
+	/* The sends that answer these may share a doorbell (sock_offload.h). */
+	sock_offload_events_returned(n);
 	iomux_stats_finish(ep->stats, n, start, slept);
 	return n;
 }

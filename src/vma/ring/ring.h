@@ -85,10 +85,11 @@ struct ring_ops {
 	/* Rings the doorbell once for everything queued, reaps completions. */
 	void (*tx_flush)(struct ring *ring);
 	/* Ends one application send call: rings the doorbell now, or leaves
-	 * the frames queued while a burst is under way (the adaptive policy
-	 * in docs/ring.md). Whoever then polls, sleeps or ticks must call
-	 * tx_flush. NULL: tx_flush. */
-	void (*tx_send_done)(struct ring *ring);
+	 * the frames queued while a burst is under way or, with more, while
+	 * the sender has input waiting whose replies will follow (the adaptive
+	 * policy in docs/ring.md). Whoever then polls, sleeps or ticks must
+	 * call tx_flush. NULL: tx_flush. */
+	void (*tx_send_done)(struct ring *ring, bool more);
 	/* Frames queued that the kernel has not been told about. NULL: 0. */
 	unsigned (*tx_pending)(const struct ring *ring);
 	/* After defer_kicks(ring, owed): tx_flush, tx_send_done and tx_send
@@ -243,10 +244,10 @@ static inline void ring_tx_flush(struct ring *ring)
 	ring->ops->tx_flush(ring);
 }
 
-static inline void ring_tx_send_done(struct ring *ring)
+static inline void ring_tx_send_done(struct ring *ring, bool more)
 {
 	if (ring->ops->tx_send_done)
-		ring->ops->tx_send_done(ring);
+		ring->ops->tx_send_done(ring, more);
 	else
 		ring->ops->tx_flush(ring);
 }

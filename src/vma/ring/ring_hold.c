@@ -23,10 +23,11 @@ static void ring_hold_stranded(struct ring_hold *h, uint64_t now)
 	h->in_a_row = 0;
 }
 
-bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, uint64_t *held)
+bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, bool more, uint64_t *held)
 {
-	uint64_t prev = h->last_send_ns;
+	uint64_t prev = h->last_send_ns, prev_gap = h->last_gap_ns;
 	h->last_send_ns = now;
+	h->last_gap_ns = now - prev;
 	/* Frames still held when the sender comes back after HOLD_MAX waited
 	 * all that time: nothing of ours ran in between to flush them. (The
 	 * gap rings the doorbell for them below.) */
@@ -34,8 +35,18 @@ bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, uint64_
 		ring_hold_stranded(h, now);
 	if (!queued)
 		return false;
-	if (now - prev >= RING_HOLD_BURST_GAP_NS || now < h->off_until_ns ||
-	    (h->held_since_ns && now - h->held_since_ns >= RING_HOLD_MAX_NS))
+	/* Held for the replies to come (more), not by the burst rule: only
+	 * for a sender whose last two sends, or this one and the last, came
+	 * less than HOLD_MORE_MAX apart (its replies are quick to compute; the
+	 * first reply after a pause has the gap before it), and the oldest
+	 * frame waits at most that. A held reply waits for the next one's computing: a
+	 * server slow at it would leave its clients idle (a closed loop of a
+	 * few clients per thread runs its queue dry) to save a doorbell that
+	 * is a small part of its time. */
+	bool burst = now - prev < RING_HOLD_BURST_GAP_NS;
+	bool for_more = more && (prev_gap < RING_HOLD_MORE_MAX_NS || now - prev < RING_HOLD_MORE_MAX_NS);
+	uint64_t bound = burst ? RING_HOLD_MAX_NS : RING_HOLD_MORE_MAX_NS;
+	if ((!burst && !for_more) || now < h->off_until_ns || (h->held_since_ns && now - h->held_since_ns >= bound))
 		return true;
 	if (!h->held_since_ns)
 		h->held_since_ns = now;

@@ -3,9 +3,14 @@
  * follow one rule (docs/ring.md, "TX doorbell batching"):
  *
  * - a send that comes less than BURST_GAP after the previous one is part
- *   of a burst and its frame may wait; no frame waits longer than HOLD_MAX
- *   once another send comes along, and the pollers, the sleepers and the
- *   internal thread flush the rest;
+ *   of a burst and its frame may wait; so may a lone send whose sender
+ *   says it has more input waiting (a datagram queued on the socket, more
+ *   events of its last epoll_wait or poll), whose replies will follow: one
+ *   doorbell, and one wake-up pass of the peer's softirq, for all of them
+ *   (when its sends come less than HOLD_MORE_MAX apart, and the oldest
+ *   waits at most HOLD_MORE_MAX there; a burst's frames HOLD_MAX). No frame waits longer than HOLD_MAX once another
+ *   send comes along,
+ *   and the pollers, the sleepers and the internal thread flush the rest;
  * - a held tail whose sender went away (no send for HOLD_MAX, and no poll
  *   or sleep of ours that flushed it) is stranded: a thread that ends a
  *   burst and then computes, or spins on a queue of its own. Two stranded
@@ -24,12 +29,18 @@
 
 #define RING_HOLD_BURST_GAP_NS 10000u
 #define RING_HOLD_MAX_NS 50000u
+/* Frames held because the sender has more input waiting (a send more than
+ * BURST_GAP after the previous one): only when its last two sends, or this
+ * one and the last, came less than this apart, and the oldest waits at
+ * most this. */
+#define RING_HOLD_MORE_MAX_NS 20000u
 #define RING_HOLD_OFF_FIRST_NS 1000000000ull
 #define RING_HOLD_OFF_MAX_SHIFT 6u
 #define RING_HOLD_STRANDED_IN_A_ROW 2u
 
 struct ring_hold {
 	uint64_t last_send_ns;      /* the last send call's end */
+	uint64_t last_gap_ns;       /* between the last two send calls */
 	uint64_t held_since_ns;     /* when the oldest held frame was held; 0 = none */
 	uint64_t off_until_ns;      /* no holding before this */
 	uint32_t strandings;        /* stranded bursts, all told */
@@ -41,9 +52,10 @@ struct ring_hold {
 uint64_t ring_hold_now_ns(void);
 
 /* One send call ended; queued: frames are queued and not yet rung (none:
- * the batch rang already). True: ring the doorbell now; false: they wait,
- * counted in *held. */
-bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, uint64_t *held);
+ * the batch rang already); more: the sender has input waiting that it
+ * handles next (a hint: its replies would join these frames). True: ring
+ * the doorbell now; false: they wait, counted in *held. */
+bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, bool more, uint64_t *held);
 
 /* ring_hold_flushing with frames held, now read. */
 void ring_hold_flushing_held(struct ring_hold *h, uint64_t now);

@@ -78,9 +78,9 @@ static void ring_multi_tx_flush(struct ring *ring)
 	ring_tx_flush(ring_multi_first(ring));
 }
 
-static void ring_multi_tx_send_done(struct ring *ring)
+static void ring_multi_tx_send_done(struct ring *ring, bool more)
 {
-	ring_tx_send_done(ring_multi_first(ring));
+	ring_tx_send_done(ring_multi_first(ring), more);
 }
 
 static void ring_multi_defer_kicks(struct ring *ring, bool *owed)

@@ -356,12 +356,12 @@ static void ring_xdp_defer_kicks(struct ring *ring, bool *owed)
 	ring_xdp_of(ring)->kick_owner_flag = owed;
 }
 
-static void ring_xdp_tx_send_done(struct ring *ring)
+static void ring_xdp_tx_send_done(struct ring *ring, bool more)
 {
 	struct ring_xdp *r = ring_xdp_of(ring);
 
 	/* Nothing unflushed: tx_send rang already (batch full). */
-	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->tx_unflushed != 0, &ring->counters.tx_held))
+	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->tx_unflushed != 0, more, &ring->counters.tx_held))
 		ring_xdp_tx_flush(ring);
 }
 

@@ -594,6 +594,9 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 		out->tx_packets = rc.tx_packets - st->base.tx_packets;
 		out->tx_bytes = rc.tx_bytes - st->base.tx_bytes;
 		out->cq_packets_dropped = rc.rx_dropped - st->base.rx_dropped;
+		out->tx_doorbells = rc.tx_doorbells - st->base.tx_doorbells;
+		out->tx_held = rc.tx_held - st->base.tx_held;
+		out->tx_stranded = rc.tx_stranded - st->base.tx_stranded;
 		out->interrupts_requested = rc.rx_wakeups - st->base.rx_wakeups;
 		if (rebase)
 			st->ctl_wakeups_base = ctx->ifs[i].ctl_wakeups;
@@ -1499,6 +1502,7 @@ void sock_offload_tx_kick_locked(struct sock_offload *ctx)
 }
 
 __thread unsigned sock_offload_held_mine OS_TLS_HOT;
+__thread unsigned sock_offload_events_left OS_TLS_HOT;
 
 void sock_offload_flush_mine_slow(void)
 {

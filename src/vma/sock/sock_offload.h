@@ -418,11 +418,34 @@ static inline void sock_offload_flush_mine(void)
 		sock_offload_flush_mine_slow();
 }
 
-/* Lock held: the send on ring is complete (ring_tx_send_done: the doorbell
- * now, or held in a burst), and a hold is noted for this thread. */
-static inline void sock_offload_tx_send_done_locked(struct sock_offload *ctx, struct ring *ring)
+/* Events the calling thread's last epoll_wait, poll or select returned
+ * that its sends have not yet answered (one send call per event): while
+ * some are left, a send's frames may wait for the replies to them
+ * (sock_offload_tx_more). Set when such a call returns, decremented by
+ * each send that asks, 0 when the thread next calls one (which flushes). */
+extern __thread unsigned sock_offload_events_left OS_TLS_HOT;
+static inline void sock_offload_events_returned(int n)
 {
-	ring_tx_send_done(ring);
+	sock_offload_events_left = n > 0 ? (unsigned)n : 0;
+}
+/* For a send call: whether the thread has more input waiting that it
+ * handles next, so its replies would join this one's frames in one
+ * doorbell (ring_hold.h): more events of its last epoll_wait/poll/select,
+ * or queued_here (the socket holds more received data or datagrams). */
+static inline bool sock_offload_tx_more(bool queued_here)
+{
+	unsigned left = sock_offload_events_left;
+	if (left)
+		sock_offload_events_left = --left;
+	return queued_here || left != 0;
+}
+
+/* Lock held: the send on ring is complete (ring_tx_send_done: the doorbell
+ * now, or held in a burst or for the replies to the input waiting, more),
+ * and a hold is noted for this thread. */
+static inline void sock_offload_tx_send_done_locked(struct sock_offload *ctx, struct ring *ring, bool more)
+{
+	ring_tx_send_done(ring, more);
 	if (ring_tx_pending(ring))
 		sock_offload_held_mine |= 1u << ctx->lane;
 }

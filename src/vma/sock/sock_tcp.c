@@ -113,7 +113,7 @@ void sock_tcp_tx_kick_locked(struct sock_tcp *s)
 		if (s->if_slot >= 0 && (unsigned)s->if_slot != i)
 			continue;
 		if (ring_tx_pending(ctx->ifs[i].ring))
-			sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring);
+			sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring, false);
 	}
 }
 

@@ -572,7 +572,10 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		ring_tx_flush(ifc->ring);   /* rings the doorbell and reaps completions */
 	}
 	if (flush)
-		sock_offload_tx_send_done_locked(ctx, ifc->ring);   /* now, or later in a burst (docs/ring.md) */
+		/* Now, or later in a burst or with the replies to the
+		 * datagrams still queued here (docs/ring.md). */
+		sock_offload_tx_send_done_locked(ctx, ifc->ring,
+						 sock_offload_tx_more(__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) != 0));
 	if (r >= 0 && rt->multicast && s->mc_loop && !dummy)
 		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 	int ifindex = ifc->nif.ifindex;
@@ -659,7 +662,7 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 	if (ctx) {
 		for (unsigned i = 0; i < ctx->nifs; i++)
 			if (ring_tx_pending(ctx->ifs[i].ring))
-				sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring);
+				sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring, false);
 		sock_offload_unlock(ctx);
 	}
 	if (sent == 0 && vlen > 0)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define STATS_MAGIC 0x3154415453414d56ULL /* "VMASTAT1" read as little endian */
-#define STATS_LAYOUT_VERSION 4u
+#define STATS_LAYOUT_VERSION 5u
 #define STATS_FILE_PREFIX "vmastat."
 
 /* Fixed capacities besides the sockets (whose count is VMA_STATS_FD_NUM). */
@@ -95,6 +95,10 @@ struct stats_ring_counters {
 	 * wake-ups of the internal thread by the ring (VMA_TCP_CTL_THREAD=1). */
 	uint64_t interrupts_requested, interrupts_received;
 	uint64_t cq_packets_dropped, cq_drained_max;
+	/* The TX doorbell (docs/ring.md, "TX doorbell batching"): doorbells
+	 * rung (xdp: sendto syscalls), sends whose doorbell waited for the
+	 * next ones, held tails found after their sender had gone. */
+	uint64_t tx_doorbells, tx_held, tx_stranded;
 };
 
 /* What the stack of a lane (the rings one set of threads drives, see
