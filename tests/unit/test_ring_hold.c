@@ -78,12 +78,12 @@ START_TEST(lone_sends_ring_and_bursts_wait_within_the_bound)
 END_TEST
 
 /* A lone send (long after the previous one) waits when its sender has
- * more input waiting and its previous sends came less than HOLD_MORE_MAX
- * apart; the replies to it join, 12 us apart (slower than a burst), within
- * HOLD_MORE_MAX; the last one (no more input) joins by the burst rule and
- * the sender's next poll flushes all: one doorbell. A sender whose replies
- * come 25 us apart holds none for its input. A hint does not bypass the
- * hold-off that stranded tails started. */
+ * more input waiting and is quick (one of its last three sends came less
+ * than QUICK_GAP after the one before); the replies to it join, 12 us apart
+ * (slower than a burst), within HOLD_MAX; the last one (no more input)
+ * joins by the burst rule and the sender's next poll flushes all: one
+ * doorbell. A sender whose replies come 25 us apart holds none for its
+ * input. A hint does not bypass the hold-off that stranded tails started. */
 START_TEST(a_send_with_more_input_waits_for_the_replies_to_it)
 {
 	struct ring_hold h = { 0 };
@@ -95,6 +95,17 @@ START_TEST(a_send_with_more_input_waits_for_the_replies_to_it)
 	ck_assert_int_eq(send_more_at(&h, t + 175 * US), RING);
 	ck_assert_int_eq(send_at(&h, t + 177 * US), KEEP);        /* a burst */
 	flush_at(&h, t + 178 * US);
+	/* Replies 25 us apart of which each doorbell took 15 (ring_hold_rang):
+	 * the sender's own gap is 10 us, quick. */
+	{
+		struct ring_hold q = { 0 };
+		uint64_t u = 20 * S;
+		for (int i = 0; i < 4; i++, u += 25 * US) {
+			ck_assert_int_eq(send_at(&q, u), RING);
+			ring_hold_rang(&q, u + 15 * US);
+		}
+		ck_assert_int_eq(send_more_at(&q, u), KEEP);
+	}
 	t += 1 * MS;
 	ck_assert_int_eq(send_more_at(&h, t), KEEP);            /* lone, but more */
 	ck_assert_int_eq(send_more_at(&h, t + 12 * US), KEEP);  /* a 12 us gap */
@@ -102,17 +113,18 @@ START_TEST(a_send_with_more_input_waits_for_the_replies_to_it)
 	flush_at(&h, t + 18 * US);
 	ck_assert_uint_eq(ring_hold_strandings(&h), 0);
 	/* The previous two sends came 1 us apart: the next lone send may hold. */
-	/* Hinted sends 12 us apart: the oldest held may not wait
-	 * HOLD_MORE_MAX (20 us)... */
+	/* Hinted sends 12 us apart: the oldest held may not wait HOLD_MAX
+	 * (50 us)... */
 	t += 1 * MS;
 	ck_assert_int_eq(send_at(&h, t - 2 * US), RING);
 	ck_assert_int_eq(send_at(&h, t - 1 * US), KEEP);
 	flush_at(&h, t - 1 * US);
 	ck_assert_int_eq(send_more_at(&h, t), KEEP);
-	ck_assert_int_eq(send_more_at(&h, t + 12 * US), KEEP);
-	ck_assert_int_eq(send_more_at(&h, t + 24 * US), RING);
-	flush_at(&h, t + 24 * US);
-	/* ...but a burst's sends after a hinted one keep HOLD_MAX (50 us). */
+	for (uint64_t u = 12; u <= 48; u += 12)
+		ck_assert_int_eq(send_more_at(&h, t + u * US), KEEP);
+	ck_assert_int_eq(send_more_at(&h, t + 60 * US), RING);
+	flush_at(&h, t + 60 * US);
+	/* ...nor with a burst's sends after a hinted one. */
 	t += 1 * MS;
 	ck_assert_int_eq(send_at(&h, t - 2 * US), RING);
 	ck_assert_int_eq(send_at(&h, t - 1 * US), KEEP);

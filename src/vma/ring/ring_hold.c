@@ -25,9 +25,13 @@ static void ring_hold_stranded(struct ring_hold *h, uint64_t now)
 
 bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, bool more, uint64_t *held)
 {
-	uint64_t prev = h->last_send_ns, prev_gap = h->last_gap_ns;
+	uint64_t prev = h->last_send_ns;
 	h->last_send_ns = now;
-	h->last_gap_ns = now - prev;
+	/* Quick: the sender's time between two send calls, the doorbell the
+	 * previous one rang not counted (in copy mode it transmits, about as
+	 * long as the gap itself on veth). */
+	uint64_t since = h->rang_end_ns > prev ? h->rang_end_ns : prev;
+	h->quick_gaps = (uint8_t)((h->quick_gaps << 1 | (now - since < RING_HOLD_QUICK_GAP_NS)) & RING_HOLD_QUICK_MASK);
 	/* Frames still held when the sender comes back after HOLD_MAX waited
 	 * all that time: nothing of ours ran in between to flush them. (The
 	 * gap rings the doorbell for them below.) */
@@ -36,17 +40,16 @@ bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, bool mo
 	if (!queued)
 		return false;
 	/* Held for the replies to come (more), not by the burst rule: only
-	 * for a sender whose last two sends, or this one and the last, came
-	 * less than HOLD_MORE_MAX apart (its replies are quick to compute; the
-	 * first reply after a pause has the gap before it), and the oldest
-	 * frame waits at most that. A held reply waits for the next one's computing: a
-	 * server slow at it would leave its clients idle (a closed loop of a
-	 * few clients per thread runs its queue dry) to save a doorbell that
-	 * is a small part of its time. */
+	 * for a quick sender, one of whose last three sends came less than
+	 * QUICK_GAP after the one before (the first reply after a pause has
+	 * the pause before it, a preempted one the preemption). A held reply
+	 * waits for the next one's computing: a server slow at it (every
+	 * reply QUICK_GAP or more after the previous) would leave its clients
+	 * idle (a closed loop of a few clients per thread runs its queue dry)
+	 * to save a doorbell that is a small part of its time. */
 	bool burst = now - prev < RING_HOLD_BURST_GAP_NS;
-	bool for_more = more && (prev_gap < RING_HOLD_MORE_MAX_NS || now - prev < RING_HOLD_MORE_MAX_NS);
-	uint64_t bound = burst ? RING_HOLD_MAX_NS : RING_HOLD_MORE_MAX_NS;
-	if ((!burst && !for_more) || now < h->off_until_ns || (h->held_since_ns && now - h->held_since_ns >= bound))
+	if ((!burst && !(more && h->quick_gaps)) || now < h->off_until_ns ||
+	    (h->held_since_ns && now - h->held_since_ns >= RING_HOLD_MAX_NS))
 		return true;
 	if (!h->held_since_ns)
 		h->held_since_ns = now;

@@ -7,10 +7,10 @@
  *   says it has more input waiting (a datagram queued on the socket, more
  *   events of its last epoll_wait or poll), whose replies will follow: one
  *   doorbell, and one wake-up pass of the peer's softirq, for all of them
- *   (when its sends come less than HOLD_MORE_MAX apart, and the oldest
- *   waits at most HOLD_MORE_MAX there; a burst's frames HOLD_MAX). No frame waits longer than HOLD_MAX once another
- *   send comes along,
- *   and the pollers, the sleepers and the internal thread flush the rest;
+ *   (a quick sender only: one of its last three sends came less than
+ *   QUICK_GAP after the one before). No frame waits longer than HOLD_MAX
+ *   once another send comes along, and the pollers, the sleepers and the
+ *   internal thread flush the rest;
  * - a held tail whose sender went away (no send for HOLD_MAX, and no poll
  *   or sleep of ours that flushed it) is stranded: a thread that ends a
  *   burst and then computes, or spins on a queue of its own. Two stranded
@@ -29,23 +29,25 @@
 
 #define RING_HOLD_BURST_GAP_NS 10000u
 #define RING_HOLD_MAX_NS 50000u
-/* Frames held because the sender has more input waiting (a send more than
- * BURST_GAP after the previous one): only when its last two sends, or this
- * one and the last, came less than this apart, and the oldest waits at
- * most this. */
-#define RING_HOLD_MORE_MAX_NS 20000u
+/* A send with more input waiting holds (beyond the burst rule) only when
+ * one of the sender's last three sends came less than this after the one
+ * before: its replies are quick to compute. Bit i of quick_gaps: the gap
+ * before the i-th last send was that quick. */
+#define RING_HOLD_QUICK_GAP_NS 20000u
+#define RING_HOLD_QUICK_MASK 7u
 #define RING_HOLD_OFF_FIRST_NS 1000000000ull
 #define RING_HOLD_OFF_MAX_SHIFT 6u
 #define RING_HOLD_STRANDED_IN_A_ROW 2u
 
 struct ring_hold {
 	uint64_t last_send_ns;      /* the last send call's end */
-	uint64_t last_gap_ns;       /* between the last two send calls */
 	uint64_t held_since_ns;     /* when the oldest held frame was held; 0 = none */
 	uint64_t off_until_ns;      /* no holding before this */
+	uint64_t rang_end_ns;       /* the latest doorbell's return (ring_hold_rang) */
 	uint32_t strandings;        /* stranded bursts, all told */
 	uint32_t in_a_row;          /* stranded bursts since one flushed in time */
 	uint32_t stops;             /* times holding stopped: the next stop doubles */
+	uint8_t quick_gaps;         /* RING_HOLD_QUICK_MASK bits, newest lowest */
 };
 
 /* CLOCK_MONOTONIC in ns (vDSO: no syscall with a TSC clocksource). */
@@ -57,6 +59,13 @@ uint64_t ring_hold_now_ns(void);
  * the doorbell now; false: they wait, counted in *held. */
 bool ring_hold_send_done(struct ring_hold *h, uint64_t now, bool queued, bool more, uint64_t *held);
 
+/* A doorbell for the sender's frames returned at t (0: none yet): the
+ * time before t is not the sender's own (the quick test). */
+static inline void ring_hold_rang(struct ring_hold *h, uint64_t t)
+{
+	if (t > h->rang_end_ns)
+		h->rang_end_ns = t;
+}
 /* ring_hold_flushing with frames held, now read. */
 void ring_hold_flushing_held(struct ring_hold *h, uint64_t now);
 

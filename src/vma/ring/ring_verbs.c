@@ -428,8 +428,10 @@ static void ring_verbs_tx_send_done(struct ring *ring, bool more)
 {
 	struct ring_verbs *r = ring_verbs_of(ring);
 	/* The adaptive doorbell of docs/ring.md, as the xdp backend's. */
-	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->sq_queued != 0, more, &ring->counters.tx_held))
+	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->sq_queued != 0, more, &ring->counters.tx_held)) {
 		ring_verbs_tx_flush(ring);
+		ring_hold_rang(&r->hold, ring_hold_now_ns());
+	}
 }
 
 static unsigned ring_verbs_tx_pending(const struct ring *ring)

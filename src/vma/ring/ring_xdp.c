@@ -79,6 +79,7 @@ struct ring_xdp {
 	uint32_t kick_owed;
 	uint32_t kick_short;
 	uint32_t kick_requests;   /* tx_kick calls not yet served by a sendto */
+	uint64_t kick_end_ns;     /* when the last deferred kick's sendto returned (ring_hold_rang) */
 	uint64_t fill_empty_seen; /* kernel's count at the last read_counters */
 	struct ring_flow *flows;  /* attached by this ring, detached on close */
 	unsigned flow_count;
@@ -348,6 +349,7 @@ static void ring_xdp_tx_kick(struct ring *ring)
 	}
 	if (ring_xsk_prod_outstanding(&r->tx))
 		__atomic_store_n(&r->kick_short, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->kick_end_ns, ring_hold_now_ns(), __ATOMIC_RELAXED);
 	errno = saved;
 }
 
@@ -361,8 +363,14 @@ static void ring_xdp_tx_send_done(struct ring *ring, bool more)
 	struct ring_xdp *r = ring_xdp_of(ring);
 
 	/* Nothing unflushed: tx_send rang already (batch full). */
-	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->tx_unflushed != 0, more, &ring->counters.tx_held))
+	/* The doorbell of the previous send may have been rung after the
+	 * lane's unlock (ring_xdp_tx_kick): its end counts as the sender's. */
+	ring_hold_rang(&r->hold, __atomic_load_n(&r->kick_end_ns, __ATOMIC_RELAXED));
+	if (ring_hold_send_done(&r->hold, ring_hold_now_ns(), r->tx_unflushed != 0, more, &ring->counters.tx_held)) {
 		ring_xdp_tx_flush(ring);
+		if (!r->kick_owner_flag)
+			ring_hold_rang(&r->hold, ring_hold_now_ns());
+	}
 }
 
 static unsigned ring_xdp_tx_pending(const struct ring *ring)
