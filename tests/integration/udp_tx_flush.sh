@@ -114,7 +114,7 @@ run_pair "bursts then computing" 12209 "60 15000 700 0 2000 3 3" \
 # requests still queued on the socket a reply may wait for the next ones, up
 # to 20 us (ring_hold.h, docs/ring.md). All 100 replies must arrive once,
 # the last while the server sleeps, and vma_stats must count at least 20 of
-# them held (about 45, with 55 doorbells, here) in one of up to three
+# them held (70-80, with 20-30 doorbells, here) in one of up to three
 # rounds. Not a bound on every round: a held reply found 50 us late (the
 # server preempted) is a stranded tail, and two in a row stop the holding
 # for a second, after which every reply rings.
