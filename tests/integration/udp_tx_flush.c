@@ -210,17 +210,8 @@ static int do_tail(const char *dst, int port, unsigned count, long sleep_ms, con
 	return 0;
 }
 
-/* Busy for ms on the CPU without a call of any library (the vDSO clock
+/* Busy for us on the CPU without a call of any library (the vDSO clock
  * is read directly by libc, not through anything libvma interposes). */
-static void spin_ms(long ms)
-{
-	struct timespec a, b;
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	do
-		clock_gettime(CLOCK_MONOTONIC, &b);
-	while ((b.tv_sec - a.tv_sec) * 1000L + (b.tv_nsec - a.tv_nsec) / 1000000L < ms);
-}
-
 static void spin_us(long us)
 {
 	struct timespec a, b;
@@ -279,7 +270,7 @@ static int do_bursts(const char *dst, int port, unsigned bursts, unsigned size, 
 			return 1;
 		}
 		if (i % size == size - 1)
-			spin_ms(spin);
+			spin_us(spin * 1000);
 	}
 	printf("sent %u bursts of %u, %ld ms of computing after each\n", bursts, size, spin);
 	fflush(stdout);
