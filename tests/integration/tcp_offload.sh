@@ -8,7 +8,9 @@
 # Then: refused connect (blocking ECONNREFUSED; non-blocking EINPROGRESS,
 # poll OUT|ERR|HUP, SO_ERROR), a libvma listener on 0.0.0.0 accepting both
 # an offloaded and a loopback (kernel) connection, and EOF/EPIPE after the
-# peer closes.
+# peer closes; a kernel server's connection that goes on when a libvma
+# server listens on its port (SO_REUSEPORT), and a listen() the kernel
+# refuses after our steering was in (EADDRINUSE, the next one offloaded).
 set -u
 LIB=${1:-$(dirname "$0")/../../src/vma/.libs/libvma.so}
 [ -d "$LIB" ] && LIB=$LIB/src/vma/.libs/libvma.so
@@ -166,6 +168,100 @@ s=socket.create_connection(("127.0.0.1",15010),timeout=5); s.sendall(b"loop"); p
 wait $LSRV; rc=$?
 grep -q "hello ring" "$TMP/ring" && grep -q "hello loop" "$TMP/loop" && [ $rc = 0 ]
 check $? "listener on 0.0.0.0: ring connection and loopback connection both served, EOF after peer close"
+
+# A rolling restart: a kernel server (no libvma) serves a connection on a
+# port, a libvma server then listens on the same port (SO_REUSEPORT), and
+# the old connection goes on with the kernel (its segments are not taken by
+# the new listener's steering: the XDP program leaves connections the kernel
+# holds to it), while a new connection reaches the libvma server.
+$B timeout 30 python3 - 15050 "$TMP/vma_up" <<'PY' >"$TMP/old_srv" 2>&1 & OSRV=$!
+import socket,sys
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEPORT,1)
+s.bind(("0.0.0.0",int(sys.argv[1]))); s.listen(4); s.settimeout(20)
+c,a=s.accept(); s.close(); c.settimeout(20); n=0
+while True:
+  d=c.recv(65536)
+  if not d: break
+  n+=len(d); c.sendall(d)
+print("old server echoed", n)
+PY
+wait_listen "$B" 15050
+$A timeout 30 python3 - 15050 "$TMP/vma_up" <<'PY' >"$TMP/old_cli" 2>&1 & OCLI=$!
+import socket,sys,os,time,threading
+port,flag=int(sys.argv[1]),sys.argv[2]
+def echo(s,n):
+  data=os.urandom(n); got=b""
+  t=threading.Thread(target=s.sendall,args=(data,)); t.start()
+  while len(got)<n:
+    d=s.recv(65536)
+    if not d: break
+    got+=d
+  t.join(); return got==data
+s=socket.create_connection(("198.18.0.2",port),timeout=10)
+ok1=echo(s,1000)
+for i in range(200):
+  if os.path.exists(flag): break
+  time.sleep(0.1)
+ok2=echo(s,300000); s.close()
+n=socket.create_connection(("198.18.0.2",port),timeout=10); n.sendall(b"new")
+print("old connection before", ok1, "after", ok2, "new connection:", n.recv(100).decode()); n.close()
+PY
+for i in $(seq 100); do [ -n "$($B ss -Htn "sport = :15050" state established)" ] && break; sleep 0.1; done
+$B $VMA timeout 30 python3 - 15050 "$TMP/vma_up" <<'PY' >"$TMP/new_srv" 2>&1
+import socket,sys
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEPORT,1)
+s.bind(("0.0.0.0",int(sys.argv[1]))); s.listen(4); s.settimeout(20)
+open(sys.argv[2],"w").close()
+c,a=s.accept(); d=c.recv(100); c.sendall(b"vma "+d); c.close()
+PY
+wait $OCLI; wait $OSRV
+grep -q "before True after True new connection: vma new" "$TMP/old_cli" && grep -q "old server echoed 301000" "$TMP/old_srv"
+check $? "rolling restart (SO_REUSEPORT): the kernel server's connection goes on after a libvma server listens on its port, a new one reaches libvma ($(cat "$TMP/old_cli" "$TMP/old_srv" | grep -v "^VMA" | tr '\n' ' '))"
+
+# listen() refused by the kernel after our steering was in (a kernel
+# process listens first on the port both bound with SO_REUSEADDR): the
+# call fails with EADDRINUSE and leaves the socket as it was, so its next
+# listen(), once the port is free, is offloaded (the connection it accepts
+# is no kernel connection).
+FLAGS=$TMP/flags; mkdir -p "$FLAGS"
+waitflag='
+import os,time,sys
+def wait(f):
+  for i in range(300):
+    if os.path.exists(sys.argv[1]+"/"+f): return
+    time.sleep(0.05)
+  raise SystemExit("no "+f)
+def flag(f): open(sys.argv[1]+"/"+f,"w").close()
+'
+$B timeout 30 python3 -c "$waitflag"'
+import socket
+k=socket.socket(); k.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); k.bind(("198.18.0.2",15060)); flag("bound")
+wait("vbound"); k.listen(4); flag("klisten"); wait("vtried"); k.close(); flag("kclosed")' "$FLAGS" &
+KLIS=$!
+$B $VMA timeout 30 python3 -c "$waitflag"'
+import socket,errno
+wait("bound")
+v=socket.socket(); v.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); v.bind(("198.18.0.2",15060)); flag("vbound")
+wait("klisten")
+try: v.listen(4); r="listened"
+except OSError as e: r=errno.errorcode.get(e.errno)
+flag("vtried"); wait("kclosed")
+v.listen(4); flag("vlisten")
+c,a=v.accept(); d=c.recv(10); c.sendall(b"ok "+d)
+print("first listen:", r, "then accepted:", d.decode(), flush=True)
+wait("checked"); c.close()' "$FLAGS" >"$TMP/relisten" 2>&1 &
+VLIS=$!
+$A timeout 30 python3 -c "$waitflag"'
+import socket
+wait("vlisten")
+s=socket.create_connection(("198.18.0.2",15060),timeout=10); s.sendall(b"x"); print(s.recv(10)); s.close()' "$FLAGS" >/dev/null 2>&1
+# the connection, still open on the server's side, is no kernel socket
+kconns=$($B ss -Htn "( sport = :15060 )" | wc -l)
+touch "$FLAGS/checked"
+wait $VLIS; wait $KLIS
+echo "kernel connections: $kconns" >>"$TMP/relisten"
+grep -q "first listen: EADDRINUSE then accepted: x" "$TMP/relisten" && [ "$kconns" = 0 ]
+check $? "listen refused by the kernel after our steering: EADDRINUSE, the socket unchanged, its next listen offloaded ($(grep -v "^VMA" "$TMP/relisten" | tr '\n' ' '))"
 
 # EPIPE after the peer is gone; ECONNRESET from a peer's abortive close.
 $A timeout 20 python3 -c '

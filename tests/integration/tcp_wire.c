@@ -316,8 +316,8 @@ static void dump_port(int port)
 			pany = 1;
 		}
 		uint32_t base = out ? tseq : pseq, abase = out ? pseq : tseq;
-		fprintf(stderr, "DUMP %9.3f %s seq %u len %u ack %u fl %02x", k->t - t0, out ? "T>" : "<P",
-		        k->seq - base, k->len, k->ack - abase, k->flags);
+		fprintf(stderr, "DUMP %9.3f %s seq %u len %u ack %u fl %02x wnd %u", k->t - t0, out ? "T>" : "<P",
+		        k->seq - base, k->len, k->ack - abase, k->flags, k->wnd);
 		if (k->sack_l || k->sack_r)
 			fprintf(stderr, " sack %u-%u", k->sack_l - abase, k->sack_r - abase);
 		fprintf(stderr, "\n");
@@ -633,7 +633,7 @@ static int run_test(const char *test_ip)
 	got = read_all(fd);
 	double dt = now_ms() - t0;
 	close(fd);
-	printf("METRIC drs_bytes %zu\nINFO: 8 MiB received in %.0f ms\n", got, dt);
+	printf("METRIC drs_bytes %zu\nMETRIC drs_read_us %.0f\nINFO: 8 MiB received in %.0f ms\n", got, dt * 1000, dt);
 
 	fd = connect_to(PORT_USER_TIMEOUT, 0);
 	int ut = 1000;

@@ -6,6 +6,7 @@
  * children created by the engine; accept() gives each a fresh fd. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,18 +64,42 @@ static void sock_tcp_listen_flows_get_locked(struct sock_tcp *s)
 	}
 }
 
-/* The offload half of listen(), once the kernel socket listens: a pcb in
- * ctx's engine and the steering. Leaves the socket on the kernel path
- * (os_only) when the rules, the address or the steering say so. */
-static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx)
+/* Sentinel for sock_tcp_listen_offload: the kernel socket listens already. */
+#define SOCK_TCP_KERNEL_LISTENS INT_MIN
+
+/* The offload half of listen(): a pcb in ctx's engine and the steering.
+ * Leaves the socket on the kernel path (os_only) when the rules, the address
+ * or the steering say so. With os_backlog other than SOCK_TCP_KERNEL_LISTENS
+ * the kernel socket is made a listener here, after our steering is in and
+ * before the engine (its lock held) can see a SYN: a SYN that came between
+ * the kernel's listen() and our entry would leave a connection in the
+ * kernel's queue on a port whose segments we take. Returns what the
+ * kernel's listen() returned (0 when it listened before). */
+/* The kernel's listen() for a listener that stays on the kernel path; when
+ * the kernel refuses, the socket is as before (a later listen() may offload). */
+static int sock_tcp_listen_kernel_only(struct sock_tcp *s, int os_backlog, struct sock_offload *prev_ctx)
 {
+	if (os_backlog == SOCK_TCP_KERNEL_LISTENS)
+		return 0;
+	int ret = OS_CALL(listen, s->obj.fd, os_backlog);
+	if (ret != 0) {
+		s->os_only = false;
+		s->ctx = prev_ctx;
+	}
+	return ret;
+}
+
+static int sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx, int os_backlog)
+{
+	bool kernel_listens = os_backlog == SOCK_TCP_KERNEL_LISTENS;
+	struct sock_offload *prev_ctx = s->ctx;
 	struct sock_obj *obj = &s->obj;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	socklen_t ll = sizeof(local);
 	if (OS_CALL(getsockname, obj->fd, (struct sockaddr *)&local, &ll) != 0 ||
 	    cfg_rules_match(CFG_ROLE_TCP_SERVER, &local, NULL) != CFG_TRANSPORT_VMA) {
 		s->os_only = true;
-		return;
+		return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 	}
 	uint32_t slots;
 	if (local.sin_addr.s_addr == INADDR_ANY) {
@@ -83,7 +108,7 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 		int slot = sock_offload_if_slot_by_ip(ctx, local.sin_addr.s_addr);
 		if (slot < 0) {
 			s->os_only = true;   /* loopback or an interface we do not offload */
-			return;
+			return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 		}
 		slots = 1u << slot;
 	}
@@ -110,14 +135,26 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 		if (!s->listen_slots)
 			err = -ENOSPC;
 	}
+	int os_err = 0;
+	if (err == 0 && !kernel_listens && OS_CALL(listen, obj->fd, os_backlog) != 0) {
+		os_err = errno;
+		sock_tcp_listen_flows_put_locked(s);
+		s->listen_want = 0;
+		err = -os_err;
+	}
 	if (err < 0) {
 		if (pcb)
 			tcp_abort(pcb);
 		s->pcb = NULL;
-		s->os_only = true;
 		sock_offload_unlock(ctx);
+		if (os_err) {   /* the kernel refused listen(): so do we, nothing changed */
+			s->ctx = prev_ctx;
+			errno = os_err;
+			return -1;
+		}
+		s->os_only = true;
 		vlog_debug("fd %d: TCP listener stays with the kernel (%s)", obj->fd, strerror(-err));
-		return;
+		return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 	}
 	s->local_ip = local.sin_addr.s_addr;
 	s->local_port = local.sin_port;
@@ -136,6 +173,7 @@ static void sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx
 		s->stats->local_addr = s->local_ip;
 		s->stats->local_port = s->local_port;
 	}
+	return 0;
 }
 
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
@@ -145,14 +183,30 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 		errno = EINVAL;
 		return -1;
 	}
-	int ret = OS_CALL(listen, obj->fd, backlog);
-	if (ret == 0)
-		s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
-	if (ret != 0 || s->mode != SOCK_TCP_KERNEL || s->os_only)
-		return ret;
-	struct sock_offload *ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
-	if (!ctx || !ctx->tcp)
-		return 0;
+	/* A socket bound to its port listens in the kernel after our steering
+	 * is in (sock_tcp_listen_offload); one without a port gets it from the
+	 * kernel's listen() first (nobody can be connecting to it yet). */
+	struct sockaddr_in bound = { 0 };
+	socklen_t bl = sizeof(bound);
+	bool has_port = OS_CALL(getsockname, obj->fd, (struct sockaddr *)&bound, &bl) == 0 &&
+			bound.sin_family == AF_INET && bound.sin_port != 0;
+	if (has_port) {   /* a connected socket: the kernel's EINVAL, nothing steered */
+		bl = sizeof(bound);
+		has_port = OS_CALL(getpeername, obj->fd, (struct sockaddr *)&bound, &bl) != 0;
+	}
+	struct sock_offload *ctx = NULL;
+	if (s->mode == SOCK_TCP_KERNEL && !s->os_only) {
+		ctx = sock_offload_get_for_socket(s->ctx, obj->fd, s->ring_logic, s->ring_user_id);
+		if (ctx && !ctx->tcp)
+			ctx = NULL;
+	}
+	if (!ctx || !has_port) {
+		int ret = OS_CALL(listen, obj->fd, backlog);
+		if (ret == 0)
+			s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
+		if (ret != 0 || !ctx)
+			return ret;
+	}
 	/* As Linux: a negative backlog or one above somaxconn is somaxconn;
 	 * 0 stays 0 (every SYN gets a cookie, one connection may wait). */
 	s->backlog = backlog < 0 || backlog > SOCK_TCP_SOMAXCONN ? SOCK_TCP_SOMAXCONN : (unsigned)backlog;
@@ -162,7 +216,9 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	s->reuseport = OS_CALL(getsockopt, obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport;
 	if (s->reuseport)
 		s->share = true;
-	sock_tcp_listen_offload(s, ctx);
+	if (sock_tcp_listen_offload(s, ctx, has_port ? backlog : SOCK_TCP_KERNEL_LISTENS) != 0)
+		return -1;
+	s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
 	errno = 0;
 	return 0;
 }
@@ -234,7 +290,7 @@ void sock_tcp_fork_join(struct sock_tcp *s)
 		s->mode = SOCK_TCP_KERNEL;
 		s->ctx = NULL;
 		s->share = true;
-		sock_tcp_listen_offload(s, ctx);
+		sock_tcp_listen_offload(s, ctx, SOCK_TCP_KERNEL_LISTENS);
 		if (s->mode != SOCK_TCP_LISTENER) {
 			/* Adoption failed: a listener on the kernel path. */
 			s->mode = SOCK_TCP_LISTENER;

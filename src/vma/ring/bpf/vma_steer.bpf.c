@@ -5,7 +5,9 @@
  * else (ARP, ICMP, IPv6, fragments, unknown ports) continues to the kernel
  * with XDP_PASS.
  * Lookup order: 5-tuple, 3-tuple on the local address, 3-tuple on INADDR_ANY,
- * multicast group (exact port, then any port). A flow's value is the member
+ * multicast group (exact port, then any port). A TCP packet that only a
+ * 3-tuple matched, other than a SYN, first asks whether it belongs to a
+ * connection the kernel holds (kernel_owns). A flow's value is the member
  * slot of the process that owns it; a 3-tuple may name a share group whose
  * members get new flows by hash of the remote address and port; the XSK is
  * found at key rx_queue * RING_XDP_MAX_MEMBERS + slot. Keys are in network
@@ -15,6 +17,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -81,8 +84,32 @@ static __always_inline __u32 share_pick(__u32 value, const struct iphdr *ip, con
 	return share->slots[pick];
 }
 
-/* The member slot the packet belongs to, RING_XDP_TO_KERNEL, or NO_FLOW. */
-static __always_inline __u32 lookup_flow(const struct iphdr *ip, const struct l4_ports *ports)
+/* A connection the kernel holds on a port we listen on: one that reached
+ * the kernel's listener before our entry did (a SYN in the moment between
+ * the kernel's listen() and ours, an SO_REUSEPORT kernel server still
+ * serving its connections while ours starts, a pre-fork master's dormant
+ * listener), established or half-open. Its segments go on to the kernel;
+ * taken by our 3-tuple they would meet no connection of ours (a reset).
+ * The kernel's own listeners (ours keep one under each listener, and one
+ * per reserved port) and TIME_WAIT sockets (a new connection of ours may
+ * reuse the 4-tuple of one) do not count. SYNs never get here: a new
+ * connection is ours. */
+static __always_inline int kernel_owns(struct xdp_md *ctx, const struct iphdr *ip, const struct l4_ports *ports)
+{
+	struct bpf_sock_tuple t = {
+		.ipv4 = { .saddr = ip->saddr, .daddr = ip->daddr, .sport = ports->source, .dport = ports->dest },
+	};
+	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	__u32 state = sk->state;
+	bpf_sk_release(sk);
+	return state != BPF_TCP_LISTEN && state != BPF_TCP_TIME_WAIT;
+}
+
+/* The member slot the packet belongs to, RING_XDP_TO_KERNEL, or NO_FLOW.
+ * *by_3tuple says that a 3-tuple (not a connection's own entry) matched. */
+static __always_inline __u32 lookup_flow(const struct iphdr *ip, const struct l4_ports *ports, int *by_3tuple)
 {
 	struct ring_xdp_key5 k5 = {
 		.local_ip = ip->daddr, .remote_ip = ip->saddr,
@@ -103,6 +130,7 @@ static __always_inline __u32 lookup_flow(const struct iphdr *ip, const struct l4
 	}
 	if (value) {
 		__u32 v = *value;
+		*by_3tuple = 1;
 		if (v != RING_XDP_TO_KERNEL && (v & RING_XDP_SHARE_BIT))
 			return share_pick(v, ip, ports);
 		return v;
@@ -147,9 +175,17 @@ int vma_steer(struct xdp_md *ctx)
 	if ((void *)(ports + 1) > data_end)
 		return XDP_PASS;
 
-	__u32 slot = lookup_flow(ip, ports);
+	int by_3tuple = 0;
+	__u32 slot = lookup_flow(ip, ports, &by_3tuple);
 	if (slot >= RING_XDP_MAX_MEMBERS)   /* no flow, or to the kernel */
 		return XDP_PASS;
+	if (by_3tuple && ip->protocol == IPPROTO_TCP) {
+		struct tcphdr *tcp = (void *)ports;
+		if ((void *)(tcp + 1) > data_end)
+			return XDP_PASS;
+		if (!(tcp->syn && !tcp->ack) && kernel_owns(ctx, ip, ports))
+			return XDP_PASS;
+	}
 	/* Too long for a UMEM frame (MTU above ~3.8 KB, skb mode): the XSK
 	 * would drop it; the kernel socket the stack keeps receives it. */
 	if (data_end - data > RING_XDP_MAX_RX_FRAME)
