@@ -215,8 +215,16 @@ open(sys.argv[2],"w").close()
 c,a=s.accept(); d=c.recv(100); c.sendall(b"vma "+d); c.close()
 PY
 wait $OCLI; wait $OSRV
-grep -q "before True after True new connection: vma new" "$TMP/old_cli" && grep -q "old server echoed 301000" "$TMP/old_srv"
-check $? "rolling restart (SO_REUSEPORT): the kernel server's connection goes on after a libvma server listens on its port, a new one reaches libvma ($(cat "$TMP/old_cli" "$TMP/old_srv" | grep -v "^VMA" | tr '\n' ' '))"
+# The verbs backend's NIC rules cannot leave the kernel's connection alone:
+# there the new listener stays with the kernel, with a warning; on xdp it is
+# offloaded, no warning.
+warned=0
+grep -q "has connections the kernel serves" "$TMP/new_srv" && warned=1
+want_warn=0
+[ "${VMA_RING_BACKEND:-}" = verbs ] && want_warn=1
+grep -q "before True after True new connection: vma new" "$TMP/old_cli" && grep -q "old server echoed 301000" "$TMP/old_srv" &&
+	[ $warned = $want_warn ]
+check $? "rolling restart (SO_REUSEPORT): the kernel server's connection goes on after a libvma server listens on its port, a new one reaches libvma, warning $warned ($(cat "$TMP/old_cli" "$TMP/old_srv" | grep -v "^VMA" | tr '\n' ' '))"
 
 # listen() refused by the kernel after our steering was in (a kernel
 # process listens first on the port both bound with SO_REUSEADDR): the

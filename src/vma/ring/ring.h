@@ -150,6 +150,10 @@ struct ring {
 	struct ring_buf_pool *rx_pool;  /* frames rx_burst hands out */
 	struct ring_buf_pool *tx_pool;  /* frames tx_alloc hands out */
 	unsigned share_members;         /* share groups this ring is a member of (verbs) */
+	/* Steering a port also takes the segments of connections the kernel
+	 * holds on it (verbs: a NIC rule cannot ask the kernel; xdp's program
+	 * passes them, docs/xdp.md). */
+	bool takes_kernel_conns;
 };
 
 enum ring_backend {

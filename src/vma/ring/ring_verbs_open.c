@@ -284,6 +284,7 @@ struct ring *ring_verbs_open_why(const char *ifname, unsigned queue, const struc
 	if (err)
 		goto fail;
 	ring_read_link(&r->base);
+	r->base.takes_kernel_conns = true;
 	if (!r->base.mtu)
 		r->base.mtu = 1500;
 	r->frame_size = RING_VERBS_MIN_FRAME;

@@ -4,10 +4,12 @@
  * reach it (loopback, interfaces we do not offload) are accepted from it and
  * handed out as plain kernel sockets. Connections through our rings become
  * children created by the engine; accept() gives each a fresh fd. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -64,6 +66,33 @@ static void sock_tcp_listen_flows_get_locked(struct sock_tcp *s)
 	}
 }
 
+/* Whether the kernel holds a connection (any state but LISTEN and
+ * TIME_WAIT, half-open included) on local ip:port (ip INADDR_ANY: any
+ * address), as /proc/net/tcp lists them. Network order in. */
+static bool sock_tcp_kernel_has_conns(uint32_t ip, uint16_t port)
+{
+	FILE *f = fopen("/proc/net/tcp", "re");
+	if (!f)
+		return false;
+	char line[256];
+	bool found = false;
+	unsigned host_port = ntohs(port);
+	if (!fgets(line, sizeof(line), f)) {   /* the header */
+		fclose(f);
+		return false;
+	}
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned lip, lport, rip, rport, st;
+		/* "sl: LLLLLLLL:PPPP RRRRRRRR:PPPP ST": the address as the
+		 * kernel's u32 of the network-order bytes, the port in host order */
+		if (sscanf(line, " %*u: %8x:%4x %8x:%4x %2x", &lip, &lport, &rip, &rport, &st) != 5)
+			continue;
+		found = lport == host_port && (ip == INADDR_ANY || lip == ip) && st != 0x0a && st != 0x06;
+	}
+	fclose(f);
+	return found;
+}
+
 /* Sentinel for sock_tcp_listen_offload: the kernel socket listens already. */
 #define SOCK_TCP_KERNEL_LISTENS INT_MIN
 
@@ -111,6 +140,21 @@ static int sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx,
 			return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 		}
 		slots = 1u << slot;
+	}
+	/* A backend whose steering would take the segments of the kernel's
+	 * own connections on this port (a server still serving it while
+	 * ours starts): the listener stays with the kernel, which serves
+	 * both. */
+	for (unsigned i = 0; i < ctx->nifs; i++) {
+		if (!(slots & (1u << i)) || !ctx->ifs[i].ring || !ctx->ifs[i].ring->takes_kernel_conns ||
+		    !sock_tcp_kernel_has_conns(local.sin_addr.s_addr, local.sin_port))
+			continue;
+		vlog_warn("fd %d: TCP port %u has connections the kernel serves (another server still on it?); "
+			  "offloading it on %s would take their segments (verbs backend), so this listener stays "
+			  "with the kernel: start it when the port has no other connections, or use VMA_RING_BACKEND=xdp",
+			  obj->fd, ntohs(local.sin_port), ctx->ifs[i].name);
+		s->os_only = true;
+		return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 	}
 	sock_offload_lock(ctx);
 	s->ctx = ctx;
