@@ -96,14 +96,6 @@ static bool sock_tcp_kernel_has_conns(uint32_t ip, uint16_t port)
 /* Sentinel for sock_tcp_listen_offload: the kernel socket listens already. */
 #define SOCK_TCP_KERNEL_LISTENS INT_MIN
 
-/* The offload half of listen(): a pcb in ctx's engine and the steering.
- * Leaves the socket on the kernel path (os_only) when the rules, the address
- * or the steering say so. With os_backlog other than SOCK_TCP_KERNEL_LISTENS
- * the kernel socket is made a listener here, after our steering is in and
- * before the engine (its lock held) can see a SYN: a SYN that came between
- * the kernel's listen() and our entry would leave a connection in the
- * kernel's queue on a port whose segments we take. Returns what the
- * kernel's listen() returned (0 when it listened before). */
 /* The kernel's listen() for a listener that stays on the kernel path; when
  * the kernel refuses, the socket is as before (a later listen() may offload). */
 static int sock_tcp_listen_kernel_only(struct sock_tcp *s, int os_backlog, struct sock_offload *prev_ctx)
@@ -118,6 +110,15 @@ static int sock_tcp_listen_kernel_only(struct sock_tcp *s, int os_backlog, struc
 	return ret;
 }
 
+/* The offload half of listen(): a pcb in ctx's engine and the steering.
+ * Leaves the socket on the kernel path (os_only) when the rules, the address,
+ * the kernel's own connections on the port (a backend that would take their
+ * segments) or the steering say so. With os_backlog other than SOCK_TCP_KERNEL_LISTENS
+ * the kernel socket is made a listener here, after our steering is in and
+ * before the engine (its lock held) can see a SYN: a SYN that came between
+ * the kernel's listen() and our entry would leave a connection in the
+ * kernel's queue on a port whose segments we take. Returns what the
+ * kernel's listen() returned (0 when it listened before). */
 static int sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx, int os_backlog)
 {
 	bool kernel_listens = os_backlog == SOCK_TCP_KERNEL_LISTENS;
@@ -145,14 +146,15 @@ static int sock_tcp_listen_offload(struct sock_tcp *s, struct sock_offload *ctx,
 	 * own connections on this port (a server still serving it while
 	 * ours starts): the listener stays with the kernel, which serves
 	 * both. */
-	for (unsigned i = 0; i < ctx->nifs; i++) {
-		if (!(slots & (1u << i)) || !ctx->ifs[i].ring || !ctx->ifs[i].ring->takes_kernel_conns ||
-		    !sock_tcp_kernel_has_conns(local.sin_addr.s_addr, local.sin_port))
-			continue;
+	int taker = -1;
+	for (unsigned i = 0; i < ctx->nifs && taker < 0; i++)
+		if ((slots & (1u << i)) && ctx->ifs[i].ring && ctx->ifs[i].ring->takes_kernel_conns)
+			taker = (int)i;
+	if (taker >= 0 && sock_tcp_kernel_has_conns(local.sin_addr.s_addr, local.sin_port)) {
 		vlog_warn("fd %d: TCP port %u has connections the kernel serves (another server still on it?); "
 			  "offloading it on %s would take their segments (verbs backend), so this listener stays "
 			  "with the kernel: start it when the port has no other connections, or use VMA_RING_BACKEND=xdp",
-			  obj->fd, ntohs(local.sin_port), ctx->ifs[i].name);
+			  obj->fd, ntohs(local.sin_port), ctx->ifs[taker].name);
 		s->os_only = true;
 		return sock_tcp_listen_kernel_only(s, os_backlog, prev_ctx);
 	}
