@@ -66,9 +66,14 @@ static void sock_tcp_listen_flows_get_locked(struct sock_tcp *s)
 	}
 }
 
-/* Whether the kernel holds a connection (any state but LISTEN and
- * TIME_WAIT, half-open included) on local ip:port (ip INADDR_ANY: any
- * address), as /proc/net/tcp lists them. Network order in. */
+/* Whether the kernel serves a live connection on local ip:port (ip
+ * INADDR_ANY: any address), as /proc/net/tcp lists them: one an application
+ * or an accept queue holds (SYN_SENT, SYN_RECV, ESTABLISHED, CLOSE_WAIT).
+ * Not the orphans closing on their own (FIN_WAIT, LAST_ACK, CLOSING,
+ * TIME_WAIT), which an exiting libvma server leaves on its port (its
+ * connections are handed to the kernel to end): a restarted server would
+ * never be offloaded (CI's hostile test, verbs pass, 2026-12-02). Network
+ * order in. */
 static bool sock_tcp_kernel_has_conns(uint32_t ip, uint16_t port)
 {
 	FILE *f = fopen("/proc/net/tcp", "re");
@@ -87,7 +92,8 @@ static bool sock_tcp_kernel_has_conns(uint32_t ip, uint16_t port)
 		 * kernel's u32 of the network-order bytes, the port in host order */
 		if (sscanf(line, " %*u: %8x:%4x %8x:%4x %2x", &lip, &lport, &rip, &rport, &st) != 5)
 			continue;
-		found = lport == host_port && (ip == INADDR_ANY || lip == ip) && st != 0x0a && st != 0x06;
+		bool live = st == 0x01 || st == 0x02 || st == 0x03 || st == 0x08;
+		found = lport == host_port && (ip == INADDR_ANY || lip == ip) && live;
 	}
 	fclose(f);
 	return found;
