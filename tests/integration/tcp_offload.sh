@@ -206,7 +206,7 @@ ok2=echo(s,300000); s.close()
 n=socket.create_connection(("198.18.0.2",port),timeout=10); n.sendall(b"new")
 print("old connection before", ok1, "after", ok2, "new connection:", n.recv(100).decode()); n.close()
 PY
-for i in $(seq 100); do [ -n "$($B ss -Htn "sport = :15050" state established)" ] && break; sleep 0.1; done
+for i in $(seq 100); do [ -n "$($B ss -Htn state established "( sport = :15050 )")" ] && break; sleep 0.1; done
 $B $VMA timeout 30 python3 - 15050 "$TMP/vma_up" <<'PY' >"$TMP/new_srv" 2>&1
 import socket,sys
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEPORT,1)
