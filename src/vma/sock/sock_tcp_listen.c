@@ -266,10 +266,13 @@ int sock_tcp_op_listen(struct sock_obj *obj, int backlog)
 	int reuseport = 0;
 	socklen_t rl = sizeof(reuseport);
 	s->reuseport = OS_CALL(getsockopt, obj->fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) == 0 && reuseport;
+	bool prev_share = s->share;
 	if (s->reuseport)
 		s->share = true;
-	if (sock_tcp_listen_offload(s, ctx, has_port ? backlog : SOCK_TCP_KERNEL_LISTENS) != 0)
+	if (sock_tcp_listen_offload(s, ctx, has_port ? backlog : SOCK_TCP_KERNEL_LISTENS) != 0) {
+		s->share = prev_share;   /* the kernel refused: the socket as it was */
 		return -1;
+	}
 	s->opts_known &= ~SOCK_TCP_OPT_QUICKACK;   /* Linux resets it at listen() */
 	errno = 0;
 	return 0;
