@@ -18,6 +18,15 @@
  *   takeback <...>       the first membership takes it back (allowed)
  *   otherproc <...>      a forked child's own membership asks to take it
  *                        over (EBUSY: another process's connection)
+ *   churn ADD DEL REDEL HELD READD
+ *                        600 more 5-tuples of the listener's port, counted
+ *                        as "ok/tried": added by the first membership, every
+ *                        other one deleted, deleted again (ENOENT: gone),
+ *                        the kept ones asked for by the second membership
+ *                        (EBUSY: still held), the deleted ones asked for by
+ *                        it (0: nothing of the first stays behind); then all
+ *                        deleted. vmad's flow table is a hash with a free
+ *                        list: a stale or lost entry shows here
  *   sockets RX TX        which rings the two member sockets vmad handed
  *                        over can map, e.g. "rx-only tx-only": the wait fd
  *                        (RX) must have no TX ring, or the kernel's poll of
@@ -81,6 +90,44 @@ static const char *rings_of(int fd, uint32_t descs)
 static struct ring_flow udp_flow(uint16_t port)
 {
 	return (struct ring_flow){ .proto = IPPROTO_UDP, .local_port = htons(port), .owner_fd = -1 };
+}
+
+#define CHURN_FLOWS 600
+
+/* Adds, deletes and re-adds CHURN_FLOWS 5-tuples like *base (remote ports
+ * from 41000) and prints what vmad answered; see the header. */
+static void churn(struct vmad_membership *m, struct vmad_membership *m2, const struct ring_flow *base, int proof)
+{
+	unsigned add = 0, del = 0, redel = 0, held = 0, readd = 0, gone = 0;
+	struct ring_flow f = *base;
+
+	for (unsigned i = 0; i < CHURN_FLOWS; i++) {
+		f.remote_port = htons((uint16_t)(41000 + i));
+		add += vmad_client_flow(m, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, proof) == 0;
+	}
+	for (unsigned i = 0; i < CHURN_FLOWS; i += 2) {
+		f.remote_port = htons((uint16_t)(41000 + i));
+		del += vmad_client_flow(m, VMAD_OP_FLOW_DEL, &f, VMAD_FLOW_EXCLUSIVE, -1) == 0;
+	}
+	for (unsigned i = 0; i < CHURN_FLOWS; i += 2) {
+		f.remote_port = htons((uint16_t)(41000 + i));
+		redel += vmad_client_flow(m, VMAD_OP_FLOW_DEL, &f, VMAD_FLOW_EXCLUSIVE, -1) == -ENOENT;
+	}
+	for (unsigned i = 0; i < CHURN_FLOWS; i++) {
+		f.remote_port = htons((uint16_t)(41000 + i));
+		int err = vmad_client_flow(m2, VMAD_OP_FLOW_ADD, &f, VMAD_FLOW_EXCLUSIVE, proof);
+		if (i % 2)
+			held += err == -EBUSY;
+		else
+			readd += err == 0;
+	}
+	for (unsigned i = 0; i < CHURN_FLOWS; i++) {
+		f.remote_port = htons((uint16_t)(41000 + i));
+		gone += vmad_client_flow(i % 2 ? m : m2, VMAD_OP_FLOW_DEL, &f, VMAD_FLOW_EXCLUSIVE, -1) == 0;
+	}
+	printf("churn add=%u/%u del=%u/%u redel=%u/%u held=%u/%u readd=%u/%u gone=%u/%u\n", add, CHURN_FLOWS, del,
+	       CHURN_FLOWS / 2, redel, CHURN_FLOWS / 2, held, CHURN_FLOWS / 2, readd, CHURN_FLOWS / 2, gone,
+	       CHURN_FLOWS);
 }
 
 int main(int argc, char **argv)
@@ -152,6 +199,7 @@ int main(int argc, char **argv)
 		}
 		if (pid > 0)
 			waitpid(pid, NULL, 0);
+		churn(&m, &m2, &c, l1);
 		vmad_client_leave(&m2);
 	} else {
 		printf("lane2 join %s\n", errname(err));

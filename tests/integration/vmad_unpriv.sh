@@ -10,7 +10,9 @@
 #    Tcp InSegs flat); nobody's UDP latency next to root's
 #  2 vmad_probe as nobody: flows without proof, with a socket on another
 #    port, of another protocol, for a group it never joined, for a port
-#    another process owns: refused; its own port: accepted
+#    another process owns: refused; its own port: accepted; 600 5-tuples
+#    added, half deleted and re-added by a second membership (the flow
+#    table keeps each exactly once)
 #  3 a policy that names only root: nobody's join is refused with the reason
 #  4 vmad stopped (SIGTERM) and started again while nobody's UDP server runs:
 #    the server keeps answering (kernel path) and exits cleanly
@@ -157,6 +159,8 @@ want lane2 EBUSY "the same 5-tuple from a second member of the process, exclusiv
 want takeover 0 "the second member takes the connection over (a lane move): accepted"
 want takeback 0 "the first member takes it back: accepted"
 want otherproc EBUSY "another process taking the connection over: EBUSY"
+want churn "add=600/600 del=300/300 redel=300/300 held=300/300 readd=300/300 gone=600/600" \
+	"600 flows added, half deleted and re-added by another member: vmad's table keeps each exactly once"
 grep -q "refused" "$TMP/vmad.log"; check $? "vmad logged the refusals"
 
 echo "== 3. policy"

@@ -41,6 +41,7 @@
 #include "ring/ring_domain.h"
 #include "ring/ring_flow.h"
 #include "ring/ring_xdp_prog.h"
+#include "vmad/vmad_flow_index.h"
 #include "vmad/vmad_orphan.h"
 #include "vmad/vmad_policy.h"
 #include "vmad/vmad_proto.h"
@@ -50,6 +51,7 @@
 #define VMAD_MAX_CONNS 1024
 #define VMAD_MAX_IFACES 16
 #define VMAD_MAX_FLOWS RING_XDP_MAX_FLOWS
+#define VMAD_FLOW_BUCKETS (2 * VMAD_MAX_FLOWS) /* a power of two */
 #define VMAD_MAX_GIDS 64
 /* How long a gone member's XSK stays open before its rings are read back:
  * packets the program redirected just before the XSK left the map may
@@ -135,7 +137,12 @@ struct vmad_server {
 	struct vmad_conn conns[VMAD_MAX_CONNS];
 	struct pollfd pfds[VMAD_MAX_CONNS + 1];
 	struct vmad_iface ifaces[VMAD_MAX_IFACES];
+	/* The flow table, looked up on every FLOW_ADD and FLOW_DEL through
+	 * flow_index: a scan of all VMAD_MAX_FLOWS entries (4.5 MB) cost about
+	 * a millisecond a request, and the first one faulted every page in,
+	 * 15 ms of a new member's first connect() here. */
 	struct vmad_flow *flows;    /* VMAD_MAX_FLOWS */
+	struct vmad_flow_index flow_index;
 	uint64_t idle_since_ms;     /* --auto: no connection and no interface since */
 	uint64_t requests, refusals, members_reclaimed, frames_reclaimed, orphans_probed;
 	int raw_fd;         /* IPPROTO_RAW: the probes of vmad_probe_orphans; -1 until first use */
@@ -296,15 +303,55 @@ static int vmad_flow_map(const struct vmad_iface *ifc, int kind)
 	return kind == RING_FLOW_5TUPLE ? ifc->map_flows5 : kind == RING_FLOW_3TUPLE ? ifc->map_flows3 : ifc->map_groups;
 }
 
+static uint32_t vmad_flow_hash(const struct vmad_iface *ifc, int kind, const union ring_flow_key *key)
+{
+	/* FNV-1a over the key's bytes (ring_flow_key zeroes the padding),
+	 * the interface and the kind. */
+	const unsigned char *b = (const unsigned char *)key;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(*key); i++)
+		h = (h ^ b[i]) * 16777619u;
+	h = (h ^ (uint32_t)ifc->ifindex) * 16777619u;
+	return (h ^ (uint32_t)kind) * 16777619u;
+}
+
 static struct vmad_flow *vmad_flow_find(struct vmad_server *s, const struct vmad_iface *ifc, int kind,
 					const union ring_flow_key *key)
 {
-	for (int i = 0; i < VMAD_MAX_FLOWS; i++) {
+	const struct vmad_flow_index *x = &s->flow_index;
+
+	for (int i = vmad_flow_index_first(x, vmad_flow_hash(ifc, kind, key)); i >= 0; i = vmad_flow_index_next(x, i)) {
 		struct vmad_flow *f = &s->flows[i];
-		if (f->used && f->ifc == ifc && f->kind == kind && memcmp(&f->key, key, sizeof(*key)) == 0)
+		if (f->ifc == ifc && f->kind == kind && memcmp(&f->key, key, sizeof(*key)) == 0)
 			return f;
 	}
 	return NULL;
+}
+
+/* A zeroed entry, not yet findable, or NULL when the table is full. */
+static struct vmad_flow *vmad_flow_alloc(struct vmad_server *s)
+{
+	int i = vmad_flow_index_alloc(&s->flow_index);
+
+	if (i < 0)
+		return NULL;
+	memset(&s->flows[i], 0, sizeof(s->flows[i]));
+	return &s->flows[i];
+}
+
+/* Makes f (filled in, used) findable. */
+static void vmad_flow_link(struct vmad_server *s, struct vmad_flow *f)
+{
+	vmad_flow_index_link(&s->flow_index, (int)(f - s->flows), vmad_flow_hash(f->ifc, f->kind, &f->key));
+}
+
+/* Gives f back (out of its chain when it was linked). */
+static void vmad_flow_release(struct vmad_server *s, struct vmad_flow *f, bool linked)
+{
+	vmad_flow_index_release(&s->flow_index, (int)(f - s->flows),
+				linked ? vmad_flow_hash(f->ifc, f->kind, &f->key) : 0, linked);
+	memset(f, 0, sizeof(*f));
 }
 
 /* Distinct member slots among the holders. */
@@ -378,12 +425,12 @@ static int vmad_flow_publish(struct vmad_flow *f)
 	return 0;
 }
 
-static void vmad_flow_drop_holder(struct vmad_flow *f, unsigned h)
+static void vmad_flow_drop_holder(struct vmad_server *s, struct vmad_flow *f, unsigned h)
 {
 	f->holders[h] = f->holders[--f->nholders];
 	vmad_flow_publish(f);
 	if (f->nholders == 0)
-		memset(f, 0, sizeof(*f));
+		vmad_flow_release(s, f, true);
 }
 
 /* Checks that the socket a caller sent owns the flow's local address and
@@ -552,13 +599,6 @@ static void vmad_flow_add(struct vmad_server *s, int ci, const struct vmad_reque
 		rep->status = 0;
 		return;
 	}
-	for (int i = 0; i < VMAD_MAX_FLOWS && !f; i++)
-		if (!s->flows[i].used)
-			f = &s->flows[i];
-	if (!f) {
-		vmad_refuse(s, rep, -ENOSPC, "the flow table is full (%d)", VMAD_MAX_FLOWS);
-		return;
-	}
 	/* A 5-tuple a root member wrote straight into the map is not in our
 	 * table: do not overwrite it. */
 	if (kind == RING_FLOW_5TUPLE) {
@@ -568,7 +608,11 @@ static void vmad_flow_add(struct vmad_server *s, int ci, const struct vmad_reque
 			return;
 		}
 	}
-	memset(f, 0, sizeof(*f));
+	f = vmad_flow_alloc(s);
+	if (!f) {
+		vmad_refuse(s, rep, -ENOSPC, "the flow table is full (%d)", VMAD_MAX_FLOWS);
+		return;
+	}
 	f->used = true;
 	f->ifc = c->ifc;
 	f->kind = kind;
@@ -580,11 +624,12 @@ static void vmad_flow_add(struct vmad_server *s, int ci, const struct vmad_reque
 	if (err) {
 		f->nholders = 0;
 		vmad_flow_publish(f);
-		memset(f, 0, sizeof(*f));
+		vmad_flow_release(s, f, false);
 		vmad_refuse(s, rep, err == -E2BIG ? -ENOSPC : err, "cannot update the steering maps: %s",
 			    strerror(-err));
 		return;
 	}
+	vmad_flow_link(s, f);
 	rep->status = 0;
 }
 
@@ -603,7 +648,7 @@ static void vmad_flow_del(struct vmad_server *s, int ci, const struct vmad_reque
 		if (f->holders[h].conn != ci)
 			continue;
 		if (--f->holders[h].refs == 0)
-			vmad_flow_drop_holder(f, h);
+			vmad_flow_drop_holder(s, f, h);
 		rep->status = 0;
 		return;
 	}
@@ -641,7 +686,7 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	struct ring_xdp_key5 orphans[64];
 	unsigned norphans = 0;
 
-	for (int i = 0; i < VMAD_MAX_FLOWS; i++) {
+	for (int i = 0; i < vmad_flow_index_high(&s->flow_index); i++) {
 		struct vmad_flow *f = &s->flows[i];
 		if (!f->used || f->ifc != c->ifc)
 			continue;
@@ -650,7 +695,7 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 				if (sweep_flows5 && f->kind == RING_FLOW_5TUPLE && f->key.k5.proto == IPPROTO_TCP &&
 				    !f->holders[h].to_kernel && f->nholders == 1 && norphans < 64)
 					orphans[norphans++] = f->key.k5;
-				vmad_flow_drop_holder(f, h);
+				vmad_flow_drop_holder(s, f, h);
 				break;
 			}
 		}
@@ -1424,6 +1469,10 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	s->flows = calloc(VMAD_MAX_FLOWS, sizeof(*s->flows));
 	if (!s->flows)
 		return 1;
+	if (vmad_flow_index_init(&s->flow_index, VMAD_MAX_FLOWS, VMAD_FLOW_BUCKETS) != 0) {
+		free(s->flows);
+		return 1;
+	}
 	if (cfg->daemonize) {
 		ready_fd = vmad_daemonize();
 		if (ready_fd < 0) {
@@ -1455,6 +1504,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 				 other ? "another vmad serves this network namespace" : strerror(-err));
 		vmad_report(&ready_fd, other && cfg->auto_mode ? 0 : 1);
 		free(s->flows);
+		vmad_flow_index_fini(&s->flow_index);
 		/* --auto racing another --auto: that one serves, we are done. */
 		return other && cfg->auto_mode ? 0 : 1;
 	}
@@ -1503,5 +1553,6 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	vmad_log(VLOG_INFO, "%s", vmad_stop ? "stopping (signal)" : "idle, exiting");
 	vmad_shutdown(s);
 	free(s->flows);
+	vmad_flow_index_fini(&s->flow_index);
 	return 0;
 }
