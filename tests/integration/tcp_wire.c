@@ -24,6 +24,12 @@
  *        peer's namespace drops the 9th and 10th: the tail loss probe (which
  *        segment, how long after the last one), then the other resent on
  *        its SACK (RACK), and the time to the answer;
+ *   9710 TCP_CORK as nginx sends each response of a kept-alive connection:
+ *        cork, a 234-byte header, a 6-byte body, uncork, then the peer's
+ *        1-byte answer, 3 times: the test's data segments (one per response)
+ *        and the time the 3 took (Nagle alone holds each body behind its
+ *        header until the peer's delayed ACK); then corked 10 bytes pushed
+ *        by setting TCP_NODELAY (the time to the peer's answer);
  *   9709 end of the run.
  * The test side prints its own METRIC lines (errors, times). */
 #ifndef _GNU_SOURCE
@@ -55,6 +61,8 @@
 #define PORT_RECOVERY 9707
 #define PORT_TAIL 9708
 #define PORT_DONE 9709
+#define PORT_CORK 9710
+#define CORK_ROUNDS 3
 #define RECOVERY_BYTES (2u << 20)
 #define TAIL_SEGS 10u
 #define ECN_BYTES (1u << 20)
@@ -409,6 +417,19 @@ static void analyse(void)
 	metric("user_timeout_data_segments", sent);
 	recovery_metrics();
 	tail_metrics();
+
+	/* TCP_CORK: the test's data segments on 9710 and their sizes */
+	unsigned cork_segs = 0, cork_240 = 0;
+	for (unsigned i = 0; i < npkts; i++) {
+		const struct pkt *k = &pkts[i];
+		if (from_test(k, PORT_CORK) && k->len) {
+			cork_segs++;
+			cork_240 += k->len == 240;
+		}
+	}
+	printf("INFO: cork: %u data segments, %u of 240 bytes\n", cork_segs, cork_240);
+	metric("cork_segments", cork_segs);
+	metric("cork_whole_responses", cork_240);
 	printf("INFO: captured %u frames\n", npkts);
 }
 
@@ -461,6 +482,22 @@ static void *peer_conn(void *arg)
 	case PORT_DRS:
 		send_close(j->fd, DRS_BYTES);
 		break;
+	case PORT_CORK: {
+		/* a 1-byte answer to each 240-byte response, and to the 10
+		 * pushed bytes */
+		static char b[4096];
+		size_t got = 0, answered = 0;
+		ssize_t r;
+		while ((r = read(j->fd, b, sizeof(b))) > 0) {
+			got += (size_t)r;
+			size_t due = got >= CORK_ROUNDS * 240u ? CORK_ROUNDS + (got >= CORK_ROUNDS * 240u + 10) : got / 240;
+			for (; answered < due; answered++)
+				if (write(j->fd, "a", 1) != 1)
+					break;
+		}
+		close(j->fd);
+		break;
+	}
 	case PORT_TAIL: {
 		/* the 10 segments, then a 1-byte answer */
 		static char b[65536];
@@ -519,7 +556,7 @@ static int run_peer(const char *ifname, const char *test_ip)
 	pthread_t cap, ecn;
 	pthread_create(&cap, NULL, capture_loop, NULL);
 	static const int ports[] = { PORT_SYN, PORT_SYN_RCVBUF, PORT_QUICKACK, PORT_DRS, PORT_USER_TIMEOUT,
-				     PORT_RECOVERY, PORT_TAIL, PORT_DONE };
+				     PORT_RECOVERY, PORT_TAIL, PORT_CORK, PORT_DONE };
 	enum { NPORTS = sizeof(ports) / sizeof(ports[0]) };
 	struct pollfd pf[NPORTS];
 	for (int i = 0; i < NPORTS; i++)
@@ -590,6 +627,17 @@ static void write_all(int fd, size_t n)
 		ssize_t w = write(fd, b, n < sizeof(b) ? n : sizeof(b));
 		if (w <= 0)
 			break;
+		n -= (size_t)w;
+	}
+}
+
+static void write_exact(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w <= 0)
+			break;
+		p += w;
 		n -= (size_t)w;
 	}
 }
@@ -675,6 +723,35 @@ static int run_test(const char *test_ip)
 	r = read(fd, b, 1);
 	dt = now_ms() - t0;
 	printf("METRIC tail_answer_ms %.0f\nINFO: tail: MSS %d, answer (%zd) after %.1f ms\n", dt, mss, r, dt);
+	close(fd);
+
+	/* TCP_CORK around each response, then TCP_NODELAY's push */
+	fd = connect_to(PORT_CORK, 0);
+	static const char header[234] = "HTTP/1.1 200 OK";
+	int zero = 0;
+	usleep(50000);
+	t0 = now_ms();
+	for (int i = 0; i < CORK_ROUNDS; i++) {
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
+		write_exact(fd, header, sizeof(header));
+		write_exact(fd, "hello\n", 6);
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+		r = read(fd, b, 1);
+	}
+	dt = now_ms() - t0;
+	printf("METRIC cork_rounds_ms %.1f\nINFO: cork: %d responses answered in %.1f ms\n", dt, CORK_ROUNDS, dt);
+	setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
+	socklen_t cl = sizeof(int);
+	int corked = 0;
+	getsockopt(fd, IPPROTO_TCP, TCP_CORK, &corked, &cl);
+	printf("METRIC cork_getsockopt %d\n", corked);
+	t0 = now_ms();
+	write_exact(fd, "0123456789", 10);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	r = read(fd, b, 1);
+	dt = now_ms() - t0;
+	printf("METRIC cork_nodelay_push_ms %.1f\nINFO: cork: 10 corked bytes pushed by TCP_NODELAY, answered in %.1f ms\n",
+	       dt, dt);
 	close(fd);
 
 	fd = connect_to(PORT_DONE, 0);

@@ -12,7 +12,8 @@
 # Testbed prefix twire (TCP_WIRE_TB_PREFIX); the peer namespace asks for ECN
 # (net.ipv4.tcp_ecn=1), marks CE on what the test side sends from port 9703,
 # drops its data to port 9706, its 100th data packet to 9707 and its 9th and
-# 10th to 9708 (the rules are loaded again before each run: their counters
+# 10th to 9708; TCP_CORK on 9710 (one segment per corked response, as nginx
+# sends them) (the rules are loaded again before each run: their counters
 # restart).
 # run.sh-timeout: 240
 # run.sh-retry: 1 (times compared with the kernel's on a shared host)
@@ -114,7 +115,8 @@ check "$([ "$segs" -lt 200 ] && echo 1)" "libvma run offloaded (kernel TcpInSegs
 for k in syn_wscale syn_timestamps syn_sackok syn_mss syn_ece_cwr syn_rcvbuf65536_wscale \
 	synack_ecn_peer_wscale synack_ecn_peer_timestamps synack_ecn_peer_sackok synack_ecn_peer_mss \
 	synack_ecn_peer_ece_cwr ecn_data_all_ect0 ecn_peer_echoed_ece ecn_cwr_sent user_timeout_etimedout \
-	quickack_bytes drs_bytes recovery_rexmits tail_rexmits tail_probe_is_last; do
+	quickack_bytes drs_bytes recovery_rexmits tail_rexmits tail_probe_is_last \
+	cork_segments cork_whole_responses cork_getsockopt; do
 	kv=$(val kernel $k) vv=$(val libvma $k)
 	check "$([ -n "$kv" ] && [ "$kv" = "$vv" ] && echo 1)" "$k: libvma $vv, kernel $kv"
 done
@@ -169,5 +171,11 @@ bounded user_timeout_error_ms "k >= 900 && k <= 2500 && v >= 900 && v <= k + 500
 bounded recovery_delay_us "k > 0 && v > 0 && v <= k * 3 + 4000" "one loss in 2 MiB resent at the third SACK as the kernel, behind our TX queue"
 bounded tail_probe_us "k > 0 && v > 0 && v <= k * 2 + 20000" "tail loss probe after the last segment, as the kernel's PTO (ours on the internal thread's 10 ms tick while the application sleeps)"
 bounded tail_answer_ms "k < 100 && v < 100" "the lost tail recovered by probe and RACK, no RTO"
+# TCP_CORK (nginx's responses): one 240-byte segment per response, as the
+# kernel; without cork Nagle held each body behind its header until the
+# peer's delayed ACK (about 40 ms a response, 2026-12-02); TCP_NODELAY set
+# on a corked socket pushes at once (otherwise the 200 ms ceiling).
+bounded cork_rounds_ms "v < 30" "three corked responses answered without a delayed-ACK wait (the kernel takes a few ms)"
+bounded cork_nodelay_push_ms "v < 30" "TCP_NODELAY pushes corked bytes at once"
 echo "tcp_wire: $total checks, $failed failed"
 exit $fail

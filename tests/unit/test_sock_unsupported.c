@@ -68,9 +68,9 @@ END_TEST
 START_TEST(default_mode_debug_line)
 {
 	start(SOCK_UNSUPPORTED_LOG_DEBUG, VLOG_DEBUG);
-	sock_unsupported_option(7, IPPROTO_TCP, TCP_CORK, NULL);
+	sock_unsupported_option(7, IPPROTO_TCP, TCP_DEFER_ACCEPT, NULL);
 	log_text();
-	assert_logged("VMA DEBUG: fd 7: setsockopt(IPPROTO_TCP, TCP_CORK) is not supported on an offloaded socket");
+	assert_logged("VMA DEBUG: fd 7: setsockopt(IPPROTO_TCP, TCP_DEFER_ACCEPT) is not supported on an offloaded socket");
 	assert_logged("(VMA_EXCEPTION_HANDLING=-1)");
 }
 END_TEST
@@ -120,13 +120,13 @@ START_TEST(mode_2_fails_with_the_errno)
 {
 	start(SOCK_UNSUPPORTED_ERROR_FAIL, VLOG_INFO);
 	errno = 0;
-	ck_assert_int_eq(sock_unsupported_option(4, IPPROTO_TCP, TCP_CORK, NULL), SOCK_UNSUPPORTED_FAIL);
+	ck_assert_int_eq(sock_unsupported_option(4, IPPROTO_TCP, TCP_DEFER_ACCEPT, NULL), SOCK_UNSUPPORTED_FAIL);
 	ck_assert_int_eq(errno, ENOPROTOOPT);
 	errno = 0;
 	ck_assert_int_eq(sock_unsupported(4, "send(MSG_OOB)", "stuck", EOPNOTSUPP), SOCK_UNSUPPORTED_FAIL);
 	ck_assert_int_eq(errno, EOPNOTSUPP);
 	log_text();
-	assert_logged("VMA ERROR: fd 4: setsockopt(IPPROTO_TCP, TCP_CORK) is not supported on an offloaded socket: "
+	assert_logged("VMA ERROR: fd 4: setsockopt(IPPROTO_TCP, TCP_DEFER_ACCEPT) is not supported on an offloaded socket: "
 		      "the call fails with ENOPROTOOPT (VMA_EXCEPTION_HANDLING=2)");
 	assert_logged("VMA ERROR: fd 4: send(MSG_OOB) is not supported on an offloaded socket: the call fails with "
 		      "EOPNOTSUPP");

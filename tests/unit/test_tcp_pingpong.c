@@ -223,6 +223,103 @@ START_TEST(initial_window_ten_segments)
 }
 END_TEST
 
+/* TCP_CORK as nginx uses it for every response (cork, header, body,
+ * uncork): header and body leave as one segment, also on a kept-alive
+ * connection where Nagle alone would hold the body behind the header
+ * until the peer's delayed ACK (40 ms a response). */
+START_TEST(cork_sends_header_and_body_as_one_segment)
+{
+	open_pair();
+	static const char header[234] = "HTTP/1.1 200 OK";
+	for (int response = 0; response < 2; response++) {
+		tcp_set_cork(cli, true);
+		ck_assert(tcp_corked(cli));
+		ck_assert_int_eq(tcp_write(cli, header, sizeof(header), 0), (int)sizeof(header));
+		ck_assert_uint_eq(w->ncaptured, 0);       /* corked: the partial segment waits */
+		ck_assert_int_eq(tcp_write(cli, "hello\n", 6, 0), 6);
+		ck_assert_uint_eq(w->ncaptured, 0);
+		tcp_set_cork(cli, false);
+		struct th_tcp t = pass_one(1);
+		ck_assert_uint_eq(t.len, 240);
+		ck_assert_uint_eq(pass_one(0).len, 0);    /* read at once: ACKed */
+	}
+	ck_assert_uint_eq(w->ncaptured, 0);
+}
+END_TEST
+
+/* Full segments leave while corked; only the partial tail waits. */
+START_TEST(cork_lets_full_segments_go)
+{
+	open_pair();
+	static uint8_t buf[1460 * 2 + 100];
+	tcp_set_cork(cli, true);
+	ck_assert_int_eq(tcp_write(cli, buf, sizeof(buf), 0), (int)sizeof(buf));
+	ck_assert_uint_eq(w->ncaptured, 2);
+	struct th_tcp t;
+	ck_assert(th_parse(w->captured[1], &t));
+	ck_assert_uint_eq(t.len, 1460);
+	th_capture_clear(w);
+	tcp_set_cork(cli, false);                         /* Minshall: no small segment out */
+	ck_assert_uint_eq(w->ncaptured, 1);
+	ck_assert(th_parse(w->captured[0], &t));
+	ck_assert_uint_eq(t.len, 100);
+	th_capture_clear(w);
+}
+END_TEST
+
+/* Linux's ceiling: corked data with nothing in flight leaves after 200 ms
+ * even if the application never uncorks; the cork stays on. */
+START_TEST(cork_ceiling_sends_after_200_ms)
+{
+	open_pair();
+	const struct tcp_counters *c0 = tcp_ctx_counters(w->side[0].tcp);
+	tcp_set_cork(cli, true);
+	ck_assert_int_eq(tcp_write(cli, "0123456789", 10, 0), 10);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	uint64_t due = w->now + TCP_CORK_CEILING_MS;
+	w->now += 190;
+	stack_timer_tick(w->side[0].st, w->now);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	/* the tick's scan kept the ceiling as a deadline: a caller sleeping
+	 * until the next deadline wakes for it */
+	ck_assert_uint_le(tcp_ctx_next_deadline_ms(w->side[0].tcp), due);
+	w->now += 20;
+	stack_timer_tick(w->side[0].st, w->now);
+	ck_assert_uint_eq(w->ncaptured, 1);
+	ck_assert_uint_eq(c0->tx_cork_ceiling, 1);
+	struct th_tcp t = pass_one(1);
+	ck_assert_uint_eq(t.len, 10);
+	ck_assert_uint_eq(pass_one(0).len, 0);
+	ck_assert(tcp_corked(cli));
+	ck_assert_int_eq(tcp_write(cli, "ab", 2, 0), 2);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	th_capture_clear(w);
+}
+END_TEST
+
+/* TCP_NODELAY set on a corked socket pushes what waits (tcp_push), and the
+ * cork stays; a FIN sends the corked tail with it. */
+START_TEST(push_and_fin_send_corked_data)
+{
+	open_pair();
+	tcp_set_cork(cli, true);
+	ck_assert_int_eq(tcp_write(cli, "abc", 3, 0), 3);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	tcp_push(cli);
+	struct th_tcp t = pass_one(1);
+	ck_assert_uint_eq(t.len, 3);
+	ck_assert_uint_eq(pass_one(0).len, 0);
+	ck_assert(tcp_corked(cli));
+	ck_assert_int_eq(tcp_write(cli, "defg", 4, 0), 4);
+	ck_assert_uint_eq(w->ncaptured, 0);
+	ck_assert_int_eq(tcp_shutdown(cli, false, true), 0);
+	ck_assert_uint_ge(w->ncaptured, 1);
+	ck_assert(th_parse(w->captured[0], &t));
+	ck_assert_uint_eq(t.len, 4);
+	th_capture_clear(w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tcp_pingpong");
@@ -235,6 +332,10 @@ static Suite *suite(void)
 	tcase_add_test(t, tail_behind_full_segments_not_held);
 	tcase_add_test(t, initial_window_ten_segments);
 	tcase_add_test(t, full_segments_not_held_by_nagle);
+	tcase_add_test(t, cork_sends_header_and_body_as_one_segment);
+	tcase_add_test(t, cork_lets_full_segments_go);
+	tcase_add_test(t, cork_ceiling_sends_after_200_ms);
+	tcase_add_test(t, push_and_fin_send_corked_data);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -303,6 +303,7 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s)
 	if (s->syncnt)
 		tcp_set_syn_retries(pcb, s->syncnt);
 	tcp_set_nodelay(pcb, s->nodelay);
+	tcp_set_cork(pcb, s->cork);
 	tcp_set_quickack(pcb, s->quickack);
 	/* SO_RCVBUF (the value asked: Linux offers half of its doubled
 	 * buffer as the window) fixes the window and ends auto-tuning */

@@ -150,6 +150,8 @@ struct sock_tcp {
 	int linger_s;
 	uint32_t rcvbuf, sndbuf;         /* 0: defaults */
 	bool nodelay, quickack, keepalive;
+	bool cork;                       /* TCP_CORK */
+	bool push_pending;               /* TCP_NODELAY just set: push what cork and Nagle hold */
 	bool keep_params_set;
 	uint32_t keep_idle_s, keep_intvl_s, keep_cnt;
 	uint32_t maxseg, syncnt;
@@ -212,6 +214,7 @@ static inline uint32_t sock_tcp_frames_held(const struct sock_tcp *s)
 #define SOCK_TCP_OPT_KEEPINTVL 0x10u
 #define SOCK_TCP_OPT_KEEPCNT   0x20u
 #define SOCK_TCP_OPT_NOTSENT_LOWAT 0x40u
+#define SOCK_TCP_OPT_CORK      0x80u
 
 static inline struct sock_tcp *sock_tcp_of(struct sock_obj *obj)
 {

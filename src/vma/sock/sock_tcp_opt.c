@@ -104,6 +104,7 @@ static bool sock_tcp_opt_supported(int level, int name)
 	if (level == IPPROTO_TCP) {
 		switch (name) {
 		case TCP_NODELAY:
+		case TCP_CORK:
 		case TCP_MAXSEG:
 		case TCP_KEEPIDLE:
 		case TCP_KEEPINTVL:
@@ -159,6 +160,7 @@ static unsigned sock_tcp_opt_bit(int level, int name)
 		return 0;
 	switch (name) {
 	case TCP_NODELAY: return SOCK_TCP_OPT_NODELAY;
+	case TCP_CORK: return SOCK_TCP_OPT_CORK;
 	case TCP_QUICKACK: return SOCK_TCP_OPT_QUICKACK;
 	case TCP_KEEPIDLE: return SOCK_TCP_OPT_KEEPIDLE;
 	case TCP_KEEPINTVL: return SOCK_TCP_OPT_KEEPINTVL;
@@ -173,6 +175,7 @@ static int sock_tcp_opt_value(const struct sock_tcp *s, unsigned bit)
 {
 	switch (bit) {
 	case SOCK_TCP_OPT_NODELAY: return s->nodelay;
+	case SOCK_TCP_OPT_CORK: return s->cork;
 	case SOCK_TCP_OPT_QUICKACK: return s->quickack;
 	case SOCK_TCP_OPT_KEEPALIVE: return s->keepalive;
 	case SOCK_TCP_OPT_KEEPIDLE: return (int)s->keep_idle_s;
@@ -190,6 +193,7 @@ void sock_tcp_kernel_catch_up(const struct sock_tcp *s, int kfd)
 		int level, name;
 	} opts[] = {
 		{ SOCK_TCP_OPT_NODELAY, IPPROTO_TCP, TCP_NODELAY },
+		{ SOCK_TCP_OPT_CORK, IPPROTO_TCP, TCP_CORK },
 		{ SOCK_TCP_OPT_QUICKACK, IPPROTO_TCP, TCP_QUICKACK },
 		{ SOCK_TCP_OPT_KEEPIDLE, IPPROTO_TCP, TCP_KEEPIDLE },
 		{ SOCK_TCP_OPT_KEEPINTVL, IPPROTO_TCP, TCP_KEEPINTVL },
@@ -254,6 +258,12 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 		switch (name) {
 		case TCP_NODELAY:
 			s->nodelay = v != 0;
+			/* Linux pushes what waits each time it is set, corked or not */
+			s->push_pending = s->nodelay;
+			apply = true;
+			break;
+		case TCP_CORK:
+			s->cork = v != 0;
 			apply = true;
 			break;
 		case TCP_QUICKACK:
@@ -295,19 +305,30 @@ static bool sock_tcp_note_option(struct sock_tcp *s, int level, int name, const 
 	return apply;
 }
 
-/* Hands the mirrored options to the engine's pcb. */
-static void sock_tcp_options_push(struct sock_tcp *s)
+/* Hands the mirrored options to the engine's pcb: TCP_NODELAY and TCP_CORK
+ * alone (an application may toggle them around every response, and
+ * re-applying the rest re-arms timers), any other option with them all. */
+static void sock_tcp_options_push(struct sock_tcp *s, int level, int name)
 {
 	struct sock_offload *ctx = sock_tcp_ctx(s);
 	if (!ctx || !s->pcb)
 		return;
 	ctx = sock_tcp_lock(s, ctx);
-	sock_tcp_apply_options_locked(s);
+	sock_offload_clock_locked(ctx);
+	if (s->pcb && level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK)) {
+		tcp_set_nodelay(s->pcb, s->nodelay);
+		tcp_set_cork(s->pcb, s->cork);
+	} else {
+		sock_tcp_apply_options_locked(s);
+	}
 	if (s->pcb) {
-		sock_offload_clock_locked(ctx);
-		tcp_output(s->pcb);   /* TCP_NODELAY pushes what Nagle held */
+		if (s->push_pending)
+			tcp_push(s->pcb);   /* TCP_NODELAY: what cork and Nagle hold goes */
+		else
+			tcp_output(s->pcb);
 		sock_tcp_tx_kick_locked(s);
 	}
+	s->push_pending = false;
 	sock_tcp_snd_refresh_locked(s);
 	sock_offload_unlock(ctx);
 }
@@ -342,7 +363,7 @@ static int sock_tcp_set_without_kernel(struct sock_tcp *s, int level, int name, 
 		return -1;
 	}
 	if (sock_tcp_note_option(s, level, name, &v, sizeof(v)))
-		sock_tcp_options_push(s);
+		sock_tcp_options_push(s, level, name);
 	s->opts_kernel_lacks |= bit;
 	return 0;
 }
@@ -429,7 +450,7 @@ int sock_tcp_op_setsockopt(struct sock_obj *obj, int level, int name, const void
 	sock_base_note_option(&s->base, level, name, val, len);
 	s->opts_kernel_lacks &= ~bit;
 	if (sock_tcp_note_option(s, level, name, val, len))
-		sock_tcp_options_push(s);
+		sock_tcp_options_push(s, level, name);
 	errno = saved;
 	return 0;
 }

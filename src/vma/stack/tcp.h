@@ -121,6 +121,8 @@ struct tcp_counters {
 	 * in-order data (a segment may count in both) */
 	uint64_t rx_fast_acks, rx_fast_data;
 	uint64_t tx_challenge_acks, tx_rsts, tx_no_buf, tx_persist_probes, tx_keepalives;
+	/* corked tails sent by the 200 ms ceiling (TCP_CORK never cleared) */
+	uint64_t tx_cork_ceiling;
 	/* ACKs not sent to a hostile (or looping) peer: challenge ACKs held by the
 	 * pcb's interval or by the process's budget for this second; ACKs for
 	 * invalid segments (out of window, PAWS, repeated SYN) held by the interval */
@@ -397,6 +399,15 @@ void tcp_rx_batch_begin(struct tcp_ctx *ctx);
 void tcp_rx_batch_end(struct tcp_ctx *ctx);
 
 void tcp_set_nodelay(struct tcp_pcb *pcb, bool on);
+/* TCP_CORK: on, a partial segment waits for more data (at most
+ * TCP_CORK_CEILING_MS once nothing is in flight); off, what waits goes
+ * as Nagle allows (all of it with nodelay). */
+void tcp_set_cork(struct tcp_pcb *pcb, bool on);
+bool tcp_corked(const struct tcp_pcb *pcb);
+/* Sends what cork and Nagle hold, once, as Linux does when TCP_NODELAY is
+ * set (even on a corked socket); window and cwnd still apply. */
+void tcp_push(struct tcp_pcb *pcb);
+#define TCP_CORK_CEILING_MS 200
 void tcp_set_quickack(struct tcp_pcb *pcb, bool on);
 void tcp_set_keepalive(struct tcp_pcb *pcb, bool on);
 enum tcp_state tcp_pcb_state(const struct tcp_pcb *pcb);

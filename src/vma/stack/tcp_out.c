@@ -657,6 +657,14 @@ int tcp_output(struct tcp_pcb *pcb)
 		    SEQ_GT(pcb->snd_sml, pcb->snd_una) && SEQ_LEQ(pcb->snd_sml, pcb->snd_nxt) &&
 		    !pcb->fin_queued)
 			break;
+		/* TCP_CORK: the partial tail waits for more (a FIN behind it
+		 * sends it, as Linux's close pushes); the ceiling starts once
+		 * nothing is in flight to bring an ACK. */
+		if (pcb->cork && !pcb->cork_push && len < seg_max && len == avail && !pcb->fin_queued) {
+			if (!pcb->cork_at && !tcp_flight(pcb))
+				pcb->cork_at = tcp_deadline(pcb->ctx, pcb->ctx->now_ms + TCP_CORK_CEILING_MS);
+			break;
+		}
 		if (len < seg_max && len < avail && tcp_flight(pcb) && len < pcb->max_snd_wnd / 2)
 			break;   /* window-limited: wait for a full segment's worth (sender SWS) */
 		if (SEQ_GT(seq + len, pcb->snd_max) && !tcp_txq_room(&pcb->txq))

@@ -745,7 +745,7 @@ void tcp_enter_time_wait(struct tcp_pcb *pcb)
 		tcp_txq_free(&pcb->txq);
 	}
 	pcb->rto_at = pcb->persist_at = pcb->keepalive_at = pcb->delack_at = 0;
-	pcb->tlp_at = pcb->rack_at = 0;
+	pcb->tlp_at = pcb->rack_at = pcb->cork_at = 0;
 	pcb->timewait_at = pcb->ctx->now_ms + pcb->ctx->set.time_wait_ms;
 	if (!pcb->timewait_at)
 		pcb->timewait_at = 1;
@@ -756,6 +756,33 @@ void tcp_set_nodelay(struct tcp_pcb *pcb, bool on)
 	pcb->nodelay = on;
 	if (on)
 		tcp_output(pcb);
+}
+
+void tcp_set_cork(struct tcp_pcb *pcb, bool on)
+{
+	if (pcb->cork == on)
+		return;
+	pcb->cork = on;
+	if (!on) {
+		pcb->cork_at = 0;
+		tcp_output(pcb);
+	}
+}
+
+bool tcp_corked(const struct tcp_pcb *pcb)
+{
+	return pcb->cork;
+}
+
+void tcp_push(struct tcp_pcb *pcb)
+{
+	bool nd = pcb->nodelay;
+
+	pcb->nodelay = true;
+	pcb->cork_push = true;
+	tcp_output(pcb);
+	pcb->cork_push = false;
+	pcb->nodelay = nd;
 }
 
 void tcp_set_quickack(struct tcp_pcb *pcb, bool on)

@@ -404,6 +404,14 @@ struct tcp_pcb {
 	/* RACK's reordering timer: a segment sent before the last delivered
 	 * one is lost once its reordering window passes (absolute ms, 0 = off) */
 	uint64_t rack_at;
+	/* TCP_CORK: a partial segment at the tail waits for more data (full
+	 * segments still go) until uncorked; cork_push lets one tcp_output
+	 * send it anyway (TCP_NODELAY set, the ceiling below). cork_at is
+	 * Linux's 200 ms ceiling: armed when corked data waits with nothing in
+	 * flight (Linux's zero-window probe timer does it there), it sends
+	 * the tail (absolute ms, 0 = off). */
+	bool cork, cork_push;
+	uint64_t cork_at;
 
 	/* Moved here from another engine (tcp_pcb_move): a SYN reopening its
 	 * TIME_WAIT goes to the engine of the port's listener when this one

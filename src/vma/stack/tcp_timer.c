@@ -121,6 +121,17 @@ static void on_persist(struct tcp_pcb *pcb)
 	pcb->persist_at = tcp_deadline(ctx, ctx->now_ms + (wait > ctx->set.rto_max_ms ? ctx->set.rto_max_ms : wait));
 }
 
+static void on_cork_ceiling(struct tcp_pcb *pcb)
+{
+	pcb->cork_at = 0;
+	if (!pcb->cork)
+		return;
+	pcb->ctx->cnt.tx_cork_ceiling++;
+	pcb->cork_push = true;
+	tcp_output(pcb);
+	pcb->cork_push = false;
+}
+
 static void on_keepalive(struct tcp_pcb *pcb)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
@@ -196,6 +207,8 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			on_rto(pcb);
 		if (!pcb->dead && pcb->persist_at && now_ms >= pcb->persist_at)
 			on_persist(pcb);
+		if (!pcb->dead && pcb->cork_at && now_ms >= pcb->cork_at)
+			on_cork_ceiling(pcb);
 		if (!pcb->dead && routine && pcb->keepalive && pcb->keepalive_at &&
 		    now_ms >= pcb->keepalive_at)
 			on_keepalive(pcb);
@@ -209,6 +222,7 @@ void tcp_timer_tick(struct tcp_ctx *ctx, uint64_t now_ms)
 			fold_deadline(&next, pcb->rack_at);
 			fold_deadline(&next, pcb->delack_at);
 			fold_deadline(&next, pcb->persist_at);
+			fold_deadline(&next, pcb->cork_at);
 		}
 	}
 	fold_deadline(&ctx->deadline_min, next);
