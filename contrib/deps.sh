@@ -20,6 +20,8 @@ VMA_DEPS=(
 	dpkg-dev debhelper lintian mmdebstrap groff-base
 	# integration tests, benchmarks, demo, testbed
 	python3 iperf3 iperf sockperf redis-server redis-tools nftables iproute2
+	# tests/integration/nginx_workers.sh: a pre-fork server as deployed
+	nginx-light apache2-utils curl
 	iputils-ping procps psmisc coreutils ethtool strace
 )
 
@@ -36,7 +38,7 @@ deps_missing() {
 # wanted either, so stop it and keep it from starting at boot.
 deps_stop_services() {
 	local svc
-	for svc in redis-server iperf3; do
+	for svc in redis-server iperf3 nginx; do
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
 			systemctl stop "$svc" || true
 			systemctl disable "$svc" >/dev/null 2>&1 || true
