@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include "ring/ring_flow.h"
+#include "ring/ring_xdp_maps.h"
 
 static uint32_t ip(const char *text)
 {
@@ -89,6 +90,53 @@ START_TEST(flow_same_compares_every_field)
 }
 END_TEST
 
+/* A share group's spread (ring_xdp_share_pick): the pick does not depend
+ * on the members' order; a leaving member's flows are the only ones that
+ * move; on a join only flows the newcomer takes move, about one in count;
+ * and the flows spread about evenly. */
+#define SPREAD_FLOWS 20000u
+static uint32_t flow_hash(uint32_t i)
+{
+	return ring_xdp_share_hash(htonl(0xc6120001u + (i >> 12)), htons((uint16_t)(32768 + (i & 4095))), htons(8080));
+}
+
+START_TEST(share_pick_moves_only_what_a_membership_change_must)
+{
+	const uint32_t four[] = { 3, 7, 12, 30 }, reversed[] = { 30, 12, 7, 3 };
+	const uint32_t without_7[] = { 3, 30, 12 }, with_5[] = { 3, 7, 12, 30, 5 };
+	unsigned per[32] = { 0 }, moved_leave = 0, moved_join = 0, to_newcomer = 0;
+
+	for (uint32_t i = 0; i < SPREAD_FLOWS; i++) {
+		uint32_t h = flow_hash(i);
+		uint32_t p = ring_xdp_share_pick(four, 4, h);
+		ck_assert_uint_eq(ring_xdp_share_pick(reversed, 4, h), p);
+		per[p]++;
+		uint32_t after_leave = ring_xdp_share_pick(without_7, 3, h);
+		if (p != 7 && after_leave != p)
+			ck_abort_msg("flow %u moved from %u to %u when member 7 left", i, p, after_leave);
+		moved_leave += p == 7;
+		ck_assert_uint_ne(after_leave, 7);
+		uint32_t after_join = ring_xdp_share_pick(with_5, 5, h);
+		if (after_join != p) {
+			moved_join++;
+			if (after_join != 5)
+				ck_abort_msg("flow %u moved from %u to %u, not to the newcomer", i, p, after_join);
+		}
+		to_newcomer += after_join == 5;
+	}
+	/* even within 10% of a quarter each; the join takes about a fifth */
+	for (unsigned m = 0; m < 4; m++)
+		ck_assert_msg(per[four[m]] > SPREAD_FLOWS / 4 * 9 / 10 && per[four[m]] < SPREAD_FLOWS / 4 * 11 / 10,
+			      "member %u got %u of %u flows", four[m], per[four[m]], SPREAD_FLOWS);
+	ck_assert_uint_eq(moved_join, to_newcomer);
+	ck_assert_msg(moved_join > SPREAD_FLOWS / 5 * 8 / 10 && moved_join < SPREAD_FLOWS / 5 * 12 / 10,
+		      "a join moved %u of %u flows", moved_join, SPREAD_FLOWS);
+	ck_assert_uint_eq(moved_leave, per[7]);
+	const uint32_t one[] = { 9 };
+	ck_assert_uint_eq(ring_xdp_share_pick(one, 1, 12345), 9);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ring_flow");
@@ -98,6 +146,7 @@ int main(void)
 	tcase_add_test(tc, group_key_ignores_unicast_fields);
 	tcase_add_test(tc, unsteerable_flows_are_einval);
 	tcase_add_test(tc, flow_same_compares_every_field);
+	tcase_add_test(tc, share_pick_moves_only_what_a_membership_change_must);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

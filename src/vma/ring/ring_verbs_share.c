@@ -636,7 +636,10 @@ static uint32_t rvs_pick(const struct rvs_group *g, uint32_t h, uint32_t own)
 		uint32_t count = __atomic_load_n(&g->count, __ATOMIC_RELAXED);
 		if (count == 0 || count > RING_VERBS_SHARE_MAX_MEMBERS)
 			return own;
-		uint32_t pick = __atomic_load_n(&g->members[h % count], __ATOMIC_RELAXED);
+		uint32_t members[RING_VERBS_SHARE_MAX_MEMBERS];
+		for (uint32_t i = 0; i < count; i++)
+			members[i] = __atomic_load_n(&g->members[i], __ATOMIC_RELAXED);
+		uint32_t pick = ring_xdp_share_pick(members, count, h);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&g->seq, __ATOMIC_RELAXED) == seq)
 			return pick;

@@ -56,10 +56,10 @@ struct ring_xdp_keygrp {
 	__u8 pad;
 };
 
-/* The spread of a share group: which member a new flow goes to is this
- * hash of the remote address and port and the local port (as loaded from
- * the headers, network order) modulo the member count. The XDP program
- * and the verbs backend's members (ring_verbs_share.c) use this one.
+/* The spread of a share group: which member a new flow goes to follows
+ * this hash of the remote address and port and the local port (as loaded
+ * from the headers, network order), through ring_xdp_share_pick. The XDP
+ * program and the verbs backend's members (ring_verbs_share.c) use both.
  * Linux picks ephemeral ports of one parity, and the address and
  * destination port are fixed per client: a full avalanche (the murmur3
  * finaliser) so that every input bit reaches the low bits. */
@@ -72,6 +72,41 @@ static inline __u32 ring_xdp_share_hash(__be32 remote_ip, __be16 remote_port, __
 	h *= 0xc2b2ae35u;
 	h ^= h >> 16;
 	return h;
+}
+
+/* The member of a share group that a flow of hash h goes to: the one whose
+ * weight for h is highest (rendezvous hashing). Unlike h % count, which
+ * moves nearly every flow when a member comes or goes, this moves only the
+ * leaving member's flows, and on a join only those the newcomer wins (one
+ * in count + 1): a handshake in flight when a pre-fork server's worker is
+ * killed, restarted or reloaded keeps reaching the process that answered
+ * its SYN. members: ids, any order (count <= RING_XDP_MAX_MEMBERS); the
+ * loop's constant bound is for the BPF verifier. */
+static inline __u32 ring_xdp_share_weight(__u32 h, __u32 member)
+{
+	__u32 w = h ^ (member * 0x9e3779b9u);
+	w ^= w >> 16;
+	w *= 0x7feb352du;
+	w ^= w >> 15;
+	w *= 0x846ca68bu;
+	w ^= w >> 16;
+	return w;
+}
+
+static inline __u32 ring_xdp_share_pick(const __u32 *members, __u32 count, __u32 h)
+{
+	__u32 best = members[0], best_w = ring_xdp_share_weight(h, members[0]);
+
+	for (__u32 i = 1; i < RING_XDP_MAX_MEMBERS; i++) {
+		if (i >= count)
+			break;
+		__u32 w = ring_xdp_share_weight(h, members[i]);
+		if (w > best_w || (w == best_w && members[i] < best)) {
+			best_w = w;
+			best = members[i];
+		}
+	}
+	return best;
 }
 
 /* vma_shares value: the member slots a share group spreads over. */

@@ -67,7 +67,8 @@ struct l4_ports {
 };
 
 /* A share group's member for this remote end: the same remote address and
- * port always land on the same member while the group is unchanged. */
+ * port always land on the same member while it belongs to the group
+ * (ring_xdp_share_pick). */
 static __always_inline __u32 share_pick(__u32 value, const struct iphdr *ip, const struct l4_ports *ports)
 {
 	__u32 idx = value & ~RING_XDP_SHARE_BIT;
@@ -75,13 +76,8 @@ static __always_inline __u32 share_pick(__u32 value, const struct iphdr *ip, con
 
 	if (!share || share->count == 0 || share->count > RING_XDP_MAX_MEMBERS)
 		return RING_XDP_TO_KERNEL;
-	__u32 pick = ring_xdp_share_hash(ip->saddr, ports->source, ports->dest) % share->count;
-	/* The compiler knows pick < count <= MAX and drops the test below;
-	 * the verifier does not know it: hide pick from the optimiser. */
-	asm volatile("" : "+r"(pick));
-	if (pick >= RING_XDP_MAX_MEMBERS)
-		return RING_XDP_TO_KERNEL;
-	return share->slots[pick];
+	return ring_xdp_share_pick(share->slots, share->count,
+				   ring_xdp_share_hash(ip->saddr, ports->source, ports->dest));
 }
 
 /* A connection the kernel holds on a port we listen on: one that reached
