@@ -157,7 +157,7 @@ from=$(( $(log_lines) + 1 ))
 s0=$(in_segs)
 read -r c f rate <<<"$(ab_run v1 -n 4000 -c 8 "$URL/mid.bin")"
 s1=$(in_segs)
-echo "   libvma: $c requests ($f failed) at $rate/s (kernel $krate/s, ratio $(awk -v a="$rate" -v b="$krate" 'BEGIN{printf "%.2f", b>0?a/b:0}'))"
+echo "   libvma: $c requests ($f failed) at $rate/s (kernel $krate/s, ratio $(awk -v a="$rate" -v b="$krate" 'BEGIN{printf "%.2f", (b > 0 ? a / b : 0)}'))"
 [ "$c" = 4000 ] && [ "$f" = 0 ]
 check $? "2: 4000 requests on new connections, all complete ($c), none failed ($f)"
 share_ok "$from"
