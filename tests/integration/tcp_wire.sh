@@ -134,9 +134,10 @@ bounded quickack_acks_first10 "v >= 8 && v >= k - 2" "quick ACKs: about one per 
 # RTT), so a reader slower than the kernel's gets a smaller one, as Linux
 # (the kernel's own figure fell to 218 KiB on a loaded host: not required).
 # So the windows are compared per read rate: window times the time the
-# 8 MiB took. Ours reads them in 60-90 ms here, the kernel in 4-14 (the
-# peer's data comes as fast as our ACKs let it: ours cover 16 segments
-# each, 0.1-0.3 ms apart, in a capture of 2026-12-01; why, not yet known),
+# 8 MiB took. Ours reads them in 60-90 ms here, the kernel in 4-14: on
+# this host the kernel's first copy into each page of a new UMEM costs about
+# 9 us (docs/xdp.md, "The first pass over a new domain's frames"); the next
+# 8 MiB on the same domain take 6-11 ms,
 # and CI of 2026-12-01 saw ours at 1.84 MB against the kernel's 12.46 MB
 # (59 ms against 4): the plain ratio failed, the window per rate was twice
 # the kernel's.
