@@ -138,9 +138,9 @@ struct vmad_server {
 	struct pollfd pfds[VMAD_MAX_CONNS + 1];
 	struct vmad_iface ifaces[VMAD_MAX_IFACES];
 	/* The flow table, looked up on every FLOW_ADD and FLOW_DEL through
-	 * flow_index: a scan of all VMAD_MAX_FLOWS entries (4.5 MB) cost about
-	 * a millisecond a request, and the first one faulted every page in,
-	 * 15 ms of a new member's first connect() here. */
+	 * flow_index: a scan of all VMAD_MAX_FLOWS entries (4.5 MB) per request
+	 * faulted every page in on the first one, 15 ms of a new member's
+	 * first connect() here. */
 	struct vmad_flow *flows;    /* VMAD_MAX_FLOWS */
 	struct vmad_flow_index flow_index;
 	uint64_t idle_since_ms;     /* --auto: no connection and no interface since */
