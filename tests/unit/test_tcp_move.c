@@ -216,6 +216,90 @@ START_TEST(only_synchronized_connections_move)
 }
 END_TEST
 
+/* The client's new incarnation of PORT_A -> PORT_B after a TIME_WAIT: a
+ * SYN (32-byte header into th) with a seq far above the old one and a
+ * newer timestamp, and where it comes from. */
+static void reopening_syn(const struct th_wire *w, uint8_t th[32], struct tcp_seg_origin *from)
+{
+	uint32_t now = (uint32_t)w->now + 100000;
+	uint8_t opts[12] = { 1, 1, 8, 10 };
+	opts[4] = (uint8_t)(now >> 24); opts[5] = (uint8_t)(now >> 16);
+	opts[6] = (uint8_t)(now >> 8); opts[7] = (uint8_t)now;
+	memset(th, 0, 32);
+	uint16_t sport = htons(PORT_A), dport = htons(PORT_B);
+	memcpy(th, &sport, 2);
+	memcpy(th + 2, &dport, 2);
+	th[4] = 0x12;
+	th[12] = (uint8_t)(8 << 4);
+	th[13] = TCP_SYN;
+	th[14] = 0xff; th[15] = 0xff;
+	memcpy(th + 20, opts, 12);
+	*from = (struct tcp_seg_origin){ .src = w->side[0].nif.ip, .dst = w->side[1].nif.ip, .ttl = 64, .ifindex = 1 };
+	memcpy(from->src_mac, w->side[0].nif.mac, 6);
+}
+
+/* Feeds that SYN to engine tcp (which frees what it is fed: a copy). */
+static void feed_reopening_syn(const struct th_wire *w, struct tcp_ctx *tcp, const struct stack_netif *nif,
+			       uint8_t th[32], struct tcp_seg_origin *from)
+{
+	reopening_syn(w, th, from);
+	struct ring_buf *b = ring_buf_heap_alloc("syn", 64);
+	ck_assert_ptr_nonnull(b);
+	memcpy(b->data, th, 32);
+	b->len = b->tot_len = 32;
+	tcp_input_passed(tcp, nif, b, from);
+}
+
+/* A pre-fork server's worker closes its copy of the listener at a reload
+ * while its connections end in TIME_WAIT; other workers still listen
+ * (not in this engine). A SYN reopening one of those tuples ends the
+ * TIME_WAIT and is dropped, not reset: its retransmission follows the
+ * port's steering to a worker that listens, as Linux's global TIME_WAIT
+ * and listener lookup would take it. With a listener here it is taken. */
+START_TEST(syn_reopening_time_wait_without_listener_is_dropped)
+{
+	for (int listening = 0; listening < 2; listening++) {
+		struct th_wire w;
+		th_init_default(&w, 11);
+		struct tcp_pcb *lis = th_listen(&w.side[1], PORT_B);
+		struct tcp_pcb *c = th_connect(&w, 0, PORT_A, PORT_B);
+		ck_assert(th_run_until(&w, established, 100));
+		struct tcp_pcb *srv = w.side[1].pcb;
+		ck_assert_int_eq(tcp_close(srv), 0);   /* the server closes first */
+		w.side[1].pcb = NULL;
+		th_run(&w, 50);
+		ck_assert(w.side[0].fin);
+		ck_assert_int_eq(tcp_close(c), 0);
+		w.side[0].pcb = NULL;
+		th_run(&w, 50);
+		ck_assert_int_eq(tcp_pcb_state(srv), TCP_TIME_WAIT);
+		if (!listening)
+			ck_assert_int_eq(tcp_close(lis), 0);
+		unsigned pcbs = tcp_ctx_pcb_count(w.side[1].tcp);
+		uint64_t rsts = tcp_ctx_counters(w.side[1].tcp)->tx_rsts;
+		w.capture = true;
+		uint8_t th[32];
+		struct tcp_seg_origin from;
+		feed_reopening_syn(&w, w.side[1].tcp, &w.side[1].nif, th, &from);
+		const struct tcp_counters *cnt = tcp_ctx_counters(w.side[1].tcp);
+		ck_assert_uint_eq(cnt->tx_rsts, rsts);
+		if (listening) {
+			/* the listener's SYN-ACK; the old TIME_WAIT gave way to a half-open child */
+			ck_assert_uint_eq(w.ncaptured, 1);
+			struct th_tcp seg;
+			ck_assert(th_parse(w.captured[0], &seg));
+			ck_assert_uint_eq(seg.flags & (TCP_SYN | TCP_ACK | TCP_RST), TCP_SYN | TCP_ACK);
+			ck_assert_uint_eq(cnt->rx_tw_syn_no_listener, 0);
+		} else {
+			ck_assert_uint_eq(w.ncaptured, 0);   /* nothing answered */
+			ck_assert_uint_eq(cnt->rx_tw_syn_no_listener, 1);
+			ck_assert_uint_eq(tcp_ctx_pcb_count(w.side[1].tcp), pcbs - 1);   /* TIME_WAIT over */
+		}
+		th_fini(&w);
+	}
+}
+END_TEST
+
 /* The server closes first, so its moved connection ends in TIME_WAIT in
  * the new engine, which has no listener: a SYN reopening the tuple goes
  * to whichever engine has the listener (dest NULL), and so do the
@@ -242,32 +326,12 @@ START_TEST(syn_reopening_moved_time_wait_goes_to_the_listener)
 	for (int ms = 0; ms < 50; ms++)
 		lane_step(&w, &l);
 	ck_assert_int_eq(tcp_pcb_state(moved), TCP_TIME_WAIT);
-	/* The client's new incarnation: a SYN with a newer timestamp. */
-	uint32_t now = (uint32_t)w.now + 100000;
-	uint8_t opts[12] = { 1, 1, 8, 10 };
-	opts[4] = (uint8_t)(now >> 24); opts[5] = (uint8_t)(now >> 16);
-	opts[6] = (uint8_t)(now >> 8); opts[7] = (uint8_t)now;
 	nstrays = 0;
 	/* The SYN reaches the lane (its 5-tuple entry still names it). */
 	w.capture = true;
 	uint8_t th[32];
-	memset(th, 0, sizeof(th));
-	uint16_t sport = htons(PORT_A), dport = htons(PORT_B);
-	memcpy(th, &sport, 2);
-	memcpy(th + 2, &dport, 2);
-	th[4] = 0x12; /* a seq far above the old one */
-	th[12] = (uint8_t)(8 << 4);
-	th[13] = TCP_SYN;
-	th[14] = 0xff; th[15] = 0xff;
-	memcpy(th + 20, opts, 12);
-	/* The engine consumes (frees) what it is fed: a copy each time. */
-	struct ring_buf *b = ring_buf_heap_alloc("syn", 64);
-	ck_assert_ptr_nonnull(b);
-	memcpy(b->data, th, sizeof(th));
-	b->len = b->tot_len = 32;
-	struct tcp_seg_origin from = { .src = w.side[0].nif.ip, .dst = w.side[1].nif.ip, .ttl = 64, .ifindex = 1 };
-	memcpy(from.src_mac, w.side[0].nif.mac, 6);
-	tcp_input_passed(l.tcp, &l.nif, b, &from);
+	struct tcp_seg_origin from;
+	feed_reopening_syn(&w, l.tcp, &l.nif, th, &from);
 	ck_assert_uint_eq(nstrays, 1);
 	ck_assert_ptr_null(strays[0].dest);
 	ck_assert_uint_eq(strays[0].len, 32);
@@ -276,7 +340,7 @@ START_TEST(syn_reopening_moved_time_wait_goes_to_the_listener)
 	ck_assert_uint_eq(w.ncaptured, 0);   /* the lane answered nothing */
 	/* The handshake's ACK that follows, still steered to the lane, also
 	 * goes to the listener. */
-	b = ring_buf_heap_alloc("ack", 64);
+	struct ring_buf *b = ring_buf_heap_alloc("ack", 64);
 	ck_assert_ptr_nonnull(b);
 	memcpy(b->data, th, 20);
 	b->data[12] = 5 << 4;
@@ -318,6 +382,7 @@ int main(void)
 	tcase_add_test(tc, out_of_order_data_is_reneged_at_the_move);
 	tcase_add_test(tc, only_synchronized_connections_move);
 	tcase_add_test(tc, syn_reopening_moved_time_wait_goes_to_the_listener);
+	tcase_add_test(tc, syn_reopening_time_wait_without_listener_is_dropped);
 	tcase_add_test(tc, heap_buffer_frees_itself);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -51,6 +51,7 @@ void sock_tcp_flow_put_locked(struct sock_tcp *s)
 		sock_offload_flow_put_locked(s->ctx, s->if_slot, &s->flow);
 	s->flow_held = false;
 	s->flow_by_listener = false;
+	s->flow_share = false;
 }
 
 void sock_tcp_rxq_clear_locked(struct sock_tcp *s)

@@ -179,8 +179,10 @@ void sock_tcp_disconnect_locked(struct sock_tcp *s, bool abort)
 	o->flow = s->flow;
 	o->flow_held = s->flow_held;
 	o->flow_by_listener = s->flow_by_listener;
+	o->flow_share = s->flow_share;
 	s->flow_held = false;
 	s->flow_by_listener = false;
+	s->flow_share = false;
 	o->deadline_ms = engine_now_ms() + SOCK_TCP_ORPHAN_TIMEOUT_MS;
 	tcp_set_callbacks(pcb, &sock_tcp_orphan_callbacks, o);
 	tcp_shutdown(pcb, true, true);
@@ -215,6 +217,14 @@ static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_
 			done = true;
 		}
 		if (!done) {
+			if (o->flow_held && o->flow_share && tcp_pcb_state(o->pcb) == TCP_TIME_WAIT) {
+				/* Its entry would hold a slot of the 5-tuple map
+				 * for the whole TIME_WAIT: at a thousand
+				 * connections a second those fill it in seconds,
+				 * and live connections find none (2026-12-03). */
+				sock_offload_flow_put_locked(ctx, o->if_slot, &o->flow);
+				o->flow_held = false;
+			}
 			pp = &o->next;
 			continue;
 		}
@@ -222,6 +232,32 @@ static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_
 			sock_offload_flow_put_locked(ctx, o->if_slot, &o->flow);
 		*pp = o->next;
 		free(o);
+	}
+}
+
+void sock_tcp_end_time_waits_locked(struct sock_offload *ctx, uint32_t local_ip, uint16_t local_port)
+{
+	/* Their steering entries would bring this process the SYNs of peers
+	 * reusing those ports, for up to the TIME_WAIT's length, and it has no
+	 * listener to answer them: released, they follow the port's share
+	 * group to a process that listens, as the kernel's global TIME_WAIT
+	 * table and listener would have them. */
+	unsigned ended = 0;
+	for (struct sock_tcp_orphan *o = ctx->tcp_orphans; o; o = o->next) {
+		if (!o->pcb || tcp_pcb_state(o->pcb) != TCP_TIME_WAIT)
+			continue;
+		uint32_t lip, rip;
+		uint16_t lport, rport;
+		tcp_pcb_get_addr(o->pcb, &lip, &lport, &rip, &rport);
+		if (lport != local_port || (local_ip != INADDR_ANY && lip != local_ip))
+			continue;
+		tcp_abort(o->pcb);   /* no segment from TIME_WAIT */
+		o->pcb = NULL;
+		ended++;
+	}
+	if (ended) {
+		sock_tcp_orphans_reap_locked(ctx, engine_now_ms(), false);
+		vlog_debug("port %u: %u TIME_WAITs ended with this process's listener", ntohs(local_port), ended);
 	}
 }
 

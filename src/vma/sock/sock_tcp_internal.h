@@ -80,6 +80,11 @@ struct sock_tcp {
 	 * 3-tuple (no entry of its own): pinned to a 5-tuple before anything
 	 * could send its segments elsewhere (sock_tcp_pin_listener_flows_locked). */
 	bool flow_by_listener;
+	/* flow is the 5-tuple of a connection a share group's 3-tuple brought
+	 * to this process: while the group's members stay, its hash brings
+	 * the same segments here, so the entry only guards against their
+	 * change, which a TIME_WAIT need not survive (sock_tcp_close.c). */
+	bool flow_share;
 	/* The wait channel flow is steered to (sock_tcp_chan_claim_locked);
 	 * NULL: the lane's ring. */
 	struct sock_offload_chan *chan;
@@ -272,6 +277,10 @@ void sock_tcp_apply_options_locked(struct sock_tcp *s);
  * connection needs its own entry) and when the listener closes (another
  * socket may then take the port). */
 void sock_tcp_pin_listener_flows_locked(struct sock_offload *ctx, const struct ring_flow *lflow);
+/* Ends, silently, the TIME_WAITs of connections closed on local ip:port
+ * (ip INADDR_ANY: any): a shared listener's copy closes in this process
+ * (docs/process_model.md, "Reload"). */
+void sock_tcp_end_time_waits_locked(struct sock_offload *ctx, uint32_t local_ip, uint16_t local_port);
 /* Lock held: list of live sockets holding a pcb. */
 void sock_tcp_all_add_locked(struct sock_tcp *s);
 void sock_tcp_all_del_locked(struct sock_tcp *s);
@@ -342,6 +351,7 @@ struct sock_tcp_orphan {
 	struct ring_flow flow;
 	bool flow_held;
 	bool flow_by_listener;       /* as sock_tcp's */
+	bool flow_share;             /* as sock_tcp's */
 	uint64_t deadline_ms;
 };
 

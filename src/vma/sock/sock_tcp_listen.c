@@ -529,6 +529,7 @@ int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *chil
 			c->flow_held = sock_offload_flow_get_locked(ctx, c->if_slot, &c->flow) == 0;
 		}
 		c->flow_by_listener = c->flow_held && by_listener;
+		c->flow_share = c->flow_held && !by_listener && l->share;
 	}
 	c->writeable = false;
 	sock_tcp_snd_refresh_locked(c);
@@ -575,6 +576,8 @@ void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections)
 				sock_tcp_pin_listener_flows_locked(l->ctx, &flow);
 			}
 	}
+	if (l->ctx && pin_connections && l->share && l->listen_slots && !l->ctx->dead)
+		sock_tcp_end_time_waits_locked(l->ctx, l->listen_flow.local_ip, l->local_port);
 	if (l->ctx)
 		sock_tcp_listen_flows_put_locked(l);
 	sock_tcp_all_del_locked(l);

@@ -236,6 +236,7 @@ static int sock_tcp_move(struct sock_tcp *s, struct sock_offload *from, struct s
 	 * error callback during the drain must not give one back. */
 	s->flow_held = false;
 	s->flow_by_listener = false;
+	s->flow_share = false;   /* the group's hash names the old lane */
 
 	/* 2. What the old rings hold for the connection reaches it there. */
 	for (int pass = 0; pass < SOCK_TCP_MOVE_DRAIN_PASSES; pass++)

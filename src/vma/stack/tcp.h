@@ -103,6 +103,10 @@ struct tcp_counters {
 	/* Listen overflow (Linux's ListenOverflows): SYNs and handshake-ending
 	 * ACKs dropped while the accept queue was full. */
 	uint64_t rx_accept_queue_full;
+	/* SYNs that ended a TIME_WAIT of a port this engine no longer listens
+	 * on: dropped, not reset (the retransmission finds the port's
+	 * listeners elsewhere; docs/process_model.md, "Reload"). */
+	uint64_t rx_tw_syn_no_listener;
 	/* SYN cookies (Linux's SyncookiesSent/Recv/Failed): SYN-ACKs answered
 	 * statelessly while the SYN queue was full; ACKs that carried a valid
 	 * cookie and became connections; ACKs to a listener with a bad one. */

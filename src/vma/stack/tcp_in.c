@@ -1085,6 +1085,16 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 			pcb = NULL;
 			goto done;
 		}
+		if (!pcb || pcb->state != TCP_LISTEN) {
+			/* Our listener is gone, maybe not the port's: a worker
+			 * of a pre-fork server that closed its copy at a reload
+			 * while others still listen (Linux's TIME_WAIT and
+			 * listener are global, so it would find theirs). With
+			 * the TIME_WAIT ends its steering entry: the SYN's
+			 * retransmission goes where the port's steering says. */
+			ctx->cnt.rx_tw_syn_no_listener++;
+			goto done;
+		}
 	}
 	const struct tcp_handed *hd = NULL;
 	if ((!pcb || pcb->state == TCP_CLOSED || pcb->state == TCP_LISTEN) && ctx->handed_next &&
