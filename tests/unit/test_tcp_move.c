@@ -289,14 +289,51 @@ START_TEST(syn_reopening_time_wait_without_listener_is_dropped)
 			struct th_tcp seg;
 			ck_assert(th_parse(w.captured[0], &seg));
 			ck_assert_uint_eq(seg.flags & (TCP_SYN | TCP_ACK | TCP_RST), TCP_SYN | TCP_ACK);
-			ck_assert_uint_eq(cnt->rx_tw_syn_no_listener, 0);
+			ck_assert_uint_eq(cnt->rx_syn_listener_gone, 0);
 		} else {
 			ck_assert_uint_eq(w.ncaptured, 0);   /* nothing answered */
-			ck_assert_uint_eq(cnt->rx_tw_syn_no_listener, 1);
+			ck_assert_uint_eq(cnt->rx_syn_listener_gone, 1);
 			ck_assert_uint_eq(tcp_ctx_pcb_count(w.side[1].tcp), pcbs - 1);   /* TIME_WAIT over */
 		}
 		th_fini(&w);
 	}
+}
+END_TEST
+
+/* A share group's member closed its copy of the listener; SYNs the
+ * steering brought before it changed are dropped for the given time, not
+ * reset (others serve the port). Not ACKs (a handshake this engine never
+ * answered: reset), not other ports, not after the time. */
+START_TEST(syn_for_a_gone_listener_is_dropped_for_a_while)
+{
+	struct th_wire w;
+	th_init_default(&w, 13);
+	struct tcp_pcb *lis = th_listen(&w.side[1], PORT_B);
+	ck_assert_int_eq(tcp_close(lis), 0);
+	tcp_ctx_listener_gone(w.side[1].tcp, 0, htons(PORT_B), 1000);
+	const struct tcp_counters *cnt = tcp_ctx_counters(w.side[1].tcp);
+	w.capture = true;
+	th_inject(&w, 1, htons(PORT_A), htons(PORT_B), 1000, 0, TCP_SYN, 65535, NULL, 0, NULL, 0);
+	th_step(&w);
+	ck_assert_uint_eq(cnt->rx_syn_listener_gone, 1);
+	ck_assert_uint_eq(cnt->tx_rsts, 0);
+	ck_assert_uint_eq(w.ncaptured, 0);
+	th_inject(&w, 1, htons(PORT_A), htons(PORT_B), 1001, 777, TCP_ACK, 65535, NULL, 0, NULL, 0);
+	th_inject(&w, 1, htons(PORT_A), htons(PORT_B + 1), 1000, 0, TCP_SYN, 65535, NULL, 0, NULL, 0);
+	th_step(&w);
+	ck_assert_uint_eq(cnt->rx_syn_listener_gone, 1);
+	ck_assert_uint_eq(cnt->tx_rsts, 2);
+	th_capture_clear(&w);
+	th_run(&w, 1000);
+	th_inject(&w, 1, htons(PORT_A + 1), htons(PORT_B), 1000, 0, TCP_SYN, 65535, NULL, 0, NULL, 0);
+	th_step(&w);
+	ck_assert_uint_eq(cnt->rx_syn_listener_gone, 1);
+	ck_assert_uint_eq(cnt->tx_rsts, 3);
+	ck_assert_uint_eq(w.ncaptured, 1);
+	struct th_tcp seg;
+	ck_assert(th_parse(w.captured[0], &seg));
+	ck_assert(seg.flags & TCP_RST);
+	th_fini(&w);
 }
 END_TEST
 
@@ -383,6 +420,7 @@ int main(void)
 	tcase_add_test(tc, only_synchronized_connections_move);
 	tcase_add_test(tc, syn_reopening_moved_time_wait_goes_to_the_listener);
 	tcase_add_test(tc, syn_reopening_time_wait_without_listener_is_dropped);
+	tcase_add_test(tc, syn_for_a_gone_listener_is_dropped_for_a_while);
 	tcase_add_test(tc, heap_buffer_frees_itself);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

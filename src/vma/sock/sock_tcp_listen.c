@@ -25,6 +25,10 @@
 #include "sock/sock_tcp_internal.h"
 
 #define SOCK_TCP_SOMAXCONN 4096
+/* After a shared listener's copy closes here, how long SYNs already
+ * steered here are dropped rather than reset: the steering change is one
+ * vmad round trip, and what the RX ring held is read within a poll. */
+#define SOCK_TCP_LISTENER_GONE_MS 2000
 /* A spinning accept asks the kernel listener once per this many polls. */
 #define SOCK_TCP_ACCEPT_KERNEL_RATIO 64u
 
@@ -576,8 +580,13 @@ void sock_tcp_listener_close_locked(struct sock_tcp *l, bool pin_connections)
 				sock_tcp_pin_listener_flows_locked(l->ctx, &flow);
 			}
 	}
-	if (l->ctx && pin_connections && l->share && l->listen_slots && !l->ctx->dead)
+	if (l->ctx && pin_connections && l->share && l->listen_slots && !l->ctx->dead) {
+		/* Other processes go on serving the port (docs/process_model.md,
+		 * "Reload"). */
 		sock_tcp_end_time_waits_locked(l->ctx, l->listen_flow.local_ip, l->local_port);
+		sock_offload_clock_locked(l->ctx);
+		tcp_ctx_listener_gone(l->ctx->tcp, l->listen_flow.local_ip, l->local_port, SOCK_TCP_LISTENER_GONE_MS);
+	}
 	if (l->ctx)
 		sock_tcp_listen_flows_put_locked(l);
 	sock_tcp_all_del_locked(l);

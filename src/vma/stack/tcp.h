@@ -103,10 +103,11 @@ struct tcp_counters {
 	/* Listen overflow (Linux's ListenOverflows): SYNs and handshake-ending
 	 * ACKs dropped while the accept queue was full. */
 	uint64_t rx_accept_queue_full;
-	/* SYNs that ended a TIME_WAIT of a port this engine no longer listens
-	 * on: dropped, not reset (the retransmission finds the port's
-	 * listeners elsewhere; docs/process_model.md, "Reload"). */
-	uint64_t rx_tw_syn_no_listener;
+	/* SYNs for a port whose listener here is gone, dropped, not reset (the
+	 * retransmission finds the port's listeners elsewhere;
+	 * docs/process_model.md, "Reload"): ones that ended a TIME_WAIT, and
+	 * ones within tcp_ctx_listener_gone's time. */
+	uint64_t rx_syn_listener_gone;
 	/* SYN cookies (Linux's SyncookiesSent/Recv/Failed): SYN-ACKs answered
 	 * statelessly while the SYN queue was full; ACKs that carried a valid
 	 * cookie and became connections; ACKs to a listener with a bad one. */
@@ -448,6 +449,13 @@ struct tcp_seg_origin {
 typedef void (*tcp_stray_fn)(void *arg, void *dest_arg, const struct tcp_seg_origin *from, const uint8_t *seg,
 			     uint32_t len);
 void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg);
+/* This engine's listener on ip:port (network order; ip 0: any) closed
+ * while other processes serve the port (a share group's member leaving,
+ * a pre-fork server's worker at a reload). For ms, SYNs the steering
+ * brought here before it changed find no listener and are dropped, not
+ * reset: the peer's retransmission reaches one that listens, as Linux's
+ * one listening socket would take them. */
+void tcp_ctx_listener_gone(struct tcp_ctx *ctx, uint32_t ip, uint16_t port, uint32_t ms);
 /* Moves a synchronized connection (ESTABLISHED or CLOSE_WAIT, outside
  * input) to engine `to`, sending on nif there; its callbacks go with it.
  * The out-of-order queue, whose frames belong to the old engine's ring, is

@@ -992,6 +992,15 @@ static bool tw_syn_reopens(const struct tcp_pcb *pcb, const struct tcp_seg *seg)
 	       (pcb->ts_ok && seg->opt.has_ts && SEQ_GT(seg->opt.ts_val, pcb->ts_recent));
 }
 
+static bool listener_gone(const struct tcp_ctx *ctx, uint32_t ip, uint16_t port)
+{
+	for (unsigned i = 0; i < TCP_GONE_LISTENERS; i++)
+		if (ctx->gone[i].port == port && (ctx->gone[i].ip == 0 || ctx->gone[i].ip == ip) &&
+		    ctx->now_ms < ctx->gone[i].until_ms)
+			return true;
+	return false;
+}
+
 /* A segment for a connection (or listener) in another engine: the whole
  * TCP segment [h, h + len) goes to the stray hook. */
 static void pass_stray(struct tcp_ctx *ctx, void *dest_arg, const struct tcp_rx *rx)
@@ -1092,7 +1101,7 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 			 * listener are global, so it would find theirs). With
 			 * the TIME_WAIT ends its steering entry: the SYN's
 			 * retransmission goes where the port's steering says. */
-			ctx->cnt.rx_tw_syn_no_listener++;
+			ctx->cnt.rx_syn_listener_gone++;
 			goto done;
 		}
 	}
@@ -1104,8 +1113,12 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 		else
 			ctx->cnt.rx_handed_off++;
 	} else if (!pcb || pcb->state == TCP_CLOSED) {
-		ctx->cnt.rx_no_pcb++;
-		tcp_send_rst_reply(ctx, &rx);
+		if ((seg->flags & (TCP_SYN | TCP_ACK | TCP_RST)) == TCP_SYN && listener_gone(ctx, ip->dst, rx.dport)) {
+			ctx->cnt.rx_syn_listener_gone++;
+		} else {
+			ctx->cnt.rx_no_pcb++;
+			tcp_send_rst_reply(ctx, &rx);
+		}
 	} else if (pcb->state == TCP_LISTEN) {
 		listen_input(pcb, &rx, isn);
 	} else {

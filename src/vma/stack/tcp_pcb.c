@@ -1058,6 +1058,22 @@ void tcp_pcb_forget(struct tcp_pcb *pcb)
 	tcp_pcb_release(pcb);
 }
 
+void tcp_ctx_listener_gone(struct tcp_ctx *ctx, uint32_t ip, uint16_t port, uint32_t ms)
+{
+	unsigned pick = 0;   /* the same port's record, else the oldest */
+	for (unsigned i = 0; i < TCP_GONE_LISTENERS; i++) {
+		if (ctx->gone[i].port == port && ctx->gone[i].ip == ip) {
+			pick = i;
+			break;
+		}
+		if (ctx->gone[i].until_ms < ctx->gone[pick].until_ms)
+			pick = i;
+	}
+	ctx->gone[pick].ip = ip;
+	ctx->gone[pick].port = port;
+	ctx->gone[pick].until_ms = ctx->now_ms + ms;
+}
+
 void tcp_ctx_set_stray_hook(struct tcp_ctx *ctx, tcp_stray_fn fn, void *arg)
 {
 	ctx->stray_fn = fn;

@@ -455,6 +455,8 @@ struct tcp_hash {
 };
 
 #define TCP_HANDED_RECENT 64
+/* Listeners closed here lately while other processes serve the port. */
+#define TCP_GONE_LISTENERS 4
 /* How long segments of a connection that moved to another engine are
  * passed on: the ones that still come here were steered before the move
  * and land within one NAPI pass of it; the rest of the entry's life only
@@ -500,6 +502,13 @@ struct tcp_ctx {
 		uint64_t at_ms;
 	} handed[TCP_HANDED_RECENT];
 	unsigned handed_next;
+	/* tcp_ctx_listener_gone: until until_ms, a SYN for ip:port (ip 0:
+	 * any) that finds no listener here is dropped, not reset. */
+	struct {
+		uint32_t ip;
+		uint16_t port;
+		uint64_t until_ms;
+	} gone[TCP_GONE_LISTENERS];
 	tcp_stray_fn stray_fn;
 	void *stray_arg;
 	/* Route metrics toward the sender of a SYN (tcp_ctx_set_route_hook). */
