@@ -291,6 +291,8 @@ static const struct tcp_callbacks sock_tcp_callbacks = {
 	.connected = sock_tcp_connected_cb,
 	.accept = sock_tcp_accept_cb,
 	.admit = sock_tcp_admit_cb,
+	.child_born = sock_tcp_child_born_cb,
+	.child_lost = sock_tcp_child_lost_cb,
 	.tx_stamp = sock_tcp_tx_stamp_cb,
 };
 

@@ -118,7 +118,8 @@ struct sock_tcp {
 	struct ring_flow listen_flow; /* listener: the 3-tuple (local_ip may be INADDR_ANY) */
 	/* listener: 5-tuples of half-open children steered on their own (a
 	 * fork took the listener's 3-tuple away while their handshake was in
-	 * flight); each is the child's own once it is accepted. */
+	 * flight, or a share group's SYN: sock_tcp_child_born_cb); each is
+	 * the child's own once it is accepted. */
 	struct sock_tcp_embryo {
 		struct ring_flow flow;
 		int if_slot;
@@ -328,6 +329,8 @@ static inline void sock_tcp_migrate_note(struct sock_tcp *s)
 /* Child sockets (sock_tcp_listen.c). */
 int sock_tcp_accept_cb(void *arg, struct tcp_pcb *listener, struct tcp_pcb *child);
 bool sock_tcp_admit_cb(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port);
+void sock_tcp_child_born_cb(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child);
+void sock_tcp_child_lost_cb(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child);
 void sock_tcp_child_free_locked(struct sock_tcp *child);
 int sock_tcp_op_listen(struct sock_obj *obj, int backlog);
 int sock_tcp_op_accept4(struct sock_obj *obj, struct sockaddr *addr, socklen_t *len, int flags);

@@ -29,6 +29,9 @@
  * steered here are dropped rather than reset: the steering change is one
  * vmad round trip, and what the RX ring held is read within a poll. */
 #define SOCK_TCP_LISTENER_GONE_MS 2000
+/* Half-open connections of a shared listener steered by their own 5-tuple
+ * at once (sock_tcp_child_born_cb). */
+#define SOCK_TCP_EMBRYO_PINS 128u
 /* A spinning accept asks the kernel listener once per this many polls. */
 #define SOCK_TCP_ACCEPT_KERNEL_RATIO 64u
 
@@ -378,6 +381,18 @@ struct sock_tcp_embryo_pin {
 	unsigned pinned;
 };
 
+/* The index of the pin of five's 4-tuple in l->embryos, or -1. */
+static int sock_tcp_embryo_find(const struct sock_tcp *l, const struct ring_flow *five)
+{
+	for (unsigned i = 0; i < l->nembryos; i++) {
+		const struct ring_flow *e = &l->embryos[i].flow;
+		if (e->local_ip == five->local_ip && e->local_port == five->local_port &&
+		    e->remote_ip == five->remote_ip && e->remote_port == five->remote_port)
+			return (int)i;
+	}
+	return -1;
+}
+
 static void sock_tcp_embryo_pin(void *arg, const struct tcp_pcb *child)
 {
 	struct sock_tcp_embryo_pin *pin = arg;
@@ -386,7 +401,7 @@ static void sock_tcp_embryo_pin(void *arg, const struct tcp_pcb *child)
 	struct ring_flow five = { .proto = IPPROTO_TCP, .owner_fd = l->obj.fd };
 	tcp_pcb_get_addr(child, &five.local_ip, &five.local_port, &five.remote_ip, &five.remote_port);
 	int slot = sock_offload_if_slot_by_ip(ctx, five.local_ip);
-	if (slot < 0 || !(l->listen_slots & (1u << slot)))
+	if (slot < 0 || !(l->listen_slots & (1u << slot)) || sock_tcp_embryo_find(l, &five) >= 0)
 		return;
 	struct sock_tcp_embryo *grown = realloc(l->embryos, (l->nembryos + 1) * sizeof(*grown));
 	if (!grown)
@@ -416,19 +431,53 @@ void sock_tcp_pin_embryos_locked(struct sock_offload *ctx)
 		vlog_debug("fork: %u half-open connections steered by their own 5-tuple", pinned);
 }
 
-/* The pin of c's 5-tuple, if a fork made one: c's steering from now on. */
+/* The pin of c's 5-tuple, if a fork or its SYN made one: c's steering
+ * from now on. */
 static bool sock_tcp_embryo_take(struct sock_tcp *l, struct sock_tcp *c)
 {
-	for (unsigned i = 0; i < l->nembryos; i++) {
-		struct sock_tcp_embryo *e = &l->embryos[i];
-		if (e->if_slot != c->if_slot || e->flow.local_ip != c->local_ip || e->flow.local_port != c->local_port ||
-		    e->flow.remote_ip != c->remote_ip || e->flow.remote_port != c->remote_port)
-			continue;
-		c->flow = e->flow;
-		*e = l->embryos[--l->nembryos];
-		return true;
-	}
-	return false;
+	struct ring_flow five = { .local_ip = c->local_ip, .local_port = c->local_port, .remote_ip = c->remote_ip,
+				  .remote_port = c->remote_port };
+	int i = sock_tcp_embryo_find(l, &five);
+	if (i < 0 || l->embryos[i].if_slot != c->if_slot)
+		return false;
+	c->flow = l->embryos[i].flow;
+	l->embryos[i] = l->embryos[--l->nembryos];
+	return true;
+}
+
+/* A share group spreads the listener's 3-tuple by hash over processes that
+ * come and go (a pre-fork server's reload): a join takes about one in
+ * count + 1 of the handshakes in flight to the newcomer, which never saw
+ * their SYN and resets their last ACK. From its SYN-ACK on, a handshake of
+ * a shared listener has its own 5-tuple, which accept takes over
+ * (sock_tcp_embryo_take): the same one map update a connection, made one
+ * round trip earlier. Not beyond SOCK_TCP_EMBRYO_PINS half-open ones at
+ * once (a SYN flood would cost two updates a SYN): those ride the hash. */
+void sock_tcp_child_born_cb(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child)
+{
+	(void)listener;
+	struct sock_tcp *l = arg;
+	if (!l->share || l->released || l->mode != SOCK_TCP_LISTENER || !l->ctx || l->ctx->dead ||
+	    l->nembryos >= SOCK_TCP_EMBRYO_PINS)
+		return;
+	struct sock_tcp_embryo_pin pin = { .l = l };
+	sock_tcp_embryo_pin(&pin, child);
+}
+
+/* A half-open child's handshake failed: its pin goes. */
+void sock_tcp_child_lost_cb(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child)
+{
+	(void)listener;
+	struct sock_tcp *l = arg;
+	if (!l->nembryos || !l->ctx)
+		return;
+	struct ring_flow five = { 0 };
+	tcp_pcb_get_addr(child, &five.local_ip, &five.local_port, &five.remote_ip, &five.remote_port);
+	int i = sock_tcp_embryo_find(l, &five);
+	if (i < 0)
+		return;
+	sock_offload_flow_put_locked(l->ctx, l->embryos[i].if_slot, &l->embryos[i].flow);
+	l->embryos[i] = l->embryos[--l->nembryos];
 }
 
 void sock_tcp_embryos_put_locked(struct sock_tcp *l)

@@ -179,6 +179,11 @@ struct tcp_callbacks {
 	 * every sharer sees each new flow: one takes it). False: the segment
 	 * is dropped without an answer. NULL: always. */
 	bool (*admit)(void *arg, const struct stack_netif *nif, uint32_t remote_ip, uint16_t remote_port);
+	/* On a listener: a half-open child was made (its SYN-ACK goes next),
+	 * and one that is gone before it reached accept (its handshake failed
+	 * or timed out; not when the listener itself closes). NULL: none. */
+	void (*child_born)(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child);
+	void (*child_lost)(void *arg, struct tcp_pcb *listener, const struct tcp_pcb *child);
 	/* Every slow-timer period while the pcb lives. */
 	void (*poll)(void *arg, struct tcp_pcb *pcb);
 	/* A transmit stamp asked by tcp_tx_stamp_request is due (kind: one

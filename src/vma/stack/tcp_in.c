@@ -299,6 +299,11 @@ static void listen_input(struct tcp_pcb *lis, struct tcp_rx *rx, const uint32_t 
 	if (ctx->route_fn)
 		ctx->route_fn(ctx->route_arg, c->remote_ip, &c->route);
 	negotiate(c, seg, false);
+	if (lis->cb.child_born) {
+		lis->cb.child_born(lis->cb_arg, lis, c);
+		if (callback_killed(c))
+			return;
+	}
 	c->iss = isn ? *isn : tcp_isn(ctx, c->local_ip, dport, c->remote_ip, sport);
 	c->una_since_ms = ctx->now_ms;
 	c->snd_una = c->snd_sml = c->iss;

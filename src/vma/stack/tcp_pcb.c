@@ -673,8 +673,11 @@ void tcp_pcb_release(struct tcp_pcb *pcb)
 	if (pcb->dead)
 		return;
 	if (pcb->parent) {
-		pcb->parent->pending_children--;
+		struct tcp_pcb *lis = pcb->parent;
+		lis->pending_children--;
 		pcb->parent = NULL;
+		if (lis->cb.child_lost)
+			lis->cb.child_lost(lis->cb_arg, lis, pcb);
 	}
 	tcp_set_state(pcb, TCP_CLOSED);
 	memset(&pcb->cb, 0, sizeof(pcb->cb));
