@@ -124,7 +124,7 @@ struct sock_tcp {
 		struct ring_flow flow;
 		int if_slot;
 	} *embryos;
-	unsigned nembryos;
+	unsigned nembryos, embryos_cap;
 	bool reset;                  /* ended by an error: pcb gone */
 	int err;                     /* pending SO_ERROR / once from recv, 0 none */
 

@@ -325,7 +325,7 @@ void sock_tcp_listen_forget_parent(struct sock_tcp *l)
 	l->inherited = true;
 	free(l->embryos);   /* our heap's copy; the pins are the parent's */
 	l->embryos = NULL;
-	l->nembryos = 0;
+	l->nembryos = l->embryos_cap = 0;
 }
 
 /* A listener the kernel socket serves from now on (a forked child that
@@ -403,10 +403,14 @@ static void sock_tcp_embryo_pin(void *arg, const struct tcp_pcb *child)
 	int slot = sock_offload_if_slot_by_ip(ctx, five.local_ip);
 	if (slot < 0 || !(l->listen_slots & (1u << slot)) || sock_tcp_embryo_find(l, &five) >= 0)
 		return;
-	struct sock_tcp_embryo *grown = realloc(l->embryos, (l->nembryos + 1) * sizeof(*grown));
-	if (!grown)
-		return;
-	l->embryos = grown;
+	if (l->nembryos == l->embryos_cap) {   /* doubling: not an allocation per SYN */
+		unsigned cap = l->embryos_cap ? l->embryos_cap * 2 : 8;
+		struct sock_tcp_embryo *grown = realloc(l->embryos, cap * sizeof(*grown));
+		if (!grown)
+			return;
+		l->embryos = grown;
+		l->embryos_cap = cap;
+	}
 	if (sock_offload_flow_get_locked(ctx, slot, &five) < 0)
 		return;
 	l->embryos[l->nembryos++] = (struct sock_tcp_embryo){ .flow = five, .if_slot = slot };
@@ -487,7 +491,7 @@ void sock_tcp_embryos_put_locked(struct sock_tcp *l)
 			sock_offload_flow_put_locked(l->ctx, l->embryos[i].if_slot, &l->embryos[i].flow);
 	free(l->embryos);
 	l->embryos = NULL;
-	l->nembryos = 0;
+	l->nembryos = l->embryos_cap = 0;
 }
 
 /* ---- children ---- */
