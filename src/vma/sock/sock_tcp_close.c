@@ -221,7 +221,7 @@ static void sock_tcp_orphans_reap_locked(struct sock_offload *ctx, uint64_t now_
 				/* Its entry would hold a slot of the 5-tuple map
 				 * for the whole TIME_WAIT: at a thousand
 				 * connections a second those fill it in seconds,
-				 * and live connections find none (2026-12-03). */
+				 * and live connections find none (2026-12-02). */
 				sock_offload_flow_put_locked(ctx, o->if_slot, &o->flow);
 				o->flow_held = false;
 			}
