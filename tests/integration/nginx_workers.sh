@@ -18,8 +18,8 @@
 #   5 SIGHUP (reload): new workers replace the old ones, the next 4000
 #     requests complete, InSegs flat
 #   6 a reload (SIGHUP) 1 s into 6000 requests, 8 at a time: at most 0.5%
-#     of them fail (the kernel: none; before 2026-12-02 libvma lost 300 to
-#     2000: the old workers' TIME_WAITs kept the SYNs of reused client ports
+#     of them fail (the kernel: none; before 2026-12-02 libvma lost 675 and
+#     798 in this step, 174 to 1487 in hand runs: the old workers' TIME_WAITs kept the SYNs of reused client ports
 #     and reset them, and the 5-tuple map, full of TIME_WAITs, left new
 #     connections riding the share group's hash, which the reload moved);
 #     the 5-tuple steering map then holds at most 1000 entries (not one per

@@ -1105,7 +1105,10 @@ void tcp_input(struct stack *st, const struct stack_netif *nif, struct ring_buf 
 			 * while others still listen (Linux's TIME_WAIT and
 			 * listener are global, so it would find theirs). With
 			 * the TIME_WAIT ends its steering entry: the SYN's
-			 * retransmission goes where the port's steering says. */
+			 * retransmission goes where the port's steering says.
+			 * Also a TIME_WAIT of an active open (no listener ever):
+			 * Linux answers that SYN with its TIME_WAIT ACK, not an
+			 * RST, so the peer retries there too. */
 			ctx->cnt.rx_syn_listener_gone++;
 			goto done;
 		}
