@@ -809,6 +809,38 @@ START_TEST(exclusive_edges_wake_one_sleeping_set_each)
 		ck_assert_ptr_nonnull(((struct iomux_epoll *)iomux_epoll_lookup(sets[2]))->ready_head);
 	}
 
+	/* sets[1]'s thread polls in its pass (inside epoll_wait, awake, its
+	 * ready list empty) and nobody sleeps: it takes the edge as a sleeper
+	 * would, without a wake-up, and the sets whose thread is busy in the
+	 * application do not get it. Once the edge is on its ready list it is
+	 * no longer idle: the next edge finds nobody and goes to every set. */
+	for (int round = 0; round < N; round++) {
+		excl_reset(N + 1, sets, 0);
+		struct iomux_epoll *poller = (struct iomux_epoll *)iomux_epoll_lookup(sets[1]);
+		__atomic_store_n(&poller->waiters, 1, __ATOMIC_RELAXED);
+		iomux_notify_n(&f->base, EPOLLIN, 1);
+		ck_assert_int_eq(excl_on_ready(N, sets), 1);
+		ck_assert_ptr_nonnull(poller->ready_head);
+		ck_assert(!poller->wake_signalled);
+		iomux_notify_n(&f->base, EPOLLIN, 1);
+		ck_assert_int_eq(excl_on_ready(N, sets), N);
+		__atomic_store_n(&poller->waiters, 0, __ATOMIC_RELAXED);
+	}
+	/* One set polls, another sleeps: two edges, one each. */
+	excl_reset(N + 1, sets, 0);
+	{
+		struct iomux_epoll *poller = (struct iomux_epoll *)iomux_epoll_lookup(sets[0]);
+		struct iomux_epoll *sleeper = (struct iomux_epoll *)iomux_epoll_lookup(sets[3]);
+		__atomic_store_n(&poller->waiters, 1, __ATOMIC_RELAXED);
+		sleeper->waiters = sleeper->sleepers = 1;
+		iomux_notify_n(&f->base, EPOLLIN, 2);
+		ck_assert_int_eq(excl_on_ready(N, sets), 2);
+		ck_assert_ptr_nonnull(poller->ready_head);
+		ck_assert_ptr_nonnull(sleeper->ready_head);
+		ck_assert(sleeper->wake_signalled);
+		poller->waiters = sleeper->waiters = 0;
+	}
+
 	/* Nobody sleeps: every exclusive set, as under Linux. */
 	excl_reset(N + 1, sets, 0);
 	iomux_notify_n(&f->base, EPOLLIN, 1);

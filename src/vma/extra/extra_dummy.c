@@ -159,7 +159,7 @@ ssize_t extra_tcp_dummy_send(struct sock_tcp *s, const struct msghdr *msg, int f
 	const struct stack_netif *nif = &ctx->ifs[s->if_slot].nif;
 	struct ring_buf *frame = nif->tx_alloc(nif->ctx);
 	if (!frame) {
-		ring_tx_flush(ctx->ifs[s->if_slot].ring);   /* reaps completions */
+		ring_tx_flush(sock_offload_tx_ring(ctx, s->if_slot));   /* reaps completions */
 		frame = nif->tx_alloc(nif->ctx);
 	}
 	if (!frame) {

@@ -128,11 +128,17 @@ static bool notify_exclusive(const struct iomux_item *it, uint32_t events)
 }
 
 /* How much a set wants an exclusive edge (watch lock held, set lock not):
- * NOTIFY_ASLEEP a thread sleeps in it and no wake-up is on its way yet,
+ * NOTIFY_IDLE a thread waits in it for something to do: it sleeps and no
+ * wake-up is on its way yet, or it polls in its pass (a busy-polling
+ * epoll_wait) and nothing is on its ready list;
  * NOTIFY_WOKEN one sleeps but was already woken (Linux takes a woken
- * waiter off the set's queue, so the next edge goes to another set),
- * NOTIFY_ANY nobody sleeps there. */
-enum notify_want { NOTIFY_ASLEEP, NOTIFY_WOKEN, NOTIFY_ANY };
+ * waiter off the set's queue, so the next edge goes to another set);
+ * NOTIFY_ANY nobody waits there (its thread is busy in the application).
+ * Linux has no thread polling in a pass: its softirq queues the
+ * connection and wakes a sleeper. Ours, a spinning epoll_wait, is idle
+ * just as much; counting it busy gave every connection to the one thread
+ * that slept while the other spun on the lane. */
+enum notify_want { NOTIFY_IDLE, NOTIFY_WOKEN, NOTIFY_ANY };
 
 /* Pushes it on its set's ready list when the set is of kind want (or
  * better); returns the wake fd to write (or -1). *taken: pushed. */
@@ -143,7 +149,8 @@ static int notify_push(struct iomux_item *it, enum notify_want want, bool *taken
 	*taken = false;
 	iomux_lock(&ep->lock);
 	bool sleeping = ep->sleepers || ep->exposed;
-	bool ok = want == NOTIFY_ANY || (sleeping && (want == NOTIFY_WOKEN || !ep->wake_signalled));
+	bool polling = __atomic_load_n(&ep->waiters, __ATOMIC_RELAXED) > ep->sleepers && !ep->ready_head;
+	bool ok = want == NOTIFY_ANY || polling || (sleeping && (want == NOTIFY_WOKEN || !ep->wake_signalled));
 	if (!it->disarmed && ok) {
 		wake_fd = iomux_ready_push_deferred(ep, it);
 		*taken = true;
@@ -183,22 +190,20 @@ void iomux_notify_n(struct sock_obj *obj, uint32_t events, unsigned edges)
 	}
 	if (nexcl) {
 		/* EPOLLEXCLUSIVE: of the sets that asked for it, each edge
-		 * goes to one with a sleeper (Linux: the first in its wait
-		 * queue whose waiter was not woken yet). edges: the edges
+		 * goes to an idle one, asleep or polling (Linux: the first in
+		 * its wait queue whose waiter was not woken yet). edges: the edges
 		 * this call stands for (connections queued on a listener,
 		 * datagrams on a socket since the last call), each to its
-		 * own set while there are sleepers. We start the search one
+		 * own set while there are idle ones. We start the search one
 		 * set further each call (obj->watch_turn), so a listener
 		 * shared by a thread per CPU spreads its connections over the
-		 * sleeping threads and a thread busy polling its own set does
-		 * not take them all. No set sleeps: all get it, as under
-		 * Linux. */
+		 * idle threads. No set is idle: all get it, as under Linux. */
 		unsigned start = obj->watch_turn++ % nexcl, delivered = 0;
 		if (edges == 0)
 			edges = 1;
-		for (enum notify_want want = NOTIFY_ASLEEP; want <= NOTIFY_WOKEN; want++) {
+		for (enum notify_want want = NOTIFY_IDLE; want <= NOTIFY_WOKEN; want++) {
 			/* One set already woken harvests every edge. */
-			unsigned limit = want == NOTIFY_ASLEEP ? edges : 1;
+			unsigned limit = want == NOTIFY_IDLE ? edges : 1;
 			for (unsigned pass = 0; pass < 2 && delivered < limit; pass++) {
 				unsigned k = 0;
 				for (struct iomux_watch *w = obj->watchers; w && delivered < limit; w = w->next) {

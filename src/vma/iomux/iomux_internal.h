@@ -70,6 +70,11 @@ struct iomux_epoll {
 	 * so it is closed in destroy, once no call pins the set. */
 	int wake_fd_retired;
 	int sleepers;
+	/* Threads inside epoll_wait on this set, asleep or in a pass
+	 * (atomic): a set whose thread polls in its pass with nothing on its
+	 * ready list takes an EPOLLEXCLUSIVE edge as readily as a sleeping
+	 * one, and without a wake-up (iomux_epoll.c, notify_push). */
+	int waiters;
 	bool exposed;
 	bool wake_signalled;
 	unsigned int gen;

@@ -461,6 +461,7 @@ static void sleep_kernel_cancelled(void *arg)
 	struct sleep_cancel *c = arg;
 	iomux_lock(&c->ep->lock);
 	c->ep->sleepers--;
+	__atomic_fetch_sub(&c->ep->waiters, 1, __ATOMIC_RELAXED);
 	os_signal_sleep_disarm(c->prev_sleep_fd);
 	iomux_unlock(&c->ep->lock);
 	sock_offload_spin_leave();
@@ -528,6 +529,7 @@ static int wait_done(struct iomux_epoll *ep, int n, int64_t start, int64_t slept
 	 * lease lapses): its thread comes back for the next ones in a few
 	 * microseconds, and the lane's spinner should be the thread with the
 	 * traffic, not one that would wake it for every request. */
+	__atomic_fetch_sub(&ep->waiters, 1, __ATOMIC_RELAXED);
 	if (n <= 0)
 		sock_offload_spin_leave();
 	/* The sends that answer these may share a doorbell (sock_offload.h). */
@@ -559,6 +561,7 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_lock(&ep->lock);
 	ep->gen++;
 	iomux_unlock(&ep->lock);
+	__atomic_fetch_add(&ep->waiters, 1, __ATOMIC_RELAXED);   /* until wait_done */
 	struct os_sig_mark sigmark = os_signal_call_mark();
 	bool yielded = false;
 	/* The wait fds that ended the last sleep, for the pass after it. */

@@ -139,14 +139,68 @@ static void sock_offload_scan_links(const struct net_snapshot *snap, void *arg)
 	}
 }
 
-static struct ring_buf *sock_offload_nif_tx_alloc(void *ring)
+/* The calling thread's wait channels (sock_offload_chan_mine_locked):
+ * the address of chan_token names the thread. */
+static __thread char chan_token OS_TLS_HOT;   /* its address names the thread */
+static __thread const struct sock_offload *chan_lane OS_TLS_HOT;   /* the lane chan_mine is for */
+static __thread struct sock_offload_chan *chan_mine[SOCK_OFFLOAD_MAX_IFS] OS_TLS_HOT;
+
+/* The ring the calling thread transmits on through ifc: its wait channel
+ * when it has one there, else the interface's ring. One XSK's doorbell
+ * (in copy mode, the sendto that transmits) sends every frame queued on
+ * it: with one TX ring for the lane, a thread's doorbell took the other
+ * threads' replies too and woke their clients from its CPU, a wake-up
+ * across CPUs (an IPI that preempted the other thread) for four in ten
+ * replies of a two-thread server (docs/process_model.md, "Wait channels"). */
+static inline struct ring *sock_offload_if_tx_ring(struct sock_offload_if *ifc)
 {
-	return ring_tx_alloc(ring);
+	if (__builtin_expect(chan_lane == ifc->ctx, 0)) {
+		struct sock_offload_chan *c = chan_mine[ifc - ifc->ctx->ifs];
+		if (c)
+			return c->ring;
+	}
+	return ifc->ring;
 }
 
-static int sock_offload_nif_tx_send(void *ring, struct ring_buf *frame)
+struct ring *sock_offload_tx_ring(struct sock_offload *ctx, int if_slot)
 {
-	return ring_tx_send(ring, frame);
+	return sock_offload_if_tx_ring(&ctx->ifs[if_slot]);
+}
+
+/* Lock held: the sends held on ifc's rings leave (the calling thread's,
+ * and with all every channel's too). */
+static void sock_offload_if_flush_held_locked(struct sock_offload_if *ifc, bool all)
+{
+	if (ring_tx_pending(ifc->ring))
+		ring_tx_flush(ifc->ring);
+	unsigned n = __atomic_load_n(&ifc->nchans, __ATOMIC_RELAXED);
+	if (!n)
+		return;
+	struct ring *mine = sock_offload_if_tx_ring(ifc);
+	for (unsigned j = 0; j < n; j++) {
+		struct ring *r = ifc->chans[j].ring;
+		if ((all || r == mine) && ring_tx_pending(r))
+			ring_tx_flush(r);
+	}
+}
+
+/* Every TX ring of ifc: its own and its channels' (doorbells owed). */
+static void sock_offload_if_tx_kick(struct sock_offload_if *ifc)
+{
+	ring_tx_kick(ifc->ring);
+	unsigned n = __atomic_load_n(&ifc->nchans, __ATOMIC_ACQUIRE);
+	for (unsigned j = 0; j < n; j++)
+		ring_tx_kick(ifc->chans[j].ring);
+}
+
+static struct ring_buf *sock_offload_nif_tx_alloc(void *ifc)
+{
+	return ring_tx_alloc(sock_offload_if_tx_ring(ifc));
+}
+
+static int sock_offload_nif_tx_send(void *ifc, struct ring_buf *frame)
+{
+	return ring_tx_send(sock_offload_if_tx_ring(ifc), frame);
 }
 
 /* Hands one rx burst to the stack; TCP payload of the burst is coalesced
@@ -203,7 +257,7 @@ static int sock_offload_drain_if_locked(struct sock_offload *ctx, struct sock_of
 		sock_offload_input_batch(ctx, ifc, bufs, n);
 		done += n;
 	}
-	ring_tx_flush(ifc->ring);
+	ring_tx_flush(sock_offload_if_tx_ring(ifc));
 	return done;
 }
 
@@ -300,11 +354,6 @@ void sock_offload_passive_end(struct sock_offload *ctx, struct sock_offload **wa
 	errno = saved;
 }
 
-/* The calling thread's wait channels (sock_offload_chan_mine_locked):
- * the address of chan_token names the thread. */
-static __thread char chan_token OS_TLS_HOT;   /* its address names the thread */
-static __thread const struct sock_offload *chan_lane OS_TLS_HOT;   /* the lane chan_mine is for */
-static __thread struct sock_offload_chan *chan_mine[SOCK_OFFLOAD_MAX_IFS] OS_TLS_HOT;
 /* Moves each time the calling thread gains a channel (sock_offload_chan_epoch). */
 static __thread unsigned chan_epoch OS_TLS_HOT;
 
@@ -582,6 +631,12 @@ static void sock_offload_stats_refresh_locked(struct sock_offload *ctx)
 			rc.rx_fill_empty += cc.rx_fill_empty;
 			rc.rx_wakeups += cc.rx_wakeups;
 			rc.rx_refills += cc.rx_refills;
+			/* and what their threads sent through them */
+			rc.tx_packets += cc.tx_packets;
+			rc.tx_bytes += cc.tx_bytes;
+			rc.tx_doorbells += cc.tx_doorbells;
+			rc.tx_held += cc.tx_held;
+			rc.tx_stranded += cc.tx_stranded;
 		}
 		bool rebase = st->zero_epoch != epoch;
 		if (rebase) {
@@ -657,8 +712,7 @@ static void sock_offload_tick(void *arg)
 			/* Backstop for sends held in a burst when the progress
 			 * engine is off or keeps being skipped. */
 			for (unsigned i = 0; i < ctx->nifs; i++)
-				if (ring_tx_pending(ctx->ifs[i].ring))
-					ring_tx_flush(ctx->ifs[i].ring);
+				sock_offload_if_flush_held_locked(&ctx->ifs[i], true);
 			sock_offload_stats_refresh_locked(ctx);
 		}
 	}
@@ -942,7 +996,7 @@ static bool sock_offload_build(struct sock_offload *ctx, unsigned lane)
 		ifc->nif.mtu = mtu;
 		ifc->nif.ifindex = c->ifindex;
 		ifc->nif.rx_l4_csum_trusted = sock_offload_trusts_l4_csum(ring);
-		ifc->nif.ctx = ring;
+		ifc->nif.ctx = ifc;   /* sock_offload_if_tx_ring picks the ring */
 		ifc->nif.tx_alloc = sock_offload_nif_tx_alloc;
 		ifc->nif.tx_send = sock_offload_nif_tx_send;
 		vlog_debug("UDP offload on %s (ifindex %d, mtu %u, driver %s, UDP/TCP checksums %s)", c->name,
@@ -1180,18 +1234,20 @@ static int sock_offload_poll_if(struct sock_offload *ctx, struct sock_offload_if
 	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
 	/* Sends held in a burst leave before we look for what they may
 	 * have provoked. */
-	if (ring_tx_pending(ifc->ring))
-		ring_tx_flush(ifc->ring);
+	struct ring *tx = sock_offload_if_tx_ring(ifc);
+	if (ring_tx_pending(tx))
+		ring_tx_flush(tx);
 	int n = ring_rx_burst(ifc->ring, bufs, ctx->rx_batch);
 	if (n > 0)
 		sock_offload_input_batch(ctx, ifc, bufs, n);
-	ring_tx_flush(ifc->ring);
+	ring_tx_flush(tx);
 	engine_note_app_poll(&ifc->poller);
 	return n > 0 ? n : 0;
 }
 
 /* One burst of a wait channel of ifc into the stack; what it provokes
- * leaves on the interface's ring (a channel never sends). Lock held. */
+ * leaves on the calling thread's TX ring (its channel's own when it has
+ * one). Lock held. */
 static int sock_offload_poll_chan(struct sock_offload *ctx, struct sock_offload_if *ifc, struct ring *chan)
 {
 	struct ring_buf *bufs[SOCK_OFFLOAD_RX_BATCH_MAX];
@@ -1199,7 +1255,7 @@ static int sock_offload_poll_chan(struct sock_offload *ctx, struct sock_offload_
 	if (n <= 0)
 		return 0;
 	sock_offload_input_batch(ctx, ifc, bufs, n);
-	ring_tx_flush(ifc->ring);
+	ring_tx_flush(sock_offload_if_tx_ring(ifc));
 	return n;
 }
 
@@ -1234,8 +1290,13 @@ static void sock_offload_chan_thread_exit(void *arg)
 			}
 		}
 		for (unsigned i = 0; i < ctx->nifs; i++)
-			if (chan_mine[i])
+			if (chan_mine[i]) {
 				chan_mine[i]->gen++;
+				/* Its last sends leave now, not with the next
+				 * thread that takes the channel. */
+				if (!ctx->dead && ring_tx_pending(chan_mine[i]->ring))
+					ring_tx_flush(chan_mine[i]->ring);
+			}
 		sock_offload_unlock(ctx);
 	}
 	for (unsigned i = 0; i < SOCK_OFFLOAD_MAX_IFS; i++) {
@@ -1333,6 +1394,9 @@ struct sock_offload_chan *sock_offload_chan_mine_locked(struct sock_offload *ctx
 		} else {
 			c = &ifc->chans[ifc->nchans];
 			c->ring = ring;
+			/* It transmits its thread's frames, with doorbells after
+			 * the unlock like the interface's ring. */
+			ring_defer_kicks(ring, &ctx->tx_kick_owed);
 			c->tick_rx_packets = 0;
 			__atomic_store_n(&ifc->nchans, ifc->nchans + 1, __ATOMIC_RELEASE);   /* read without the lock */
 		}
@@ -1498,7 +1562,7 @@ void sock_offload_tx_kick_locked(struct sock_offload *ctx)
 		return;
 	ctx->tx_kick_owed = false;
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		ring_tx_kick(ctx->ifs[i].ring);
+		sock_offload_if_tx_kick(&ctx->ifs[i]);
 }
 
 __thread unsigned sock_offload_held_mine OS_TLS_HOT;
@@ -1525,14 +1589,14 @@ void sock_offload_flush_mine_slow(void)
 			continue;
 		bool pending = false;
 		for (unsigned i = 0; i < ctx->nifs; i++)
-			pending |= ring_tx_pending(ctx->ifs[i].ring) != 0;
+			pending |= ring_tx_pending(ctx->ifs[i].ring) != 0 ||
+				   ring_tx_pending(sock_offload_if_tx_ring(&ctx->ifs[i])) != 0;
 		if (!pending)
 			continue;   /* another thread's pass sent them */
 		sock_offload_lock(ctx);
 		if (!ctx->dead)
 			for (unsigned i = 0; i < ctx->nifs; i++)
-				if (ring_tx_pending(ctx->ifs[i].ring))
-					ring_tx_flush(ctx->ifs[i].ring);
+				sock_offload_if_flush_held_locked(&ctx->ifs[i], false);
 		sock_offload_unlock(ctx);   /* rings the doorbells */
 	}
 }
@@ -1542,7 +1606,7 @@ void sock_offload_tx_kick_owed(struct sock_offload *ctx)
 	/* ifs[] is fixed once the lane is built, and the rings close only
 	 * after every flight has landed (sock_offload_exit). */
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		ring_tx_kick(ctx->ifs[i].ring);
+		sock_offload_if_tx_kick(&ctx->ifs[i]);
 	__atomic_sub_fetch(&ctx->tx_kicks_in_flight, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -1584,7 +1648,8 @@ bool sock_offload_idle_peek(const struct sock_offload *ctx)
 	    __atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL)
 		return false;
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring))
+		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring) ||
+		    ring_tx_pending(sock_offload_if_tx_ring((struct sock_offload_if *)&ctx->ifs[i])))
 			return false;
 	if (ctx->chans_on && sock_offload_chans_maybe(ctx))
 		return false;
@@ -1795,10 +1860,10 @@ int sock_offload_wait_prepare_locked(struct sock_offload *ctx, int *fds, int max
 	int count = 0;
 	if (ctx->dead)
 		return 0;
-	/* Never sleep on held sends. */
+	/* Never sleep on held sends (ours; another thread's channel holds
+	 * its own until that thread polls or sleeps). */
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		if (ring_tx_pending(ctx->ifs[i].ring))
-			ring_tx_flush(ctx->ifs[i].ring);
+		sock_offload_if_flush_held_locked(&ctx->ifs[i], false);
 	/* The internal thread delivered packets since the last sleep: some
 	 * socket may be ready, so look again before sleeping. */
 	/* Read (reset) only when signalled: a read per sleep was a syscall

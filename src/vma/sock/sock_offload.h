@@ -440,6 +440,11 @@ static inline bool sock_offload_tx_more(bool queued_here)
 	return queued_here || left != 0;
 }
 
+/* The ring the calling thread transmits on through interface if_slot of
+ * ctx: its wait channel's own XSK when it has one there, else the
+ * interface's ring (sock_offload.c says why). Lock held. */
+struct ring *sock_offload_tx_ring(struct sock_offload *ctx, int if_slot);
+
 /* Lock held: the send on ring is complete (ring_tx_send_done: the doorbell
  * now, or held in a burst or for the replies to the input waiting, more),
  * and a hold is noted for this thread. */

@@ -113,8 +113,9 @@ void sock_tcp_tx_kick_locked(struct sock_tcp *s)
 	for (unsigned i = 0; i < ctx->nifs; i++) {
 		if (s->if_slot >= 0 && (unsigned)s->if_slot != i)
 			continue;
-		if (ring_tx_pending(ctx->ifs[i].ring))
-			sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring, false);
+		struct ring *tx = sock_offload_tx_ring(ctx, (int)i);
+		if (ring_tx_pending(tx))
+			sock_offload_tx_send_done_locked(ctx, tx, false);
 	}
 }
 

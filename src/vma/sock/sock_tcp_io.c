@@ -499,7 +499,7 @@ static ssize_t sock_tcp_sendmsg_impl(struct sock_tcp *s, const struct msghdr *ms
 		if (g_cfg.rx_poll_on_tx_tcp)
 			sock_offload_progress_locked(ctx);
 		if (s->if_slot >= 0)
-			sock_offload_tx_send_done_locked(ctx, ctx->ifs[s->if_slot].ring,
+			sock_offload_tx_send_done_locked(ctx, sock_offload_tx_ring(ctx, s->if_slot),
 							 sock_offload_tx_more(s->rxq_bytes != 0));
 		sock_tcp_snd_refresh_locked(s);
 		sock_offload_unlock(ctx);

@@ -569,12 +569,12 @@ ssize_t sock_udp_sendmsg_common(struct sock_udp *s, const struct msghdr *msg, in
 		r = stack_udp_send(ctx->stack, nif, &tx, msg->msg_iov, (int)msg->msg_iovlen);
 		if (r != -ENOBUFS || (nonblock && attempt > 0) || attempt >= SOCK_UDP_TX_RETRIES)
 			break;
-		ring_tx_flush(ifc->ring);   /* rings the doorbell and reaps completions */
+		ring_tx_flush(sock_offload_tx_ring(ctx, rt->if_slot));   /* rings the doorbell and reaps completions */
 	}
 	if (flush)
 		/* Now, or later in a burst or with the replies to the
 		 * datagrams still queued here (docs/ring.md). */
-		sock_offload_tx_send_done_locked(ctx, ifc->ring,
+		sock_offload_tx_send_done_locked(ctx, sock_offload_tx_ring(ctx, rt->if_slot),
 						 sock_offload_tx_more(__atomic_load_n(&s->queue.count, __ATOMIC_RELAXED) != 0));
 	if (r >= 0 && rt->multicast && s->mc_loop && !dummy)
 		sock_offload_mc_loop_locked(ctx, rt->if_slot, &tx, msg->msg_iov, (int)msg->msg_iovlen);
@@ -660,9 +660,11 @@ int sock_udp_op_sendmmsg(struct sock_obj *obj, struct mmsghdr *vec, unsigned int
 	 * the old lane leave with that lane's next pass or tick backstop. */
 	ctx = sock_udp_lock(s);
 	if (ctx) {
-		for (unsigned i = 0; i < ctx->nifs; i++)
-			if (ring_tx_pending(ctx->ifs[i].ring))
-				sock_offload_tx_send_done_locked(ctx, ctx->ifs[i].ring, false);
+		for (unsigned i = 0; i < ctx->nifs; i++) {
+			struct ring *tx = sock_offload_tx_ring(ctx, (int)i);
+			if (ring_tx_pending(tx))
+				sock_offload_tx_send_done_locked(ctx, tx, false);
+		}
 		sock_offload_unlock(ctx);
 	}
 	if (sent == 0 && vlen > 0)
