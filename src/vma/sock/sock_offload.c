@@ -1740,6 +1740,31 @@ static int sock_offload_flow_room_locked(struct sock_offload *ctx)
 	return 0;
 }
 
+/* ring_attach_flow, and the one warning when the interface's steering
+ * is full (the xdp backend's 5-tuple map, RING_XDP_MAX_FLOWS entries,
+ * every process's flows on the interface counted): the caller's fallback (a connect() goes to the
+ * kernel, an accepted connection rides its listener's steering) used to
+ * be silent. */
+static int sock_offload_flow_attach(struct sock_offload *ctx, int if_slot, struct ring *ring,
+				    const struct ring_flow *flow)
+{
+	int err = ring_attach_flow(ring, flow);
+	if (__builtin_expect(err == -ENOSPC, 0)) {
+		struct sock_offload_if *ifc = &ctx->ifs[if_slot];
+		if (!ifc->map_full_warned) {
+			ifc->map_full_warned = true;
+			vlog_warn("%s: the ring's flow steering is full (docs/process_model.md, \"Limits of this step\": every "
+				  "process's flows on this interface count): fd %d gets no entry of its own, and from "
+				  "now on such sockets connect through the kernel or ride their listener's steering; "
+				  "close idle connections or spread them over more interfaces",
+				  ifc->name, flow->owner_fd);
+		} else {
+			vlog_debug("%s: steering map full: no entry for fd %d", ifc->name, flow->owner_fd);
+		}
+	}
+	return err;
+}
+
 int sock_offload_flow_get_on_locked(struct sock_offload *ctx, int if_slot, struct ring *ring,
 				    const struct ring_flow *flow)
 {
@@ -1748,7 +1773,7 @@ int sock_offload_flow_get_on_locked(struct sock_offload *ctx, int if_slot, struc
 	int err = sock_offload_flow_room_locked(ctx);
 	if (err < 0)
 		return err;
-	err = ring_attach_flow(ring, flow);
+	err = sock_offload_flow_attach(ctx, if_slot, ring, flow);
 	if (err < 0)
 		return err;
 	ctx->flows[ctx->nflows] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .ring = ring, .flow = *flow,
@@ -1791,7 +1816,7 @@ int sock_offload_flow_get_locked(struct sock_offload *ctx, int if_slot, const st
 	int err = sock_offload_flow_room_locked(ctx);
 	if (err < 0)
 		return err;
-	err = ring_attach_flow(ctx->ifs[if_slot].ring, flow);
+	err = sock_offload_flow_attach(ctx, if_slot, ctx->ifs[if_slot].ring, flow);
 	if (err < 0 && err != -EEXIST)
 		return err;
 	ctx->flows[ctx->nflows] = (struct sock_offload_flow_ref){ .if_slot = if_slot, .flow = *flow, .refs = 1 };

@@ -85,6 +85,7 @@ struct sock_offload_if {
 	struct sock_offload_chan chans[SOCK_OFFLOAD_CHANS];
 	unsigned nchans;
 	bool chans_failed;   /* no more channel rings to be had here */
+	bool map_full_warned;  /* the steering map's E2BIG, said once (sock_offload_flow_attach) */
 	struct stack_netif nif;        /* ctx = ring */
 	struct engine_poller poller;
 	struct sock_offload_if_stats stats;
