@@ -561,7 +561,12 @@ int iomux_epoll_wait(struct sock_obj *obj, struct epoll_event *events, int maxev
 	iomux_lock(&ep->lock);
 	ep->gen++;
 	iomux_unlock(&ep->lock);
-	__atomic_fetch_add(&ep->waiters, 1, __ATOMIC_RELAXED);   /* until wait_done */
+	/* Until wait_done (or a cancellation in the sleep). A thread
+	 * cancelled in a pass's epoll_pwait(0) leaves it counted: its set
+	 * may take one EPOLLEXCLUSIVE edge that nobody harvests (then its
+	 * ready list is not empty and it is no longer idle); a cleanup
+	 * handler around every pass would cost each call more than that. */
+	__atomic_fetch_add(&ep->waiters, 1, __ATOMIC_RELAXED);
 	struct os_sig_mark sigmark = os_signal_call_mark();
 	bool yielded = false;
 	/* The wait fds that ended the last sleep, for the pass after it. */
