@@ -152,7 +152,7 @@ static __thread struct sock_offload_chan *chan_mine[SOCK_OFFLOAD_MAX_IFS] OS_TLS
  * threads' replies too and woke their clients from its CPU, a wake-up
  * across CPUs (an IPI that preempted the other thread) for four in ten
  * replies of a two-thread server (docs/process_model.md, "Wait channels"). */
-static inline struct ring *sock_offload_if_tx_ring(struct sock_offload_if *ifc)
+static inline struct ring *sock_offload_if_tx_ring(const struct sock_offload_if *ifc)
 {
 	if (__builtin_expect(chan_lane == ifc->ctx, 0)) {
 		struct sock_offload_chan *c = chan_mine[ifc - ifc->ctx->ifs];
@@ -167,21 +167,29 @@ struct ring *sock_offload_tx_ring(struct sock_offload *ctx, int if_slot)
 	return sock_offload_if_tx_ring(&ctx->ifs[if_slot]);
 }
 
-/* Lock held: the sends held on ifc's rings leave (the calling thread's,
- * and with all every channel's too). */
+/* Whether sends are held on ifc's ring or the calling thread's own TX
+ * ring there. A look, without the lock. */
+static bool sock_offload_if_held_mine(const struct sock_offload_if *ifc)
+{
+	return ring_tx_pending(ifc->ring) || ring_tx_pending(sock_offload_if_tx_ring(ifc));
+}
+
+/* Lock held: the sends held on ifc's ring and the calling thread's own
+ * TX ring leave; with all, every channel's too. */
 static void sock_offload_if_flush_held_locked(struct sock_offload_if *ifc, bool all)
 {
 	if (ring_tx_pending(ifc->ring))
 		ring_tx_flush(ifc->ring);
-	unsigned n = __atomic_load_n(&ifc->nchans, __ATOMIC_RELAXED);
-	if (!n)
+	if (all) {
+		unsigned n = __atomic_load_n(&ifc->nchans, __ATOMIC_RELAXED);
+		for (unsigned j = 0; j < n; j++)
+			if (ring_tx_pending(ifc->chans[j].ring))
+				ring_tx_flush(ifc->chans[j].ring);
 		return;
-	struct ring *mine = sock_offload_if_tx_ring(ifc);
-	for (unsigned j = 0; j < n; j++) {
-		struct ring *r = ifc->chans[j].ring;
-		if ((all || r == mine) && ring_tx_pending(r))
-			ring_tx_flush(r);
 	}
+	struct ring *mine = sock_offload_if_tx_ring(ifc);
+	if (mine != ifc->ring && ring_tx_pending(mine))
+		ring_tx_flush(mine);
 }
 
 /* Every TX ring of ifc: its own and its channels' (doorbells owed). */
@@ -1589,8 +1597,7 @@ void sock_offload_flush_mine_slow(void)
 			continue;
 		bool pending = false;
 		for (unsigned i = 0; i < ctx->nifs; i++)
-			pending |= ring_tx_pending(ctx->ifs[i].ring) != 0 ||
-				   ring_tx_pending(sock_offload_if_tx_ring(&ctx->ifs[i])) != 0;
+			pending |= sock_offload_if_held_mine(&ctx->ifs[i]);
 		if (!pending)
 			continue;   /* another thread's pass sent them */
 		sock_offload_lock(ctx);
@@ -1648,8 +1655,7 @@ bool sock_offload_idle_peek(const struct sock_offload *ctx)
 	    __atomic_load_n(&ctx->tcp_strays, __ATOMIC_RELAXED) != NULL)
 		return false;
 	for (unsigned i = 0; i < ctx->nifs; i++)
-		if (ring_rx_maybe(ctx->ifs[i].ring) || ring_tx_pending(ctx->ifs[i].ring) ||
-		    ring_tx_pending(sock_offload_if_tx_ring((struct sock_offload_if *)&ctx->ifs[i])))
+		if (ring_rx_maybe(ctx->ifs[i].ring) || sock_offload_if_held_mine(&ctx->ifs[i]))
 			return false;
 	if (ctx->chans_on && sock_offload_chans_maybe(ctx))
 		return false;
@@ -1740,11 +1746,12 @@ static int sock_offload_flow_room_locked(struct sock_offload *ctx)
 	return 0;
 }
 
-/* ring_attach_flow, and the one warning when the interface's steering
- * is full (the xdp backend's 5-tuple map, RING_XDP_MAX_FLOWS entries,
- * every process's flows on the interface counted): the caller's fallback (a connect() goes to the
- * kernel, an accepted connection rides its listener's steering) used to
- * be silent. */
+/* ring_attach_flow for every flow of the lane, and the one warning when
+ * the interface's steering is full (the xdp backend's maps,
+ * RING_XDP_MAX_FLOWS entries each, every process's flows on the interface
+ * counted). The caller's fallback (a connect() goes to the kernel, an
+ * accepted or moved connection rides its listener's steering or stays
+ * where it is) used to be silent. */
 static int sock_offload_flow_attach(struct sock_offload *ctx, int if_slot, struct ring *ring,
 				    const struct ring_flow *flow)
 {
@@ -1794,7 +1801,7 @@ int sock_offload_flow_rehome_locked(struct sock_offload *ctx, int if_slot, const
 		return 0;
 	struct ring_flow moved = ref->flow;
 	moved.takeover = 1;
-	int err = ring_attach_flow(to, &moved);
+	int err = sock_offload_flow_attach(ctx, if_slot, to, &moved);
 	if (err < 0)
 		return err;
 	ring_forget_flow(old, &ref->flow);
@@ -1831,7 +1838,7 @@ int sock_offload_flow_to_kernel_locked(struct sock_offload *ctx, int if_slot, co
 		return -ENOENT;
 	struct ring_flow k = ref->flow;
 	k.to_kernel = 1;
-	int err = ring_attach_flow(sock_offload_flow_ring(ctx, ref), &k);
+	int err = sock_offload_flow_attach(ctx, ref->if_slot, sock_offload_flow_ring(ctx, ref), &k);
 	if (err < 0)
 		return err;
 	ref->flow.to_kernel = 1;
