@@ -8,7 +8,13 @@
 #include <linux/types.h>
 
 #define RING_XDP_MAX_QUEUES 64
-#define RING_XDP_MAX_FLOWS 4096
+/* Entries of the 5-tuple and of the 3-tuple map, each, per interface:
+ * every process's connections and bound ports on it (docs/process_model.md,
+ * "Limits of this step"). Hash maps preallocate their elements: about
+ * 5.5 MB of kernel memory per map. */
+#define RING_XDP_MAX_FLOWS 65536
+/* Multicast groups (address, port) per interface. */
+#define RING_XDP_MAX_GROUPS 4096
 /* Processes (members) per interface that own an XSK on the shared UMEM of a
  * queue. The XSK map's key is queue * RING_XDP_MAX_MEMBERS + member slot;
  * flow values name the member slot (docs/process_model.md). */

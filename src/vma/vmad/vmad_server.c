@@ -50,7 +50,10 @@
 
 #define VMAD_MAX_CONNS 1024
 #define VMAD_MAX_IFACES 16
-#define VMAD_MAX_FLOWS RING_XDP_MAX_FLOWS
+/* Flows of members that are not root, every interface counted (each
+ * interface's maps hold RING_XDP_MAX_FLOWS per kind). Entries are touched
+ * only once handed out (vmad_flow_index). */
+#define VMAD_MAX_FLOWS (2 * RING_XDP_MAX_FLOWS)
 #define VMAD_FLOW_BUCKETS (2 * VMAD_MAX_FLOWS) /* a power of two */
 #define VMAD_MAX_GIDS 64
 /* How long a gone member's XSK stays open before its rings are read back:
@@ -118,7 +121,12 @@ struct vmad_flow {
 	union ring_flow_key key;
 	int share_idx;      /* vma_shares index, -1 while the value is a plain slot */
 	unsigned nholders;
-	struct vmad_holder holders[RING_XDP_MAX_MEMBERS];
+	/* &one, or, once a second member holds the key (a share group),
+	 * RING_XDP_MAX_MEMBERS of the heap (vmad_flow_room): nearly every
+	 * flow is one connection's 5-tuple, and a table sized for 32
+	 * holders each (1.1 KB an entry) capped the flows vmad could keep. */
+	struct vmad_holder *holders;
+	struct vmad_holder one;
 };
 
 /* What the proving socket showed. */
@@ -127,7 +135,6 @@ struct vmad_proof {
 	bool reuseport;
 };
 
-#define VMAD_PENDING_ORPHANS 256
 
 struct vmad_server {
 	const struct vmad_server_config *cfg;
@@ -153,8 +160,8 @@ struct vmad_server {
 	struct vmad_orphan_pending {
 		pid_t pid;
 		struct ring_xdp_key5 key;
-	} pending[VMAD_PENDING_ORPHANS];
-	unsigned npending;
+	} *pending;         /* heap, grown by vmad_orphan_defer */
+	unsigned npending, cap_pending;
 };
 
 static volatile sig_atomic_t vmad_stop;
@@ -337,7 +344,26 @@ static struct vmad_flow *vmad_flow_alloc(struct vmad_server *s)
 	if (i < 0)
 		return NULL;
 	memset(&s->flows[i], 0, sizeof(s->flows[i]));
+	s->flows[i].holders = &s->flows[i].one;
 	return &s->flows[i];
+}
+
+/* Room for one more holder of f: false when none is to be had (all
+ * RING_XDP_MAX_MEMBERS hold it, or no memory). */
+static bool vmad_flow_room(struct vmad_flow *f)
+{
+	if (f->nholders == 0)
+		return true;
+	if (f->nholders >= RING_XDP_MAX_MEMBERS)
+		return false;
+	if (f->holders != &f->one)
+		return true;
+	struct vmad_holder *many = calloc(RING_XDP_MAX_MEMBERS, sizeof(*many));
+	if (!many)
+		return false;
+	many[0] = f->one;
+	f->holders = many;
+	return true;
 }
 
 /* Makes f (filled in, used) findable. */
@@ -351,6 +377,8 @@ static void vmad_flow_release(struct vmad_server *s, struct vmad_flow *f, bool l
 {
 	vmad_flow_index_release(&s->flow_index, (int)(f - s->flows),
 				linked ? vmad_flow_hash(f->ifc, f->kind, &f->key) : 0, linked);
+	if (f->holders != &f->one)
+		free(f->holders);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -581,7 +609,7 @@ static void vmad_flow_add(struct vmad_server *s, int ci, const struct vmad_reque
 			rep->status = 0;
 			return;
 		}
-		if (!vmad_may_share(f, &nh) || f->nholders == RING_XDP_MAX_MEMBERS) {
+		if (!vmad_may_share(f, &nh) || !vmad_flow_room(f)) {
 			const struct vmad_conn *o = &s->conns[f->holders[0].conn];
 			vmad_refuse(s, rep, -EBUSY, "the %s port %u is steered to pid %d (not a shared socket)",
 				    req->flow.proto == IPPROTO_TCP ? "TCP" : "UDP", ntohs(req->flow.local_port),
@@ -677,14 +705,33 @@ static void vmad_probe_orphan(struct vmad_server *s, const struct ring_xdp_key5 
 	s->orphans_probed++;
 }
 
+/* A dead member's connection, to be probed once its process has no member
+ * left. Every one: until 2026-12-02 a member's first 64 were, and the
+ * peers of the others waited for their own timeouts. Where no memory is to
+ * be had it is probed at once (its process's other members may still
+ * steer the answer to an XSK nobody reads: the peer then learns later). */
+static void vmad_orphan_defer(struct vmad_server *s, pid_t pid, const struct ring_xdp_key5 *key)
+{
+	if (s->npending == s->cap_pending) {
+		unsigned cap = s->cap_pending ? 2 * s->cap_pending : 256;
+		struct vmad_orphan_pending *grown = realloc(s->pending, cap * sizeof(*grown));
+		if (!grown) {
+			vmad_probe_orphan(s, key);
+			return;
+		}
+		s->pending = grown;
+		s->cap_pending = cap;
+	}
+	s->pending[s->npending++] = (struct vmad_orphan_pending){ .pid = pid, .key = *key };
+}
+
 /* Every flow of a member that is gone, and the 5-tuples a root member wrote
  * into flows5 itself (their value is its slot). With sweep_flows5 (its
  * process is gone) the peers of its TCP connections are reset. */
 static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flows5)
 {
 	struct vmad_conn *c = &s->conns[ci];
-	struct ring_xdp_key5 orphans[64];
-	unsigned norphans = 0;
+	pid_t pid = c->cred.pid;
 
 	for (int i = 0; i < vmad_flow_index_high(&s->flow_index); i++) {
 		struct vmad_flow *f = &s->flows[i];
@@ -693,8 +740,8 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 		for (unsigned h = 0; h < f->nholders; h++) {
 			if (f->holders[h].conn == ci) {
 				if (sweep_flows5 && f->kind == RING_FLOW_5TUPLE && f->key.k5.proto == IPPROTO_TCP &&
-				    !f->holders[h].to_kernel && f->nholders == 1 && norphans < 64)
-					orphans[norphans++] = f->key.k5;
+				    !f->holders[h].to_kernel && f->nholders == 1)
+					vmad_orphan_defer(s, pid, &f->key.k5);
 				vmad_flow_drop_holder(s, f, h);
 				break;
 			}
@@ -706,19 +753,22 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	void *prev = NULL;
 	unsigned removed = 0;
 	/* Deleting while iterating can restart the walk: collect a batch
-	 * first, delete, repeat until a walk finds nothing. */
-	for (int round = 0; round < 64; round++) {
-		struct ring_xdp_key5 doomed[256];
+	 * first, delete, repeat until a walk finds nothing. Each round walks
+	 * the map from its start, so the batch is large enough that a member
+	 * holding the whole map (RING_XDP_MAX_FLOWS) costs a few walks. */
+	enum { SWEEP_BATCH = 4096 };
+	static struct ring_xdp_key5 doomed[SWEEP_BATCH];   /* vmad is one thread */
+	for (int round = 0; round <= RING_XDP_MAX_FLOWS / SWEEP_BATCH; round++) {
 		unsigned n = 0;
 		prev = NULL;
-		while (n < 256 && bpf_map_get_next_key(c->ifc->map_flows5, prev, &next) == 0) {
+		while (n < SWEEP_BATCH && bpf_map_get_next_key(c->ifc->map_flows5, prev, &next) == 0) {
 			__u32 value;
 			if (bpf_map_lookup_elem(c->ifc->map_flows5, &next, &value) == 0 &&
 			    (value == c->slot || value == RING_XDP_KERNEL_OF(c->slot))) {
 				doomed[n++] = next;
 				/* Ours, not handed to the kernel: its peer waits for us. */
-				if (value == c->slot && next.proto == IPPROTO_TCP && norphans < 64)
-					orphans[norphans++] = next;
+				if (value == c->slot && next.proto == IPPROTO_TCP)
+					vmad_orphan_defer(s, pid, &next);
 			}
 			key = next;
 			prev = &key;
@@ -726,7 +776,7 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 		for (unsigned i = 0; i < n; i++)
 			bpf_map_delete_elem(c->ifc->map_flows5, &doomed[i]);
 		removed += n;
-		if (n < 256)
+		if (n < SWEEP_BATCH)
 			break;
 	}
 	if (removed)
@@ -734,13 +784,6 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	/* After the steering is gone, the process's other members' too: the
 	 * peers' answers must reach the kernel, not a dead member's XSK (a
 	 * share group's entry may still name one). */
-	pid_t pid = c->cred.pid;
-	for (unsigned i = 0; i < norphans; i++) {
-		if (s->npending < VMAD_PENDING_ORPHANS)
-			s->pending[s->npending++] = (struct vmad_orphan_pending){ .pid = pid, .key = orphans[i] };
-		else
-			vmad_probe_orphan(s, &orphans[i]);
-	}
 	for (int i = 0; i < VMAD_MAX_CONNS; i++)
 		if (i != ci && s->conns[i].state == VMAD_CONN_MEMBER && s->conns[i].cred.pid == pid)
 			return;
@@ -1552,7 +1595,11 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	}
 	vmad_log(VLOG_INFO, "%s", vmad_stop ? "stopping (signal)" : "idle, exiting");
 	vmad_shutdown(s);
+	for (int i = 0; i < vmad_flow_index_high(&s->flow_index); i++)
+		if (s->flows[i].used && s->flows[i].holders != &s->flows[i].one)
+			free(s->flows[i].holders);
 	free(s->flows);
+	free(s->pending);
 	vmad_flow_index_fini(&s->flow_index);
 	return 0;
 }

@@ -46,7 +46,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RING_XDP_MAX_FLOWS);
+	__uint(max_entries, RING_XDP_MAX_GROUPS);
 	__type(key, struct ring_xdp_keygrp);
 	__type(value, __u32);
 } vma_groups SEC(".maps");
