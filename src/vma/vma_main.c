@@ -22,6 +22,7 @@
 #include "stats/stats.h"
 #include "stats/stats_layout.h"
 #include "vmad/vmad_client.h"
+#include "vmad/vmad_peers.h"
 #include "config.h"
 
 static pthread_once_t vma_once = PTHREAD_ONCE_INIT;
@@ -219,6 +220,9 @@ void vma_after_fork_child(void)
 	 * another thread was running at fork time will never finish here,
 	 * and glibc's pthread_once lets the child run it again. */
 	vma_in_init = false;
+	/* Before anything frees a connection of the parent's lanes here: the
+	 * peers list is shared with the parent, whose entries they are. */
+	vmad_peers_after_fork_child();
 	/* First: the rings, flows and XDP program are the parent's. */
 	sock_offload_after_fork_child();
 	ring_spin_after_fork_child();

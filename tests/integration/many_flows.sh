@@ -8,13 +8,17 @@
 # PREFIX-a (198.18.0.1) and a Python client under libvma in PREFIX-b that
 # opens MANY_FLOWS (6000) connections, echoes 16 bytes of its own on each,
 # and keeps them all open until every one is done:
-#  1. the client as root (it writes its 5-tuples into the map itself);
+#  1. the client as root (it writes its flows into the maps itself);
 #  2. the client as nobody, through a vmad in PREFIX-b (every flow goes
 #     through vmad's table).
 # Checks, each run: every echo intact, no connection made by the client
 # namespace's kernel (Tcp ActiveOpens flat: all offloaded), no warning of a
-# full steering map or flow table, and once the client exits every one of
-# its connections closed at the server within 15 s.
+# full steering map or flow table. Then the root client is killed with
+# SIGKILL, and vmad must have the server's end of every connection reset
+# within 15 s: they ride reserved ports' 3-tuples, which name no peer, and
+# until 2026-12-02 nobody told those peers (vmad reads the process's peers
+# list now, vmad_peers.h). nobody's client exits normally: the server sees
+# every connection close.
 #  3. a pre-fork server under libvma in PREFIX-b (2 workers; as root, then
 #     as nobody through vmad) and a kernel client in PREFIX-a with
 #     MANY_FLOWS connections echoing; one worker is killed with SIGKILL.
@@ -23,6 +27,9 @@
 #     client's established connections are exactly those that still echo
 #     (until 2026-12-02 vmad probed a dead member's first 64 connections,
 #     and the other peers learned only when they next sent).
+#  4. the same with a one-process server (its connections ride its
+#     listener's 3-tuple: only the peers list names them), killed: 5 s
+#     later no connection is established at the client.
 # Exit 0 all passed, 1 a check failed, 77 cannot run here.
 set -u
 
@@ -96,20 +103,14 @@ while True:
 SRV=$!
 for _ in $(seq 50); do $A ss -ltn | grep -q ":$PORT " && break; sleep 0.1; done
 
-# client TAG [PREFIX...]: MANY_FLOWS connections under libvma, each echoing
-# 16 bytes that name it; all stay open until the last echo is checked.
-client() {
-	local tag=$1
-	shift
-	local opens0 opens1
-	opens0=$(active_opens)
-	mkfifo "$TMP/$tag.in"
-	$B "$@" env LD_PRELOAD="$LIB" python3 -c '
+# echo_client.py HOST PORT N MODE: N connections, each echoing 16 bytes
+# that name it, all kept open; prints "ready N". MODE hold: then waits for
+# the end of its input. MODE recheck: after a line of input, echoes once
+# more on each (3 s each at most) and prints "echoing" and how many did.
+cat >"$TMP/echo_client.py" <<'EOF'
 import socket, sys
-n = int(sys.argv[1])
-keep = []
-for i in range(n):
-    s = socket.create_connection(("198.18.0.1", '$PORT'), timeout=10)
+host, port, n, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def echo(s, i):
     msg = b"conn%011d\n" % i
     s.sendall(msg)
     got = b""
@@ -118,22 +119,48 @@ for i in range(n):
         if not d:
             break
         got += d
-    if got != msg:
-        print("bad echo on connection %d: %r" % (i, got), flush=True)
+    return got == msg
+keep = []
+for i in range(n):
+    s = socket.create_connection((host, port), timeout=10)
+    if not echo(s, i):
+        print("bad echo on connection %d" % i, flush=True)
         sys.exit(1)
     keep.append(s)
-print("echoed", len(keep), flush=True)
-sys.stdin.read()   # until the script closes the fifo
-' "$N" >"$TMP/$tag.out" 2>"$TMP/$tag.err" <"$TMP/$tag.in" &
+print("ready", len(keep), flush=True)
+if mode == "hold":
+    sys.stdin.read()
+    sys.exit(0)
+sys.stdin.readline()
+ok = 0
+for i, s in enumerate(keep):
+    try:
+        s.settimeout(3)
+        ok += echo(s, i)
+    except OSError:
+        pass
+print("echoing", ok, flush=True)
+EOF
+
+# client TAG [PREFIX...]: MANY_FLOWS connections under libvma (echo_client.py
+# hold) to the kernel echo server.
+client() {
+	local tag=$1
+	shift
+	local opens0 opens1
+	opens0=$(active_opens)
+	mkfifo "$TMP/$tag.in"
+	$B "$@" env LD_PRELOAD="$LIB" python3 "$TMP/echo_client.py" 198.18.0.1 $PORT "$N" hold \
+		>"$TMP/$tag.out" 2>"$TMP/$tag.err" <"$TMP/$tag.in" &
 	local cli=$!
 	exec 3>"$TMP/$tag.in"
 	for _ in $(seq 1200); do
-		grep -q "^echoed" "$TMP/$tag.out" && break
+		grep -q "^ready" "$TMP/$tag.out" && break
 		kill -0 $cli 2>/dev/null || break
 		sleep 0.1
 	done
 	opens1=$(active_opens)
-	if grep -q "^echoed $N\$" "$TMP/$tag.out"; then
+	if grep -q "^ready $N\$" "$TMP/$tag.out"; then
 		pass "$tag: $N connections, every echo intact"
 	else
 		failed "$tag: $N connections echoed ($(head -c 300 "$TMP/$tag.out" "$TMP/$tag.err" | tr '\n' ' '))"
@@ -148,8 +175,12 @@ sys.stdin.read()   # until the script closes the fifo
 	else
 		pass "$tag: no full steering warning"
 	fi
-	local open0 open=-1 t
+	local open0 open=-1 t how=exited
 	open0=$(established)
+	if [ "$tag" = root ]; then
+		how="was killed with SIGKILL"
+		kill -9 $cli
+	fi
 	exec 3>&-
 	wait $cli 2>/dev/null
 	for t in $(seq 150); do
@@ -158,9 +189,9 @@ sys.stdin.read()   # until the script closes the fifo
 		sleep 0.1
 	done
 	if [ "$open" = 0 ]; then
-		pass "$tag: the client exited with $open0 connections open: the server saw every one close"
+		pass "$tag: the client $how with $open0 connections open: the server saw every one end (in $((t / 10)).$((t % 10)) s)"
 	else
-		failed "$tag: the client exited with $open0 connections open; $open still established at the server 15 s later"
+		failed "$tag: the client $how with $open0 connections open; $open still established at the server 15 s later"
 	fi
 }
 
@@ -188,56 +219,22 @@ else
 	pass "nobody: vmad's flow table held every flow"
 fi
 
-# killed_worker TAG [MP_SERVER_OPTION...]: part 3.
+# killed_worker TAG MODEL [MP_SERVER_OPTION...]: parts 3 (prefork: one of
+# two workers killed) and 4 (single: the server killed).
 SRV_PORT=7330
 killed_worker() {
-	local tag=$1
-	shift
+	local tag=$1 model=$2
+	shift 2
 	SRV_PORT=$((SRV_PORT + 1))
 	$B env LD_PRELOAD="$LIB" "$BUILD/tests/integration/mp_server" --port $SRV_PORT --bind 198.18.0.2 \
-		--model prefork --workers 2 --size 16 --max-seconds 120 "$@" >"$TMP/$tag.srv" 2>"$TMP/$tag.srv.err" &
+		--model "$model" --workers 2 --size 16 --max-seconds 120 "$@" >"$TMP/$tag.srv" 2>"$TMP/$tag.srv.err" &
 	local srv=$!
 	for _ in $(seq 100); do grep -q '^ready' "$TMP/$tag.srv" && break; sleep 0.1; done
 	local passive0
 	passive0=$(passive_opens)
 	mkfifo "$TMP/$tag.in"
-	$A python3 -c '
-import socket, sys
-n = int(sys.argv[1])
-keep = []
-for i in range(n):
-    s = socket.create_connection(("198.18.0.2", int(sys.argv[2])), timeout=10)
-    msg = b"k%014d\n" % i
-    s.sendall(msg)
-    got = b""
-    while len(got) < len(msg):
-        d = s.recv(64)
-        if not d:
-            break
-        got += d
-    if got != msg:
-        print("bad echo on connection %d: %r" % (i, got), flush=True)
-        sys.exit(1)
-    keep.append(s)
-print("ready", len(keep), flush=True)
-sys.stdin.readline()
-ok = 0
-for i, s in enumerate(keep):
-    msg = b"k%014d\n" % i
-    try:
-        s.settimeout(3)
-        s.sendall(msg)
-        got = b""
-        while len(got) < len(msg):
-            d = s.recv(64)
-            if not d:
-                break
-            got += d
-        ok += got == msg
-    except OSError:
-        pass
-print("echoing", ok, flush=True)
-' "$N" $SRV_PORT >"$TMP/$tag.out" 2>"$TMP/$tag.err" <"$TMP/$tag.in" &
+	$A python3 "$TMP/echo_client.py" 198.18.0.2 $SRV_PORT "$N" recheck >"$TMP/$tag.out" 2>"$TMP/$tag.err" \
+		<"$TMP/$tag.in" &
 	local cli=$!
 	exec 3>"$TMP/$tag.in"
 	for _ in $(seq 1200); do
@@ -247,6 +244,7 @@ print("echoing", ok, flush=True)
 	done
 	local victim est ok
 	victim=$(awk '/^worker [0-9]+$/ { print $2; exit }' "$TMP/$tag.srv")
+	[ "$model" = single ] && victim=$srv
 	if ! grep -q "^ready $N\$" "$TMP/$tag.out" || [ -z "$victim" ]; then
 		failed "$tag: $N connections to the pre-fork server echoed ($(head -c 300 "$TMP/$tag.out" "$TMP/$tag.err" | tr '\n' ' '))"
 		exec 3>&-
@@ -261,13 +259,20 @@ print("echoing", ok, flush=True)
 		failed "$tag: $passive connections accepted by the server namespace's kernel (not offloaded)"
 	fi
 	kill -9 "$victim"
+	[ "$victim" = "$srv" ] && { wait $srv; } 2>/dev/null
 	sleep 5
 	est=$($A ss -Htn state established "( dport = :$SRV_PORT )" | wc -l)
 	echo go >&3
 	exec 3>&-
 	wait $cli
 	ok=$(sed -n 's/^echoing //p' "$TMP/$tag.out")
-	if [ -n "$ok" ] && [ "$ok" -gt 0 ] && [ "$ok" -lt "$N" ] && [ "$est" = "$ok" ]; then
+	if [ "$model" = single ]; then
+		if [ "$est" = 0 ] && [ "$ok" = 0 ]; then
+			pass "$tag: the server killed with SIGKILL: all $N connections were reset at the client within 5 s"
+		else
+			failed "$tag: the server killed with SIGKILL: $est connections still established at the client 5 s later, ${ok:-?} of $N echo"
+		fi
+	elif [ -n "$ok" ] && [ "$ok" -gt 0 ] && [ "$ok" -lt "$N" ] && [ "$est" = "$ok" ]; then
 		pass "$tag: a worker killed with SIGKILL: its $((N - ok)) connections were reset at the client within 5 s, the other worker's $ok still echo"
 	else
 		failed "$tag: a worker killed with SIGKILL: $est connections still established at the client 5 s later, ${ok:-?} of $N still echo"
@@ -277,8 +282,12 @@ print("echoing", ok, flush=True)
 }
 
 echo "== 3. a pre-fork server's worker killed with $N connections"
-killed_worker prefork-root
-killed_worker prefork-nobody --user nobody
+killed_worker prefork-root prefork
+killed_worker prefork-nobody prefork --user nobody
+
+echo "== 4. a one-process server killed with $N connections"
+killed_worker single-root single
+killed_worker single-nobody single --user nobody
 
 echo "many_flows: $PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -585,6 +585,69 @@ START_TEST(route_metrics_passive_open)
 }
 END_TEST
 
+/* The conn hook: each side's connection is told once on, once off, with
+ * its own 4-tuple, and the word it kept comes back. */
+static struct conn_seen {
+	unsigned on, off;
+	uint32_t lip, rip;
+	uint16_t lport, rport;
+	uint32_t cookie_back;
+} conn_seen[2];
+
+static void conn_hook(void *arg, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport, uint32_t *cookie,
+		      bool on)
+{
+	struct conn_seen *c = &conn_seen[(uintptr_t)arg];
+	if (on) {
+		ck_assert_uint_eq(*cookie, 0);
+		c->on++;
+		c->lip = lip, c->lport = lport, c->rip = rip, c->rport = rport;
+		*cookie = 1000 + c->on;
+	} else {
+		c->off++;
+		c->cookie_back = *cookie;
+	}
+}
+
+static bool server_conn_gone(struct th_wire *x)
+{
+	(void)x;
+	return conn_seen[1].off > 0;
+}
+
+START_TEST(conn_hook_sees_each_connection_come_and_go)
+{
+	memset(conn_seen, 0, sizeof(conn_seen));
+	th_init(w, &sa, &sb, 12);
+	tcp_ctx_set_conn_hook(w->side[0].tcp, conn_hook, (void *)(uintptr_t)0);
+	tcp_ctx_set_conn_hook(w->side[1].tcp, conn_hook, (void *)(uintptr_t)1);
+	th_listen(&w->side[1], 80);
+	ck_assert_uint_eq(conn_seen[1].on, 0);   /* a listener is no connection */
+	struct tcp_pcb *p = client(4000);
+	connect_to(p, 80);
+	ck_assert_uint_eq(conn_seen[0].on, 1);   /* the SYN_SENT pcb */
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_uint_eq(conn_seen[1].on, 1);   /* the child */
+	ck_assert_uint_eq(conn_seen[0].lip, w->side[0].nif.ip);
+	ck_assert_uint_eq(conn_seen[0].rip, w->side[1].nif.ip);
+	ck_assert_uint_eq(conn_seen[0].lport, htons(4000));
+	ck_assert_uint_eq(conn_seen[0].rport, htons(80));
+	ck_assert_uint_eq(conn_seen[1].lip, w->side[1].nif.ip);
+	ck_assert_uint_eq(conn_seen[1].rip, w->side[0].nif.ip);
+	ck_assert_uint_eq(conn_seen[1].lport, htons(80));
+	ck_assert_uint_eq(conn_seen[1].rport, htons(4000));
+	ck_assert_uint_eq(conn_seen[0].off + conn_seen[1].off, 0);
+	tcp_abort(p);
+	ck_assert_uint_eq(conn_seen[0].off, 1);
+	ck_assert_uint_eq(conn_seen[0].cookie_back, 1001);
+	ck_assert(th_run_until(w, server_conn_gone, 50));   /* the RST ended the child */
+	ck_assert_uint_eq(conn_seen[1].off, 1);
+	ck_assert_uint_eq(conn_seen[1].cookie_back, 1001);
+	ck_assert_uint_eq(conn_seen[0].on + conn_seen[1].on, 2);
+	ck_assert_ptr_null(w->side[1].pcb);
+}
+END_TEST
+
 static void make_nif2(int side)
 {
 	nif2 = w->side[side].nif;
@@ -805,6 +868,7 @@ static Suite *suite(void)
 	tcase_add_test(t, netif_used_for_tx_and_mss);
 	tcase_add_test(t, mss_bounded_by_the_nif_whatever_vma_mtu);
 	tcase_add_test(t, child_answers_on_the_nif_of_its_syn);
+	tcase_add_test(t, conn_hook_sees_each_connection_come_and_go);
 	tcase_add_test(t, rst_reply_leaves_on_arrival_nif);
 	tcase_add_test(t, sndbuf_grows_midstream);
 	tcase_add_test(t, info_for_tcp_info);

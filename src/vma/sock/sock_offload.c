@@ -23,6 +23,7 @@
 #include "sock/sock_tcp.h"
 #include "sock/sock_udp.h"
 #include "stats/stats.h"
+#include "vmad/vmad_peers.h"
 
 #define SOCK_OFFLOAD_RX_BATCH_MAX 64
 #define SOCK_OFFLOAD_TICK_MS 100
@@ -790,6 +791,10 @@ static void sock_offload_tcp_exit(void *arg)
 	unsigned n = sock_offload_lanes(lanes, SOCK_OFFLOAD_MAX_LANES);
 	for (unsigned k = 0; k < n; k++)
 		sock_tcp_exit(lanes[k]);
+	/* The FINs are out: vmad has nobody to probe when we are gone (as
+	 * before the peers list, an exiting process's peers learn from its
+	 * FIN). */
+	vmad_peers_mark_clean();
 }
 
 static void sock_offload_settings(struct stack_settings *st)
@@ -875,6 +880,19 @@ static uint32_t sock_offload_notsent_lowat(void)
 /* The route toward a SYN's sender, asked by the engine before it answers
  * (Linux routes every SYN-ACK): its mtu and advmss metrics set the MSS the
  * SYN-ACK announces and bound the segments the connection sends. */
+/* Every connection of the engine goes on the process's peers list, which
+ * vmad reads if the process is killed (vmad_peers.h): the ones that ride
+ * a 3-tuple are known nowhere else. */
+static void sock_offload_tcp_conn_listed(void *arg, uint32_t local_ip, uint16_t local_port, uint32_t remote_ip,
+					 uint16_t remote_port, uint32_t *cookie, bool on)
+{
+	(void)arg;
+	if (on)
+		vmad_peers_add(local_ip, local_port, remote_ip, remote_port, cookie);
+	else
+		vmad_peers_del(cookie);
+}
+
 static void sock_offload_tcp_route_metrics(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out)
 {
 	struct sock_offload *ctx = arg;
@@ -917,6 +935,7 @@ static void sock_offload_tcp_create(struct sock_offload *ctx)
 		vlog_warn("TCP offload disabled: out of memory for the TCP engine");
 	else {
 		tcp_ctx_set_route_hook(ctx->tcp, sock_offload_tcp_route_metrics, ctx);
+		tcp_ctx_set_conn_hook(ctx->tcp, sock_offload_tcp_conn_listed, ctx);
 		tcp_ctx_set_stray_hook(ctx->tcp, sock_tcp_stray_hook, ctx);
 	}
 }

@@ -382,6 +382,15 @@ void tcp_set_route_metrics(struct tcp_pcb *pcb, const struct tcp_route_metrics *
  * runs inside input and must not call into the engine. */
 typedef void (*tcp_route_fn)(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out);
 void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg);
+/* fn is told when a pcb enters the table of connections (it has its
+ * 4-tuple: an active open, a listener's child) and when it leaves it (on
+ * false: freed, or handed away), with a word of the pcb's for fn's own
+ * use (0 at first; fn keeps what it wants there). Addresses and ports in
+ * network order. Runs inside the engine and must not call into it. NULL
+ * fn: nobody is told. */
+typedef void (*tcp_conn_fn)(void *arg, uint32_t local_ip, uint16_t local_port, uint32_t remote_ip,
+			    uint16_t remote_port, uint32_t *cookie, bool on);
+void tcp_ctx_set_conn_hook(struct tcp_ctx *ctx, tcp_conn_fn fn, void *arg);
 /* Bytes in the send buffer: not yet sent plus sent and not acknowledged. */
 uint32_t tcp_sndbuf_used(const struct tcp_pcb *pcb);
 /* Bytes in the send buffer never transmitted (Linux's write_seq - snd_nxt). */

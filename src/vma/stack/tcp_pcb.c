@@ -106,6 +106,20 @@ void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg)
 	ctx->route_arg = arg;
 }
 
+void tcp_ctx_set_conn_hook(struct tcp_ctx *ctx, tcp_conn_fn fn, void *arg)
+{
+	ctx->conn_fn = fn;
+	ctx->conn_arg = arg;
+}
+
+static void conn_hook_tell(struct tcp_pcb *pcb, bool on)
+{
+	struct tcp_ctx *ctx = pcb->ctx;
+	if (ctx->conn_fn)
+		ctx->conn_fn(ctx->conn_arg, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port,
+			     &pcb->conn_cookie, on);
+}
+
 /* As Linux's tcp_select_initial_window: ilog2(space) - 15, within 0..14. */
 uint8_t tcp_wscale_for(uint32_t rcv_buf)
 {
@@ -292,6 +306,8 @@ static void pcb_unhash(struct tcp_pcb *pcb)
 {
 	if (pcb->hashed == TCP_HASH_NONE)
 		return;
+	if (pcb->hashed == TCP_HASH_CONN)
+		conn_hook_tell(pcb, false);
 	pcb->ctx->last_conn = NULL;
 	struct tcp_hash *h = table_of(pcb->ctx, pcb->hashed);
 	bool found = false;
@@ -328,6 +344,8 @@ static void pcb_hash_into(struct tcp_pcb *pcb, uint8_t table)
 	h->bucket[k] = pcb;
 	pcb->hashed = table;
 	h->count++;
+	if (table == TCP_HASH_CONN)
+		conn_hook_tell(pcb, true);
 }
 
 void tcp_pcb_hash_conn(struct tcp_pcb *pcb)

@@ -231,6 +231,7 @@ struct tcp_pcb {
 	struct tcp_pcb *next, *prev;     /* ctx->pcbs (every pcb, dead ones until reaped) */
 	struct tcp_pcb *hnext;           /* chain in ctx->conns or ctx->ports */
 	uint8_t hashed;                  /* TCP_HASH_NONE / _CONN / _PORT */
+	uint32_t conn_cookie;            /* the conn hook's word (tcp_ctx_set_conn_hook) */
 	struct tcp_pcb *parent;          /* listener of a child not yet accepted */
 	unsigned backlog, pending_children;
 	unsigned accept_queued;          /* established children not yet accepted */
@@ -514,6 +515,10 @@ struct tcp_ctx {
 	/* Route metrics toward the sender of a SYN (tcp_ctx_set_route_hook). */
 	tcp_route_fn route_fn;
 	void *route_arg;
+	/* Told of every connection entering and leaving the table
+	 * (tcp_ctx_set_conn_hook). */
+	tcp_conn_fn conn_fn;
+	void *conn_arg;
 };
 
 enum { TCP_HANDED_KERNEL, TCP_HANDED_MOVED, TCP_HANDED_TO_LISTENER };

@@ -29,6 +29,7 @@
 #include "log/vlog.h"
 #include "ring/ring_domain.h"
 #include "vmad/vmad_client.h"
+#include "vmad/vmad_peers.h"
 #include "os/os.h"
 
 #define VMAD_CLIENT_TIMEOUT_S 5
@@ -415,7 +416,9 @@ static int vmad_client_join_body(const char *ifname, unsigned queue, const struc
 	req.want_slot = slot ? slot->want_slot : -1;
 	req.span = slot ? slot->span : 1;
 	req.mode = sizes->huge_pages ? VMAD_JOIN_M_HUGE : 0;
-	int err = vmad_client_request(conn, &req, -1, &rep, fds, &nfds);
+	/* The process's peers list goes with every JOIN (vmad_peers.h; a vmad
+	 * before it closes the descriptor unread). */
+	int err = vmad_client_request(conn, &req, vmad_peers_fd(), &rep, fds, &nfds);
 	if (!err && rep.status < 0) {
 		err = rep.status;
 		rep.message[sizeof(rep.message) - 1] = '\0';

@@ -29,7 +29,9 @@
 #define VMAD_REPLY_MAX_FDS 5
 
 enum vmad_op {
-	/* Join the domain of (ifname, queue). Reply fds: memfd, UMEM socket,
+	/* Join the domain of (ifname, queue). One optional fd: the process's
+	 * peers list (vmad_peers.h), read if the process dies without closing
+	 * its connections. Reply fds: memfd, UMEM socket,
 	 * the member's RX XSK (in the XSK map), its TX XSK, then with
 	 * VMAD_JOIN_F_MAPS the flows5 map. */
 	VMAD_OP_JOIN = 1,

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -43,6 +44,7 @@
 #include "ring/ring_xdp_prog.h"
 #include "vmad/vmad_flow_index.h"
 #include "vmad/vmad_orphan.h"
+#include "vmad/vmad_peers.h"
 #include "vmad/vmad_policy.h"
 #include "vmad/vmad_proto.h"
 #include "vmad/vmad_server.h"
@@ -99,6 +101,7 @@ struct vmad_conn {
 	unsigned slot;
 	int xsk_fd;         /* the member's RX socket (in the XSK map) */
 	int xsk_tx_fd;      /* its TX socket */
+	int peers_fd;       /* its process's peers list (vmad_peers.h), sent with JOIN; -1 = none */
 	uint64_t leave_at_ms;
 };
 
@@ -725,6 +728,49 @@ static void vmad_orphan_defer(struct vmad_server *s, pid_t pid, const struct rin
 	s->pending[s->npending++] = (struct vmad_orphan_pending){ .pid = pid, .key = *key };
 }
 
+/* The peers list a dead process left: a probe per connection whose local
+ * address is one of the interface's (what the list says is the process's
+ * own memory: nothing else is believed). */
+struct vmad_listed_walk {
+	struct vmad_server *s;
+	uint32_t addrs[16];
+	unsigned naddrs;
+	unsigned probed;
+};
+
+static void vmad_probe_listed_one(void *arg, const struct ring_xdp_key5 *k)
+{
+	struct vmad_listed_walk *w = arg;
+	uint32_t rip = ntohl(k->remote_ip);
+	if (k->proto != IPPROTO_TCP || !k->local_port || !k->remote_port || !rip || rip == 0xffffffffu ||
+	    (rip & 0xf0000000u) == 0xe0000000u)
+		return;
+	for (unsigned i = 0; i < w->naddrs; i++) {
+		if (w->addrs[i] == k->local_ip) {
+			vmad_probe_orphan(w->s, k);
+			w->probed++;
+			return;
+		}
+	}
+}
+
+static unsigned vmad_probe_listed(struct vmad_server *s, const struct vmad_conn *c)
+{
+	struct vmad_listed_walk w = { .s = s };
+	struct ifaddrs *ifa = NULL;
+	if (getifaddrs(&ifa) != 0)
+		return 0;
+	for (struct ifaddrs *a = ifa; a && w.naddrs < 16; a = a->ifa_next)
+		if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && strcmp(a->ifa_name, c->ifc->name) == 0)
+			w.addrs[w.naddrs++] = ((const struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
+	freeifaddrs(ifa);
+	int n = vmad_peers_walk(c->peers_fd, vmad_probe_listed_one, &w);
+	if (n < 0)
+		vmad_log(VLOG_DEBUG, "%s: pid %d left an unreadable peers list: %s", c->ifc->name, (int)c->cred.pid,
+			 strerror(-n));
+	return w.probed;
+}
+
 /* Every flow of a member that is gone, and the 5-tuples a root member wrote
  * into flows5 itself (their value is its slot). With sweep_flows5 (its
  * process is gone) the peers of its TCP connections are reset. */
@@ -788,6 +834,8 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 		if (i != ci && s->conns[i].state == VMAD_CONN_MEMBER && s->conns[i].cred.pid == pid)
 			return;
 	unsigned probed = 0;
+	if (c->peers_fd >= 0)
+		probed += vmad_probe_listed(s, c);
 	for (unsigned i = 0; i < s->npending;) {
 		if (s->pending[i].pid != pid) {
 			i++;
@@ -1042,9 +1090,11 @@ static void vmad_member_reclaim(struct vmad_server *s, int ci)
 	}
 	if (--ifc->members == 0)
 		ifc->idle_since_ms = vmad_now_ms();
+	if (c->peers_fd >= 0)
+		os_close_nocancel(c->peers_fd);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
-	c->xsk_fd = c->xsk_tx_fd = -1;
+	c->xsk_fd = c->xsk_tx_fd = c->peers_fd = -1;
 }
 
 static void vmad_conn_close(struct vmad_server *s, int ci)
@@ -1059,9 +1109,11 @@ static void vmad_conn_close(struct vmad_server *s, int ci)
 		return;
 	}
 	if (c->state != VMAD_CONN_LEAVING) {
+		if (c->peers_fd >= 0)
+			os_close_nocancel(c->peers_fd);
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
-		c->xsk_fd = c->xsk_tx_fd = -1;
+		c->xsk_fd = c->xsk_tx_fd = c->peers_fd = -1;
 	}
 }
 
@@ -1110,7 +1162,7 @@ static int vmad_conn_open(struct vmad_server *s, int fd, const struct ucred *cre
 	memset(c, 0, sizeof(*c));
 	c->state = VMAD_CONN_OPEN;
 	c->fd = fd;
-	c->xsk_fd = c->xsk_tx_fd = -1;
+	c->xsk_fd = c->xsk_tx_fd = c->peers_fd = -1;
 	c->cred = *cred;
 	return ci;
 }
@@ -1215,7 +1267,7 @@ static void vmad_adopt(struct vmad_server *s, int ci, int fd, const struct ucred
 		os_close_nocancel(c->fd);
 		memset(c, 0, sizeof(*c));
 		c->fd = -1;
-		c->xsk_fd = c->xsk_tx_fd = -1;
+		c->xsk_fd = c->xsk_tx_fd = c->peers_fd = -1;
 		return;
 	}
 	vmad_log(VLOG_DEBUG, "pid %d: adopted a connection as uid %u (spawner pid %d)", (int)sender->pid,
@@ -1278,8 +1330,14 @@ static bool vmad_serve(struct vmad_server *s, int ci)
 	switch (req.op) {
 	case VMAD_OP_JOIN:
 		vmad_join(s, ci, &req, &rep);
-		if (rep.status == 0)
+		if (rep.status == 0) {
+			/* Its fd, if any, is the process's peers list. */
+			if (proof_fd >= 0 && c->peers_fd < 0) {
+				c->peers_fd = proof_fd;
+				proof_fd = -1;
+			}
 			break;       /* sent with its descriptors */
+		}
 		if (rep.status > 0)
 			return false;
 		goto send;
@@ -1481,7 +1539,7 @@ int vmad_server_run(const struct vmad_server_config *cfg)
 	s->raw_fd = -1;
 	for (int i = 0; i < VMAD_MAX_CONNS; i++) {
 		s->conns[i].fd = -1;
-		s->conns[i].xsk_fd = s->conns[i].xsk_tx_fd = -1;
+		s->conns[i].xsk_fd = s->conns[i].xsk_tx_fd = s->conns[i].peers_fd = -1;
 	}
 	/* Started by libvma inside an application: drop every descriptor we
 	 * inherited (a copy of the application's listening socket would keep
