@@ -609,6 +609,17 @@ static void conn_hook(void *arg, uint32_t lip, uint16_t lport, uint32_t rip, uin
 	}
 }
 
+static bool server_fin_seen(struct th_wire *x)
+{
+	return x->side[1].fin;
+}
+
+static bool client_conn_done(struct th_wire *x)
+{
+	(void)x;
+	return conn_seen[0].off == 2;
+}
+
 static bool server_conn_gone(struct th_wire *x)
 {
 	(void)x;
@@ -645,6 +656,24 @@ START_TEST(conn_hook_sees_each_connection_come_and_go)
 	ck_assert_uint_eq(conn_seen[1].cookie_back, 1001);
 	ck_assert_uint_eq(conn_seen[0].on + conn_seen[1].on, 2);
 	ck_assert_ptr_null(w->side[1].pcb);
+
+	/* A graceful close: the side that closes first is done with at
+	 * TIME_WAIT, not 2 MSL later when its pcb goes. */
+	w->side[0].connected = w->side[1].connected = false;
+	w->side[0].fin = w->side[1].fin = false;
+	p = client(4001);
+	connect_to(p, 80);
+	ck_assert(th_run_until(w, both_connected, 100));
+	ck_assert_uint_eq(conn_seen[0].on, 2);
+	ck_assert_uint_eq(conn_seen[1].on, 2);
+	ck_assert_int_eq(tcp_close(p), 0);
+	ck_assert(th_run_until(w, server_fin_seen, 50));
+	ck_assert_int_eq(tcp_close(w->side[1].pcb), 0);
+	w->side[1].pcb = NULL;
+	ck_assert(th_run_until(w, client_conn_done, 50));
+	ck_assert_int_eq(tcp_pcb_state(p), TCP_TIME_WAIT);
+	ck_assert_uint_eq(conn_seen[0].off, 2);
+	ck_assert_uint_eq(conn_seen[0].cookie_back, 1002);
 }
 END_TEST
 

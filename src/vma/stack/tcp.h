@@ -382,10 +382,12 @@ void tcp_set_route_metrics(struct tcp_pcb *pcb, const struct tcp_route_metrics *
  * runs inside input and must not call into the engine. */
 typedef void (*tcp_route_fn)(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out);
 void tcp_ctx_set_route_hook(struct tcp_ctx *ctx, tcp_route_fn fn, void *arg);
-/* fn is told when a pcb enters the table of connections (it has its
- * 4-tuple: an active open, a listener's child) and when it leaves it (on
- * false: freed, or handed away), with a word of the pcb's for fn's own
- * use (0 at first; fn keeps what it wants there). Addresses and ports in
+/* fn is told once when a pcb enters the table of connections (it has its
+ * 4-tuple: an active open, a listener's child) and once when it is done
+ * with (on false): it enters TIME_WAIT (both FINs are through; a
+ * connection-rate workload keeps thousands there for 2 MSL), or leaves
+ * the table (freed, or handed away), whichever comes first. It gets a word
+ * of the pcb's for its own use (0 at first). Addresses and ports in
  * network order. Runs inside the engine and must not call into it. NULL
  * fn: nobody is told. */
 typedef void (*tcp_conn_fn)(void *arg, uint32_t local_ip, uint16_t local_port, uint32_t remote_ip,

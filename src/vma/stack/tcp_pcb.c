@@ -112,9 +112,14 @@ void tcp_ctx_set_conn_hook(struct tcp_ctx *ctx, tcp_conn_fn fn, void *arg)
 	ctx->conn_arg = arg;
 }
 
+/* On once, then off once: at TIME_WAIT or when it leaves the table,
+ * whichever comes first. */
 static void conn_hook_tell(struct tcp_pcb *pcb, bool on)
 {
 	struct tcp_ctx *ctx = pcb->ctx;
+	if (pcb->conn_told == on)
+		return;
+	pcb->conn_told = on;
 	if (ctx->conn_fn)
 		ctx->conn_fn(ctx->conn_arg, pcb->local_ip, pcb->local_port, pcb->remote_ip, pcb->remote_port,
 			     &pcb->conn_cookie, on);
@@ -344,7 +349,7 @@ static void pcb_hash_into(struct tcp_pcb *pcb, uint8_t table)
 	h->bucket[k] = pcb;
 	pcb->hashed = table;
 	h->count++;
-	if (table == TCP_HASH_CONN)
+	if (table == TCP_HASH_CONN && pcb->state != TCP_TIME_WAIT)
 		conn_hook_tell(pcb, true);
 }
 
@@ -755,6 +760,9 @@ void tcp_reap(struct tcp_ctx *ctx)
 void tcp_enter_time_wait(struct tcp_pcb *pcb)
 {
 	tcp_set_state(pcb, TCP_TIME_WAIT);
+	/* Over for the peer too (both FINs are through): the conn hook's
+	 * business ends here, not 2 MSL later. */
+	conn_hook_tell(pcb, false);
 	/* Nothing will be sent from it again (our FIN is acknowledged): a
 	 * connection-rate workload keeps thousands of pcbs here for 2 MSL, so
 	 * they should not each hold a send buffer (one mmap each at 256 KiB). */

@@ -232,6 +232,7 @@ struct tcp_pcb {
 	struct tcp_pcb *hnext;           /* chain in ctx->conns or ctx->ports */
 	uint8_t hashed;                  /* TCP_HASH_NONE / _CONN / _PORT */
 	uint32_t conn_cookie;            /* the conn hook's word (tcp_ctx_set_conn_hook) */
+	bool conn_told;                  /* the conn hook was told "on" and not yet "off" */
 	struct tcp_pcb *parent;          /* listener of a child not yet accepted */
 	unsigned backlog, pending_children;
 	unsigned accept_queued;          /* established children not yet accepted */

@@ -31,6 +31,7 @@ static dev_t vmad_peers_dev;                    /* the memfd's identity: the app
 static ino_t vmad_peers_ino;                    /* close our descriptor and reuse its number */
 static uint32_t vmad_peers_gen;                 /* atomic */
 static uint32_t vmad_peers_hint;                /* atomic: where the next claim looks first */
+static uint32_t vmad_peers_live;                /* atomic: entries listed: a full list costs no scan */
 static bool vmad_peers_full_said;
 
 /* fd if it is still our memfd, else -1 (nothing of the application's is
@@ -83,6 +84,8 @@ void vmad_peers_add(uint32_t local_ip, uint16_t local_port, uint32_t remote_ip, 
 {
 	if (!__atomic_load_n(&vmad_peers_map, __ATOMIC_ACQUIRE) || *cookie)
 		return;
+	if (__atomic_load_n(&vmad_peers_live, __ATOMIC_RELAXED) >= VMAD_PEERS_CAPACITY)
+		goto full;
 	uint32_t start = __atomic_load_n(&vmad_peers_hint, __ATOMIC_RELAXED);
 	for (uint32_t n = 0; n < VMAD_PEERS_CAPACITY; n++) {
 		uint32_t i = (start + n) & (VMAD_PEERS_CAPACITY - 1);
@@ -96,10 +99,12 @@ void vmad_peers_add(uint32_t local_ip, uint16_t local_port, uint32_t remote_ip, 
 						 .local_port = local_port, .remote_port = remote_port,
 						 .proto = IPPROTO_TCP };
 		__atomic_store_n(&e->state, VMAD_PEER_LIVE, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&vmad_peers_live, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&vmad_peers_hint, (i + 1) & (VMAD_PEERS_CAPACITY - 1), __ATOMIC_RELAXED);
 		*cookie = ((__atomic_load_n(&vmad_peers_gen, __ATOMIC_RELAXED) << VMAD_PEERS_INDEX_BITS) | i) + 1;
 		return;
 	}
+full:
 	if (!__atomic_exchange_n(&vmad_peers_full_said, true, __ATOMIC_RELAXED))
 		vlog_debug("vmad: the peers list is full (%u connections): more are not listed", VMAD_PEERS_CAPACITY);
 }
@@ -115,6 +120,7 @@ void vmad_peers_del(uint32_t *cookie)
 	    (c >> VMAD_PEERS_INDEX_BITS) != __atomic_load_n(&vmad_peers_gen, __ATOMIC_RELAXED))
 		return;
 	__atomic_store_n(&vmad_peers_entries[c & (VMAD_PEERS_CAPACITY - 1)].state, VMAD_PEER_FREE, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&vmad_peers_live, 1, __ATOMIC_RELAXED);
 }
 
 void vmad_peers_mark_clean(void)
@@ -138,6 +144,7 @@ void vmad_peers_after_fork_child(void)
 	vmad_peers_memfd = -1;
 	vmad_peers_entries = NULL;
 	vmad_peers_hint = 0;
+	vmad_peers_live = 0;
 	vmad_peers_full_said = false;
 }
 
