@@ -73,6 +73,15 @@ trap cleanup EXIT
 
 pass() { echo "PASS: $1"; PASSED=$((PASSED + 1)); }
 failed() { echo "FAIL: $1"; FAILED=$((FAILED + 1)); }
+# wait_ready OUT PID: until echo_client.py (PID) printed "ready" in OUT, or
+# died, or 120 s went by.
+wait_ready() {
+	for _ in $(seq 1200); do
+		grep -q "^ready" "$1" && return
+		kill -0 "$2" 2>/dev/null || return
+		sleep 0.1
+	done
+}
 established() { $A ss -Htn state established "( sport = :$PORT )" | wc -l; }
 passive_opens() { $B awk '/^Tcp:/{n++; if (n == 2) print $7}' /proc/net/snmp; }
 active_opens() { $B awk '/^Tcp:/{n++; if (n == 2) print $6}' /proc/net/snmp; }
@@ -154,11 +163,7 @@ client() {
 		>"$TMP/$tag.out" 2>"$TMP/$tag.err" <"$TMP/$tag.in" &
 	local cli=$!
 	exec 3>"$TMP/$tag.in"
-	for _ in $(seq 1200); do
-		grep -q "^ready" "$TMP/$tag.out" && break
-		kill -0 $cli 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_ready "$TMP/$tag.out" $cli
 	opens1=$(active_opens)
 	if grep -q "^ready $N\$" "$TMP/$tag.out"; then
 		pass "$tag: $N connections, every echo intact"
@@ -237,11 +242,7 @@ killed_worker() {
 		<"$TMP/$tag.in" &
 	local cli=$!
 	exec 3>"$TMP/$tag.in"
-	for _ in $(seq 1200); do
-		grep -q "^ready" "$TMP/$tag.out" && break
-		kill -0 $cli 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_ready "$TMP/$tag.out" $cli
 	local victim est ok
 	victim=$(awk '/^worker [0-9]+$/ { print $2; exit }' "$TMP/$tag.srv")
 	[ "$model" = single ] && victim=$srv

@@ -877,9 +877,6 @@ static uint32_t sock_offload_notsent_lowat(void)
 	return v >= UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-/* The route toward a SYN's sender, asked by the engine before it answers
- * (Linux routes every SYN-ACK): its mtu and advmss metrics set the MSS the
- * SYN-ACK announces and bound the segments the connection sends. */
 /* Every connection of the engine goes on the process's peers list, which
  * vmad reads if the process is killed (vmad_peers.h): the ones that ride
  * a 3-tuple are known nowhere else. */
@@ -893,6 +890,9 @@ static void sock_offload_tcp_conn_listed(void *arg, uint32_t local_ip, uint16_t 
 		vmad_peers_del(cookie);
 }
 
+/* The route toward a SYN's sender, asked by the engine before it answers
+ * (Linux routes every SYN-ACK): its mtu and advmss metrics set the MSS the
+ * SYN-ACK announces and bound the segments the connection sends. */
 static void sock_offload_tcp_route_metrics(void *arg, uint32_t remote_ip, struct tcp_route_metrics *out)
 {
 	struct sock_offload *ctx = arg;

@@ -355,8 +355,6 @@ static struct vmad_flow *vmad_flow_alloc(struct vmad_server *s)
  * RING_XDP_MAX_MEMBERS hold it, or no memory). */
 static bool vmad_flow_room(struct vmad_flow *f)
 {
-	if (f->nholders == 0)
-		return true;
 	if (f->nholders >= RING_XDP_MAX_MEMBERS)
 		return false;
 	if (f->holders != &f->one)
@@ -754,21 +752,25 @@ static void vmad_probe_listed_one(void *arg, const struct ring_xdp_key5 *k)
 	}
 }
 
-static unsigned vmad_probe_listed(struct vmad_server *s, const struct vmad_conn *c)
+/* The probes sent, or -1 when the list could not be read (the caller
+ * probes what the steering named instead). */
+static int vmad_probe_listed(struct vmad_server *s, const struct vmad_conn *c)
 {
 	struct vmad_listed_walk w = { .s = s };
 	struct ifaddrs *ifa = NULL;
 	if (getifaddrs(&ifa) != 0)
-		return 0;
+		return -1;
 	for (struct ifaddrs *a = ifa; a && w.naddrs < 16; a = a->ifa_next)
 		if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && strcmp(a->ifa_name, c->ifc->name) == 0)
 			w.addrs[w.naddrs++] = ((const struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr;
 	freeifaddrs(ifa);
 	int n = vmad_peers_walk(c->peers_fd, vmad_probe_listed_one, &w);
-	if (n < 0)
+	if (n < 0) {
 		vmad_log(VLOG_DEBUG, "%s: pid %d left an unreadable peers list: %s", c->ifc->name, (int)c->cred.pid,
 			 strerror(-n));
-	return w.probed;
+		return -1;
+	}
+	return (int)w.probed;
 }
 
 /* Every flow of a member that is gone, and the 5-tuples a root member wrote
@@ -833,16 +835,20 @@ static void vmad_flows_forget_conn(struct vmad_server *s, int ci, bool sweep_flo
 	for (int i = 0; i < VMAD_MAX_CONNS; i++)
 		if (i != ci && s->conns[i].state == VMAD_CONN_MEMBER && s->conns[i].cred.pid == pid)
 			return;
-	unsigned probed = 0;
-	if (c->peers_fd >= 0)
-		probed += vmad_probe_listed(s, c);
+	/* The process's peers list names every connection it had (those with
+	 * a 5-tuple too): read, it replaces the 5-tuples gathered above, which
+	 * are only the fallback for a process without one. */
+	int listed = c->peers_fd >= 0 ? vmad_probe_listed(s, c) : -1;
+	unsigned probed = listed > 0 ? (unsigned)listed : 0;
 	for (unsigned i = 0; i < s->npending;) {
 		if (s->pending[i].pid != pid) {
 			i++;
 			continue;
 		}
-		vmad_probe_orphan(s, &s->pending[i].key);
-		probed++;
+		if (listed < 0) {
+			vmad_probe_orphan(s, &s->pending[i].key);
+			probed++;
+		}
 		s->pending[i] = s->pending[--s->npending];
 	}
 	if (probed)
